@@ -1,0 +1,54 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  talosconfig:
+    description:
+      - Path of the talosconfig file (as written by C(talosctl gen config)).
+      - When neither this nor O(talosconfig_content) is set, the E(TALOSCONFIG) environment variable is
+        used, else C($TALOS_HOME/config), else C(~/.talos/config), as C(talosctl) does.
+    type: path
+  talosconfig_content:
+    description:
+      - The talosconfig itself, for example from Ansible Vault or an AWX credential.
+      - Takes precedence over O(talosconfig). Never logged.
+    type: str
+  context:
+    description:
+      - The talosconfig context to use instead of the file's current one.
+    type: str
+  endpoint:
+    description:
+      - The Talos API endpoint to dial instead of the context's endpoints (C(host) or C(host:port), port 50000
+        by default). Calls for other machines go through it with the C(node) gRPC metadata, as C(talosctl -e) does.
+    type: str
+  kubeconfig:
+    description:
+      - Path of a kubeconfig for the cluster's Kubernetes API. Falls back to E(KUBECONFIG).
+    type: path
+  kubeconfig_content:
+    description:
+      - The kubeconfig itself. Takes precedence over O(kubeconfig). Never logged.
+    type: str
+  timeout:
+    description:
+      - Seconds to wait for each API call, connection included.
+    type: float
+    default: 30
+requirements:
+  - grpclib >= 0.4.7
+  - protobuf >= 6.31.1
+  - cryptography
+  - PyYAML
+notes:
+  - Modules run on the Ansible controller (C(connection: local)); set C(ansible_python_interpreter) to
+    C({{ ansible_playbook_python }}) so they run with the Python that has these requirements.
+"""

@@ -1,0 +1,277 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# Apache License 2.0 (see LICENSE)
+"""A Talos API client: channels to endpoints, node targeting, the calls the collection makes.
+
+- Configured mode: mTLS to the context's endpoints, the server verified against the context's
+  CA. A call for another machine goes to an endpoint with the gRPC metadata ``node: <addr>``
+  (one node per call, as talosctl 1.14 sends it); apid there proxies it to ``<addr>:50000``.
+- ``dial_only``: exactly one address and nothing else (reclaim must never reach the file's
+  other endpoints or nodes); no node metadata is sent.
+- Maintenance mode: TLS without a client certificate, for the calls Talos allows there.
+
+grpclib is asyncio; every public method is synchronous and runs on the client's own loop.
+``fan_out`` runs one call per node concurrently on that loop.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import asyncio
+import io
+import ssl
+import tarfile
+
+try:
+    import yaml
+    import grpclib
+    import grpclib.client
+    from grpclib.exceptions import GRPCError, StreamTerminatedError
+    from google.protobuf import empty_pb2
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import (
+        common_pb2, machine_pb2, machine_image_pb2, machine_lifecycle_pb2, storage_pb2, cosi_state_pb2)
+    HAS_DEPS = True
+    IMPORT_ERROR = None
+except ImportError as _exc:  # reported by the module through missing_required_lib
+    HAS_DEPS = False
+    IMPORT_ERROR = _exc
+
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
+from ansible_collections.maesh.ichor.plugins.module_utils.talos.talosconfig import split_endpoint
+from ansible_collections.maesh.ichor.plugins.module_utils.talos.transport import client_context, maintenance_context
+
+UNARY = "unary"
+STREAM = "stream"
+
+# The calls the collection makes: name -> (path, request type, reply type, cardinality).
+# Types are looked up lazily so this module imports without the generated protos.
+_CALLS = {
+    "Version": ("/machine.MachineService/Version", "empty", "machine.VersionResponse", UNARY),
+    "Hostname": ("/machine.MachineService/Hostname", "empty", "machine.HostnameResponse", UNARY),
+    "ServiceList": ("/machine.MachineService/ServiceList", "empty", "machine.ServiceListResponse", UNARY),
+    "ApplyConfiguration": ("/machine.MachineService/ApplyConfiguration", "machine.ApplyConfigurationRequest",
+                           "machine.ApplyConfigurationResponse", UNARY),
+    "Upgrade": ("/machine.MachineService/Upgrade", "machine.UpgradeRequest", "machine.UpgradeResponse", UNARY),
+    "Reboot": ("/machine.MachineService/Reboot", "machine.RebootRequest", "machine.RebootResponse", UNARY),
+    "Reset": ("/machine.MachineService/Reset", "machine.ResetRequest", "machine.ResetResponse", UNARY),
+    "Bootstrap": ("/machine.MachineService/Bootstrap", "machine.BootstrapRequest", "machine.BootstrapResponse", UNARY),
+    "Kubeconfig": ("/machine.MachineService/Kubeconfig", "empty", "common.Data", STREAM),
+    "EtcdMemberList": ("/machine.MachineService/EtcdMemberList", "machine.EtcdMemberListRequest",
+                       "machine.EtcdMemberListResponse", UNARY),
+    "EtcdStatus": ("/machine.MachineService/EtcdStatus", "empty", "machine.EtcdStatusResponse", UNARY),
+    "EtcdLeaveCluster": ("/machine.MachineService/EtcdLeaveCluster", "machine.EtcdLeaveClusterRequest",
+                         "machine.EtcdLeaveClusterResponse", UNARY),
+    "EtcdRemoveMemberByID": ("/machine.MachineService/EtcdRemoveMemberByID", "machine.EtcdRemoveMemberByIDRequest",
+                             "machine.EtcdRemoveMemberByIDResponse", UNARY),
+    "Disks": ("/storage.StorageService/Disks", "empty", "storage.DisksResponse", UNARY),
+    "ImagePull": ("/machine.ImageService/Pull", "image.ImageServicePullRequest", "image.ImageServicePullResponse", STREAM),
+    "LifecycleUpgrade": ("/machine.LifecycleService/Upgrade", "lifecycle.LifecycleServiceUpgradeRequest",
+                         "lifecycle.LifecycleServiceUpgradeResponse", STREAM),
+    "Get": ("/cosi.resource.State/Get", "state.GetRequest", "state.GetResponse", UNARY),
+    "List": ("/cosi.resource.State/List", "state.ListRequest", "state.ListResponse", STREAM),
+}
+
+
+def _type(ref):
+    if ref == "empty":
+        return empty_pb2.Empty
+    module, _, name = ref.partition(".")
+    return getattr({"machine": machine_pb2, "common": common_pb2, "storage": storage_pb2, "image": machine_image_pb2,
+                    "lifecycle": machine_lifecycle_pb2, "state": cosi_state_pb2}[module], name)
+
+
+def request_type(call):
+    """The request message class of a call (for building requests)."""
+    return _type(_CALLS[call][1])
+
+
+class NodeResult:
+    """One node's part of a response: its metadata hostname, the message, or its error."""
+
+    def __init__(self, node, message=None, error=None):
+        self.node = node
+        self.message = message
+        self.error = error
+
+    def __repr__(self):
+        return "NodeResult(node=%r, error=%r)" % (self.node, self.error)
+
+
+class TalosClient:
+    """Synchronous client over one or more endpoints of a talosconfig context."""
+
+    def __init__(self, context=None, endpoint=None, dial_only=None, maintenance=False, timeout=30.0):
+        if not HAS_DEPS:
+            raise errors.TalosError("the Talos client needs grpclib and protobuf (%s)" % IMPORT_ERROR)
+        self.timeout = float(timeout)
+        self.dial_only = dial_only
+        if dial_only:
+            endpoints = [dial_only]
+        elif endpoint:
+            endpoints = [endpoint]
+        else:
+            endpoints = list(context.endpoints) if context is not None else []
+        if not endpoints:
+            raise errors.TalosConfigError("no endpoint: the talosconfig context lists none and none was given")
+        self.endpoints = [split_endpoint(e) for e in endpoints]
+        self.maintenance = maintenance
+        if maintenance:
+            self._ssl = maintenance_context()
+        else:
+            if context is None:
+                raise errors.TalosConfigError("a talosconfig context is needed outside maintenance mode")
+            self._ssl = client_context(context.credentials)
+        self._loop = asyncio.new_event_loop()
+        self._channels = {}
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def close(self):
+        for channel in self._channels.values():
+            channel.close()
+        self._channels = {}
+        if not self._loop.is_closed():
+            self._loop.run_until_complete(asyncio.sleep(0))
+            self._loop.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def run(self, coro):
+        """Run a coroutine (for example from module_utils.talos.machine) on the client's loop."""
+        asyncio.set_event_loop(self._loop)
+        return self._loop.run_until_complete(coro)
+
+    def _channel(self, host, port):
+        key = (host, port)
+        if key not in self._channels:
+            asyncio.set_event_loop(self._loop)
+            self._channels[key] = grpclib.client.Channel(host, port, ssl=self._ssl)
+        return self._channels[key]
+
+    # -- the one place a call is made ------------------------------------------------------
+    async def _invoke(self, call, request, node=None, timeout=None):
+        """Make one call; returns the reply (unary) or the list of replies (stream).
+
+        ``node`` is sent as the ``node`` metadata; in dial_only mode it is refused, so a
+        call can never be routed beyond the one dialled address.
+        """
+        path, _, reply_ref, cardinality = _CALLS[call]
+        req_cls = _type(_CALLS[call][1])
+        reply_cls = _type(reply_ref)
+        if request is None:
+            request = req_cls()
+        metadata = None
+        if node is not None:
+            if self.dial_only:
+                raise errors.TalosError("this client dials %s only; it does not address other nodes" % self.dial_only)
+            metadata = [("node", str(node))]
+        timeout = self.timeout if timeout is None else timeout
+        last = None
+        for host, port in self.endpoints:
+            address = host if port == 50000 else "%s:%d" % (host, port)
+            target = node or address
+            channel = self._channel(host, port)
+            try:
+                if cardinality == UNARY:
+                    method = grpclib.client.UnaryUnaryMethod(channel, path, req_cls, reply_cls)
+                    return await asyncio.wait_for(method(request, timeout=timeout, metadata=metadata), timeout + 1)
+                method = grpclib.client.UnaryStreamMethod(channel, path, req_cls, reply_cls)
+                return await asyncio.wait_for(method(request, timeout=timeout, metadata=metadata), timeout + 1)
+            except GRPCError as exc:
+                # An endpoint that answered decides; only a failure to reach it moves on.
+                if exc.status.name == "UNAVAILABLE" and node is None:
+                    last = errors.unreachable(address)
+                    continue
+                raise errors.call_error(target, exc.status.name, exc.message or "")
+            except asyncio.TimeoutError:
+                last = errors.unreachable(target, timeout=timeout)
+            except ssl.SSLError as exc:
+                last = errors.tls_error(address, getattr(exc, "reason", None) or str(exc))
+            except (ConnectionError, OSError):
+                last = errors.unreachable(address)
+            except StreamTerminatedError:
+                last = errors.unreachable(address, "the connection was closed during the call")
+            self._drop(host, port)
+        raise last
+
+    def _drop(self, host, port):
+        channel = self._channels.pop((host, port), None)
+        if channel is not None:
+            channel.close()
+
+    def call(self, call, request=None, node=None, timeout=None):
+        """Synchronous call; raises errors.TalosError with a one-line message."""
+        return self.run(self._invoke(call, request, node=node, timeout=timeout))
+
+    def fan_out(self, fn, nodes):
+        """Run ``fn(node)`` (a coroutine function using ``ainvoke``) for every node concurrently.
+
+        Returns {node: NodeResult}; one node's failure is that node's error, not the run's.
+        """
+        async def one(node):
+            try:
+                return NodeResult(node, message=await fn(node))
+            except errors.TalosError as exc:
+                return NodeResult(node, error=exc)
+
+        async def all_of():
+            return await asyncio.gather(*[one(n) for n in nodes])
+
+        return dict((r.node, r) for r in self.run(all_of()))
+
+    async def ainvoke(self, call, request=None, node=None, timeout=None):
+        """The coroutine form of ``call``, for ``fan_out``."""
+        return await self._invoke(call, request, node=node, timeout=timeout)
+
+    # -- replies ---------------------------------------------------------------------------
+    @staticmethod
+    def first(reply, node=None):
+        """The one element of an ``XResponse.messages`` reply, or the node's error from its metadata."""
+        messages = list(reply.messages)
+        if not messages:
+            raise errors.TalosCallError("%s: the reply holds no message" % (node or "endpoint"))
+        message = messages[0]
+        if message.HasField("metadata") and message.metadata.error:
+            status = message.metadata.status
+            code = grpclib.Status(status.code).name if status.code else "UNKNOWN"
+            raise errors.call_error(message.metadata.hostname or node or "node", code, message.metadata.error)
+        return message
+
+
+def version_info(message):
+    """A Version reply element as a plain dict."""
+    return {
+        "tag": message.version.tag,
+        "sha": message.version.sha,
+        "arch": message.version.arch,
+        "os": message.version.os,
+        "platform": message.platform.name if message.HasField("platform") else "",
+    }
+
+
+def resource_request(resource_type, namespace, resource_id=None):
+    """A COSI Get (with id) or List (without) request."""
+    if resource_id is None:
+        return cosi_state_pb2.ListRequest(namespace=namespace, type=resource_type)
+    return cosi_state_pb2.GetRequest(namespace=namespace, type=resource_type, id=resource_id)
+
+
+def resource_dict(resource):
+    """A COSI resource as {id, version, phase, spec}; the spec from its YAML form."""
+    spec = yaml.safe_load(resource.spec.yaml_spec) if resource.spec.yaml_spec else None
+    return {"id": resource.metadata.id, "version": resource.metadata.version, "phase": resource.metadata.phase,
+            "spec": spec}
+
+
+def kubeconfig_bytes(chunks):
+    """Kubeconfig streams common.Data chunks that form a .tar.gz holding one file ``kubeconfig``."""
+    data = b"".join(c.bytes for c in chunks)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+        for member in archive.getmembers():
+            if member.name.lstrip("./") == "kubeconfig":
+                return archive.extractfile(member).read()
+    raise errors.TalosCallError("the Kubeconfig reply holds no kubeconfig file")

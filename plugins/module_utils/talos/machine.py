@@ -1,0 +1,90 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# Apache License 2.0 (see LICENSE)
+"""What a Talos machine is, read over its API: version, identity, role, stage, cluster."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import asyncio
+
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
+
+
+async def get_resource(client, ref, node=None, resource_id=None):
+    """One COSI resource as a dict, or None when the machine has no such resource."""
+    request = talos_client.resource_request(ref.type, ref.namespace, resource_id or ref.singleton)
+    try:
+        reply = await client.ainvoke("Get", request, node=node)
+    except errors.TalosCallError as exc:
+        if exc.code == "NOT_FOUND":
+            return None
+        raise
+    return talos_client.resource_dict(reply.resource)
+
+
+async def list_resources(client, ref, node=None):
+    """Every resource of a type, as dicts sorted by id."""
+    replies = await client.ainvoke("List", talos_client.resource_request(ref.type, ref.namespace), node=node)
+    items = [talos_client.resource_dict(r.resource) for r in replies if r.HasField("resource")]
+    return sorted(items, key=lambda item: item["id"])
+
+
+async def version(client, node=None):
+    reply = await client.ainvoke("Version", None, node=node)
+    return talos_client.version_info(talos_client.TalosClient.first(reply, node))
+
+
+def _spec(item, key, default=None):
+    if not item or not isinstance(item.get("spec"), dict):
+        return default
+    return item["spec"].get(key, default)
+
+
+async def machine_facts(client, node=None):
+    """The facts ``talos_facts`` reports for one machine, read concurrently."""
+    ver, sysinfo, host, status, identity, info, members = await asyncio.gather(
+        version(client, node),
+        get_resource(client, res.SYSTEM_INFORMATION, node),
+        get_resource(client, res.HOSTNAME_STATUS, node),
+        get_resource(client, res.MACHINE_STATUS, node),
+        get_resource(client, res.IDENTITY, node),
+        get_resource(client, res.CLUSTER_INFO, node),
+        list_resources(client, res.MEMBERS, node),
+    )
+    node_id = _spec(identity, "nodeId")
+    member_list = []
+    role = None
+    for item in members:
+        spec = item.get("spec") or {}
+        member = {
+            "id": item["id"],
+            "hostname": spec.get("hostname", ""),
+            "addresses": list(spec.get("addresses") or []),
+            "machine_type": spec.get("machineType", ""),
+        }
+        member_list.append(member)
+        if node_id and item["id"] == node_id:
+            role = member["machine_type"]
+    if role == "init":  # the legacy first control plane is a control plane like the others
+        role = "controlplane"
+    return {
+        "node": node,
+        "version": ver["tag"],
+        "uuid": _spec(sysinfo, "uuid", ""),
+        "hostname": _spec(host, "hostname", ""),
+        "role": role or "",
+        "stage": _spec(status, "stage", ""),
+        "ready": bool((_spec(status, "status") or {}).get("ready", False)),
+        "node_id": node_id or "",
+        "cluster": {"name": _spec(info, "clusterName", ""), "id": _spec(info, "clusterId", "")},
+        "members": member_list,
+    }
+
+
+def facts_for(client, nodes):
+    """machine_facts for several nodes at once: {node: NodeResult}."""
+    return client.fan_out(lambda n: machine_facts(client, n), nodes)

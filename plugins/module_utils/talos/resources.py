@@ -1,0 +1,34 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# Apache License 2.0 (see LICENSE)
+"""The COSI resources the collection reads (what ``talosctl get`` reads): type, namespace, id."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class Ref:
+    """A COSI resource type in its namespace, with the id of its singleton when it has one."""
+
+    def __init__(self, resource_type, namespace, singleton=None, sensitive=False):
+        self.type = resource_type
+        self.namespace = namespace
+        self.singleton = singleton
+        self.sensitive = sensitive
+
+    def __repr__(self):
+        return "Ref(%s/%s)" % (self.namespace, self.type)
+
+
+MACHINE_CONFIG = Ref("MachineConfigs.config.talos.dev", "config", "v1alpha1", sensitive=True)
+MEMBERS = Ref("Members.cluster.talos.dev", "cluster")
+CLUSTER_INFO = Ref("Infos.cluster.talos.dev", "cluster", "current")
+IDENTITY = Ref("Identities.cluster.talos.dev", "cluster", "local")
+MACHINE_STATUS = Ref("MachineStatuses.runtime.talos.dev", "runtime", "machine")
+SYSTEM_INFORMATION = Ref("SystemInformations.hardware.talos.dev", "hardware", "systeminformation")
+HOSTNAME_STATUS = Ref("HostnameStatuses.net.talos.dev", "network", "hostname")
+DISCOVERED_VOLUMES = Ref("DiscoveredVolumes.block.talos.dev", "runtime")
+VOLUME_STATUSES = Ref("VolumeStatuses.block.talos.dev", "runtime")
+DISKS = Ref("Disks.block.talos.dev", "runtime")
+SYSTEM_DISK = Ref("SystemDisks.block.talos.dev", "runtime", "system-disk")

@@ -1,0 +1,164 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# Apache License 2.0 (see LICENSE)
+"""The talosconfig file: contexts, endpoints, nodes and the client credential.
+
+Format (talosctl): ``context`` names the default context; ``contexts.<name>`` holds
+``endpoints``, ``nodes``, and ``ca`` / ``crt`` / ``key`` as base64 of PEM. The Talos API CA
+is Ed25519 by default and its key PEM is labelled ``ED25519 PRIVATE KEY`` (PKCS#8 inside).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import binascii
+import os
+
+try:
+    import yaml
+    HAS_YAML = True
+except ImportError:  # pragma: no cover - reported by the module through missing_required_lib
+    HAS_YAML = False
+
+from ansible_collections.maesh.ichor.plugins.module_utils.talos.errors import Secret, TalosConfigError
+
+DEFAULT_PORT = 50000
+
+
+def default_path(environ=None):
+    """Where talosctl looks: $TALOSCONFIG, else $TALOS_HOME/config, else ~/.talos/config."""
+    environ = os.environ if environ is None else environ
+    if environ.get("TALOSCONFIG"):
+        return environ["TALOSCONFIG"]
+    if environ.get("TALOS_HOME"):
+        return os.path.join(environ["TALOS_HOME"], "config")
+    return os.path.join(os.path.expanduser("~"), ".talos", "config")
+
+
+class Credentials:
+    """The context's CA, client certificate and key (PEM bytes), never shown."""
+
+    __slots__ = ("ca", "crt", "key")
+
+    def __init__(self, ca, crt, key):
+        self.ca = Secret(ca) if ca is not None else None
+        self.crt = Secret(crt) if crt is not None else None
+        self.key = Secret(key) if key is not None else None
+
+    def __repr__(self):
+        return "Credentials(<redacted>)"
+
+    __str__ = __repr__
+
+    @property
+    def has_client_certificate(self):
+        return self.crt is not None and self.key is not None
+
+
+class Context:
+    """One talosconfig context."""
+
+    def __init__(self, name, endpoints, nodes, credentials, cluster=None):
+        self.name = name
+        self.endpoints = list(endpoints)
+        self.nodes = list(nodes)
+        self.credentials = credentials
+        self.cluster = cluster
+
+    def __repr__(self):
+        return "Context(name=%r, endpoints=%r, nodes=%r, credentials=<redacted>)" % (
+            self.name, self.endpoints, self.nodes)
+
+
+def split_endpoint(endpoint):
+    """'10.0.0.1' -> ('10.0.0.1', 50000); '10.0.0.1:50001' and '[fd00::1]:50000' keep their port."""
+    endpoint = str(endpoint).strip()
+    if endpoint.startswith("["):
+        host, _, rest = endpoint[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    elif endpoint.count(":") == 1:
+        host, _, port = endpoint.partition(":")
+    else:
+        host, port = endpoint, ""
+    if not host:
+        raise TalosConfigError("endpoint %r has no host" % endpoint)
+    if port:
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise TalosConfigError("endpoint %r has an invalid port" % endpoint)
+        return host, int(port)
+    return host, DEFAULT_PORT
+
+
+def _pem(context_name, field, value):
+    if value is None or value == "":
+        return None
+    try:
+        data = base64.b64decode(str(value), validate=True)
+    except (binascii.Error, ValueError):
+        raise TalosConfigError("talosconfig context %r: field %r is not valid base64 PEM" % (context_name, field))
+    if b"-----BEGIN " not in data:
+        raise TalosConfigError("talosconfig context %r: field %r does not hold a PEM block" % (context_name, field))
+    return data
+
+
+def _strings(context_name, field, value):
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TalosConfigError("talosconfig context %r: %r must be a list of addresses" % (context_name, field))
+    return value
+
+
+def parse(text, context=None, source="talosconfig"):
+    """Parse talosconfig text and return the selected Context.
+
+    ``context`` overrides the file's ``context`` field. Errors name the contexts that exist
+    and never the file's content.
+    """
+    if not HAS_YAML:
+        raise TalosConfigError("PyYAML is required to read a talosconfig")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = " (line %d)" % (mark.line + 1)
+        raise TalosConfigError("%s is not valid YAML%s; check that it is a talosconfig" % (source, where))
+    if not isinstance(data, dict) or not isinstance(data.get("contexts"), dict) or not data["contexts"]:
+        raise TalosConfigError("%s has no contexts; check that it is a talosconfig (talosctl config info)" % source)
+    contexts = data["contexts"]
+    name = context or data.get("context")
+    known = ", ".join(sorted(str(k) for k in contexts))
+    if not name:
+        if len(contexts) > 1:
+            raise TalosConfigError("%s names no current context and holds several (%s); choose one with 'context'"
+                                   % (source, known))
+        name = next(iter(contexts))
+    if name not in contexts:
+        raise TalosConfigError("%s has no context %r; it has: %s" % (source, str(name), known))
+    raw = contexts[name]
+    if not isinstance(raw, dict):
+        raise TalosConfigError("%s: context %r is not a mapping" % (source, name))
+    creds = Credentials(_pem(name, "ca", raw.get("ca")), _pem(name, "crt", raw.get("crt")),
+                        _pem(name, "key", raw.get("key")))
+    return Context(name, _strings(name, "endpoints", raw.get("endpoints")),
+                   _strings(name, "nodes", raw.get("nodes")), creds, cluster=raw.get("cluster"))
+
+
+def load(path=None, content=None, context=None):
+    """Load a talosconfig from content (vault, AWX credential) or a path (default: talosctl's)."""
+    if content is not None:
+        return parse(content, context=context, source="the talosconfig content")
+    path = path or default_path()
+    try:
+        with open(os.path.expanduser(path), "r") as handle:
+            text = handle.read()
+    except (IOError, OSError) as exc:
+        raise TalosConfigError("cannot read talosconfig %s: %s; check the path or set TALOSCONFIG"
+                               % (path, exc.strerror or type(exc).__name__))
+    return parse(text, context=context, source="talosconfig %s" % path)

@@ -1,0 +1,95 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# Apache License 2.0 (see LICENSE)
+"""TLS for the Talos API on Python's ssl module.
+
+Talos makes its API CA Ed25519 by default. grpcio's TLS (BoringSSL) offers no Ed25519
+signature algorithm, so we run gRPC with grpclib, which speaks HTTP/2 over Python's ssl
+(OpenSSL), which does. ALPN is ``h2`` on both sides (grpc-go refuses TLS without it).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import shutil
+import ssl
+import tempfile
+
+from ansible_collections.maesh.ichor.plugins.module_utils.talos.errors import TalosConfigError
+
+try:
+    from cryptography.hazmat.primitives import serialization
+    HAS_CRYPTOGRAPHY = True
+except ImportError:  # pragma: no cover
+    HAS_CRYPTOGRAPHY = False
+
+
+def normalise_key_pem(key_pem):
+    """Return the client key as PKCS#8 PEM that OpenSSL loads.
+
+    Talos labels Ed25519 keys ``ED25519 PRIVATE KEY`` (PKCS#8 DER inside), a label OpenSSL
+    does not know; ECDSA keys come as ``EC PRIVATE KEY``.
+    """
+    pem = key_pem.replace(b"ED25519 PRIVATE KEY", b"PRIVATE KEY")
+    if not HAS_CRYPTOGRAPHY:
+        return pem
+    try:
+        key = serialization.load_pem_private_key(pem, password=None)
+    except (ValueError, TypeError):
+        raise TalosConfigError("the talosconfig context's client key cannot be loaded (not a PEM private key)")
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def _load_chain(ctx, crt_pem, key_pem):
+    # ssl only loads a certificate chain from files: write them into a private directory
+    # (0700, files 0600) and remove it as soon as OpenSSL has read them.
+    tmp = tempfile.mkdtemp(prefix="ichor-tls-")
+    try:
+        paths = []
+        for name, data in (("crt.pem", crt_pem), ("key.pem", key_pem)):
+            path = os.path.join(tmp, name)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            paths.append(path)
+        try:
+            ctx.load_cert_chain(paths[0], paths[1])
+        except ssl.SSLError:
+            raise TalosConfigError("the talosconfig context's client certificate and key do not match or cannot be loaded")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def client_context(credentials):
+    """mTLS client context: verify the server against the context's CA, present the client cert."""
+    if credentials.ca is None:
+        raise TalosConfigError("the talosconfig context has no 'ca'; it cannot verify the machines")
+    if not credentials.has_client_certificate:
+        raise TalosConfigError("the talosconfig context has no client certificate ('crt' and 'key')")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.check_hostname = True
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    try:
+        ctx.load_verify_locations(cadata=credentials.ca.reveal().decode("ascii", "replace"))
+    except (ssl.SSLError, ValueError):
+        raise TalosConfigError("the talosconfig context's 'ca' is not a valid certificate")
+    _load_chain(ctx, credentials.crt.reveal(), normalise_key_pem(credentials.key.reveal()))
+    ctx.set_alpn_protocols(["h2"])
+    return ctx
+
+
+def maintenance_context():
+    """Maintenance mode: the machine has a per-boot self-signed certificate and asks for none.
+
+    Like ``talosctl --insecure``: no verification is possible before a machine has a config.
+    """
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(["h2"])
+    return ctx
