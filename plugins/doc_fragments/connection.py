@@ -45,10 +45,10 @@ options:
     default: 30
 requirements:
   - grpclib >= 0.4.7
-  - protobuf >= 6.31.1
+  - protobuf >= 4.25
   - cryptography
   - PyYAML
 notes:
-  - Modules run on the Ansible controller (C(connection: local)); set C(ansible_python_interpreter) to
-    C({{ ansible_playbook_python }}) so they run with the Python that has these requirements.
+  - "Modules run on the Ansible controller (C(connection: local)); set C(ansible_python_interpreter) to
+    C({{ ansible_playbook_python }}) so they run with the Python that has these requirements."
 """

@@ -76,7 +76,7 @@ _CALLS = {
 def _type(ref):
     if ref == "empty":
         return empty_pb2.Empty
-    module, _, name = ref.partition(".")
+    module, name = ref.split(".", 1)
     return getattr({"machine": machine_pb2, "common": common_pb2, "storage": storage_pb2, "image": machine_image_pb2,
                     "lifecycle": machine_lifecycle_pb2, "state": cosi_state_pb2}[module], name)
 
@@ -159,8 +159,8 @@ class TalosClient:
         ``node`` is sent as the ``node`` metadata; in dial_only mode it is refused, so a
         call can never be routed beyond the one dialled address.
         """
-        path, _, reply_ref, cardinality = _CALLS[call]
-        req_cls = _type(_CALLS[call][1])
+        path, request_ref, reply_ref, cardinality = _CALLS[call]
+        req_cls = _type(request_ref)
         reply_cls = _type(reply_ref)
         if request is None:
             request = req_cls()

@@ -76,10 +76,10 @@ def split_endpoint(endpoint):
     """'10.0.0.1' -> ('10.0.0.1', 50000); '10.0.0.1:50001' and '[fd00::1]:50000' keep their port."""
     endpoint = str(endpoint).strip()
     if endpoint.startswith("["):
-        host, _, rest = endpoint[1:].partition("]")
+        host, rest = endpoint[1:].split("]", 1) if "]" in endpoint else (endpoint[1:], "")
         port = rest[1:] if rest.startswith(":") else ""
     elif endpoint.count(":") == 1:
-        host, _, port = endpoint.partition(":")
+        host, port = endpoint.split(":", 1)
     else:
         host, port = endpoint, ""
     if not host:
