@@ -5,66 +5,105 @@
 # source: common/common.proto
 # Protobuf Python Version: 6.33.5
 """Generated protocol buffer code."""
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import descriptor_pool as _descriptor_pool
-from google.protobuf import symbol_database as _symbol_database
-from google.protobuf.internal import builder as _builder
-# @@protoc_insertion_point(imports)
+# pylint: disable=unused-import,protected-access
+# (protoc imports the files this one depends on so they register first)
+try:
+    from google.protobuf import descriptor as _descriptor
+    from google.protobuf import descriptor_pool as _descriptor_pool
+    from google.protobuf import symbol_database as _symbol_database
+    from google.protobuf.internal import builder as _builder
+    from google.protobuf import any_pb2 as google_dot_protobuf_dot_any__pb2
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import rpc_status_pb2 as google_dot_rpc_dot_status__pb2
+    HAS_PROTOBUF = True
+except ImportError:  # reported by the modules through missing_required_lib
+    HAS_PROTOBUF = False
 
-_sym_db = _symbol_database.Default()
+if HAS_PROTOBUF:
+    # @@protoc_insertion_point(imports)
 
+    _sym_db = _symbol_database.Default()
 
-from google.protobuf import any_pb2 as google_dot_protobuf_dot_any__pb2
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import rpc_status_pb2 as google_dot_rpc_dot_status__pb2
+    DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
+        b'\n\x13common/common.proto\x12\x06common\x1a\x19g'
+        b'oogle/protobuf/any.proto\x1a\x17google'
+        b'/rpc/status.proto"[\n\x05Error\x12\x1a\n\x04co'
+        b'de\x18\x01 \x01(\x0e2\x0c.common.Code\x12\x0f\n\x07messag'
+        b'e\x18\x02 \x01(\t\x12%\n\x07details\x18\x03 \x03(\x0b2\x14.googl'
+        b'e.protobuf.Any"_\n\x08Metadata\x12\x14\n\x08ho'
+        b'stname\x18\x01 \x01(\tB\x02\x18\x01\x12\x11\n\x05error\x18\x02 \x01(\tB'
+        b'\x02\x18\x01\x12&\n\x06status\x18\x03 \x01(\x0b2\x12.google.rpc'
+        b'.StatusB\x02\x18\x01:\x02\x18\x01"9\n\x04Data\x12"\n\x08metad'
+        b'ata\x18\x01 \x01(\x0b2\x10.common.Metadata\x12\r\n\x05b'
+        b'ytes\x18\x02 \x01(\x0c".\n\x0cDataResponse\x12\x1e\n\x08me'
+        b'ssages\x18\x01 \x03(\x0b2\x0c.common.Data"+\n\x05Em'
+        b'pty\x12"\n\x08metadata\x18\x01 \x01(\x0b2\x10.common.M'
+        b'etadata"0\n\rEmptyResponse\x12\x1f\n\x08mess'
+        b'ages\x18\x01 \x03(\x0b2\r.common.Empty"m\n\x12Con'
+        b"tainerdInstance\x12'\n\x06driver\x18\x01 \x01(\x0e2"
+        b'\x17.common.ContainerDriver\x12.\n\tname'
+        b'space\x18\x02 \x01(\x0e2\x1b.common.ContainerdN'
+        b'amespace"\x18\n\x03URL\x12\x11\n\tfull_path\x18\x01 \x01'
+        b'(\t"7\n\x1bPEMEncodedCertificateAndKe'
+        b'y\x12\x0b\n\x03crt\x18\x01 \x01(\x0c\x12\x0b\n\x03key\x18\x02 \x01(\x0c"\x1c\n\rP'
+        b'EMEncodedKey\x12\x0b\n\x03key\x18\x01 \x01(\x0c"$\n\x15PEM'
+        b'EncodedCertificate\x12\x0b\n\x03crt\x18\x01 \x01(\x0c"'
+        b'\x13\n\x05NetIP\x12\n\n\x02ip\x18\x01 \x01(\x0c"%\n\tNetIPPor'
+        b't\x12\n\n\x02ip\x18\x01 \x01(\x0c\x12\x0c\n\x04port\x18\x02 \x01(\x05"0\n\x0bN'
+        b'etIPPrefix\x12\n\n\x02ip\x18\x01 \x01(\x0c\x12\x15\n\rprefix'
+        b'_length\x18\x02 \x01(\x05*+\n\x04Code\x12\t\n\x05FATAL\x10\x00'
+        b'\x12\n\n\x06LOCKED\x10\x01\x12\x0c\n\x08CANCELED\x10\x02**\n\x0fCo'
+        b'ntainerDriver\x12\x0e\n\nCONTAINERD\x10\x00\x12\x07\n'
+        b'\x03CRI\x10\x01*X\n\x13ContainerdNamespace\x12\x0e\n'
+        b'\nNS_UNKNOWN\x10\x00\x12\r\n\tNS_SYSTEM\x10\x01\x12\n\n\x06'
+        b'NS_CRI\x10\x02\x12\x16\n\x12NS_TALOSCONTAINERS\x10\x03'
+        b'b\x06proto3'
+    )
 
-
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13\x63ommon/common.proto\x12\x06\x63ommon\x1a\x19google/protobuf/any.proto\x1a\x17google/rpc/status.proto\"[\n\x05\x45rror\x12\x1a\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x0c.common.Code\x12\x0f\n\x07message\x18\x02 \x01(\t\x12%\n\x07\x64\x65tails\x18\x03 \x03(\x0b\x32\x14.google.protobuf.Any\"_\n\x08Metadata\x12\x14\n\x08hostname\x18\x01 \x01(\tB\x02\x18\x01\x12\x11\n\x05\x65rror\x18\x02 \x01(\tB\x02\x18\x01\x12&\n\x06status\x18\x03 \x01(\x0b\x32\x12.google.rpc.StatusB\x02\x18\x01:\x02\x18\x01\"9\n\x04\x44\x61ta\x12\"\n\x08metadata\x18\x01 \x01(\x0b\x32\x10.common.Metadata\x12\r\n\x05\x62ytes\x18\x02 \x01(\x0c\".\n\x0c\x44\x61taResponse\x12\x1e\n\x08messages\x18\x01 \x03(\x0b\x32\x0c.common.Data\"+\n\x05\x45mpty\x12\"\n\x08metadata\x18\x01 \x01(\x0b\x32\x10.common.Metadata\"0\n\rEmptyResponse\x12\x1f\n\x08messages\x18\x01 \x03(\x0b\x32\r.common.Empty\"m\n\x12\x43ontainerdInstance\x12\'\n\x06\x64river\x18\x01 \x01(\x0e\x32\x17.common.ContainerDriver\x12.\n\tnamespace\x18\x02 \x01(\x0e\x32\x1b.common.ContainerdNamespace\"\x18\n\x03URL\x12\x11\n\tfull_path\x18\x01 \x01(\t\"7\n\x1bPEMEncodedCertificateAndKey\x12\x0b\n\x03\x63rt\x18\x01 \x01(\x0c\x12\x0b\n\x03key\x18\x02 \x01(\x0c\"\x1c\n\rPEMEncodedKey\x12\x0b\n\x03key\x18\x01 \x01(\x0c\"$\n\x15PEMEncodedCertificate\x12\x0b\n\x03\x63rt\x18\x01 \x01(\x0c\"\x13\n\x05NetIP\x12\n\n\x02ip\x18\x01 \x01(\x0c\"%\n\tNetIPPort\x12\n\n\x02ip\x18\x01 \x01(\x0c\x12\x0c\n\x04port\x18\x02 \x01(\x05\"0\n\x0bNetIPPrefix\x12\n\n\x02ip\x18\x01 \x01(\x0c\x12\x15\n\rprefix_length\x18\x02 \x01(\x05*+\n\x04\x43ode\x12\t\n\x05\x46\x41TAL\x10\x00\x12\n\n\x06LOCKED\x10\x01\x12\x0c\n\x08\x43\x41NCELED\x10\x02**\n\x0f\x43ontainerDriver\x12\x0e\n\nCONTAINERD\x10\x00\x12\x07\n\x03\x43RI\x10\x01*X\n\x13\x43ontainerdNamespace\x12\x0e\n\nNS_UNKNOWN\x10\x00\x12\r\n\tNS_SYSTEM\x10\x01\x12\n\n\x06NS_CRI\x10\x02\x12\x16\n\x12NS_TALOSCONTAINERS\x10\x03\x62\x06proto3')
-
-_globals = globals()
-_builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.common_pb2', _globals)
-if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_METADATA'].fields_by_name['hostname']._loaded_options = None
-  _globals['_METADATA'].fields_by_name['hostname']._serialized_options = b'\030\001'
-  _globals['_METADATA'].fields_by_name['error']._loaded_options = None
-  _globals['_METADATA'].fields_by_name['error']._serialized_options = b'\030\001'
-  _globals['_METADATA'].fields_by_name['status']._loaded_options = None
-  _globals['_METADATA'].fields_by_name['status']._serialized_options = b'\030\001'
-  _globals['_METADATA']._loaded_options = None
-  _globals['_METADATA']._serialized_options = b'\030\001'
-  _globals['_CODE']._serialized_start=847
-  _globals['_CODE']._serialized_end=890
-  _globals['_CONTAINERDRIVER']._serialized_start=892
-  _globals['_CONTAINERDRIVER']._serialized_end=934
-  _globals['_CONTAINERDNAMESPACE']._serialized_start=936
-  _globals['_CONTAINERDNAMESPACE']._serialized_end=1024
-  _globals['_ERROR']._serialized_start=83
-  _globals['_ERROR']._serialized_end=174
-  _globals['_METADATA']._serialized_start=176
-  _globals['_METADATA']._serialized_end=271
-  _globals['_DATA']._serialized_start=273
-  _globals['_DATA']._serialized_end=330
-  _globals['_DATARESPONSE']._serialized_start=332
-  _globals['_DATARESPONSE']._serialized_end=378
-  _globals['_EMPTY']._serialized_start=380
-  _globals['_EMPTY']._serialized_end=423
-  _globals['_EMPTYRESPONSE']._serialized_start=425
-  _globals['_EMPTYRESPONSE']._serialized_end=473
-  _globals['_CONTAINERDINSTANCE']._serialized_start=475
-  _globals['_CONTAINERDINSTANCE']._serialized_end=584
-  _globals['_URL']._serialized_start=586
-  _globals['_URL']._serialized_end=610
-  _globals['_PEMENCODEDCERTIFICATEANDKEY']._serialized_start=612
-  _globals['_PEMENCODEDCERTIFICATEANDKEY']._serialized_end=667
-  _globals['_PEMENCODEDKEY']._serialized_start=669
-  _globals['_PEMENCODEDKEY']._serialized_end=697
-  _globals['_PEMENCODEDCERTIFICATE']._serialized_start=699
-  _globals['_PEMENCODEDCERTIFICATE']._serialized_end=735
-  _globals['_NETIP']._serialized_start=737
-  _globals['_NETIP']._serialized_end=756
-  _globals['_NETIPPORT']._serialized_start=758
-  _globals['_NETIPPORT']._serialized_end=795
-  _globals['_NETIPPREFIX']._serialized_start=797
-  _globals['_NETIPPREFIX']._serialized_end=845
-# @@protoc_insertion_point(module_scope)
+    _globals = globals()
+    _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
+    _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.common_pb2', _globals)
+    if not _descriptor._USE_C_DESCRIPTORS:
+        DESCRIPTOR._loaded_options = None
+        _globals['_METADATA'].fields_by_name['hostname']._loaded_options = None
+        _globals['_METADATA'].fields_by_name['hostname']._serialized_options = b'\030\001'
+        _globals['_METADATA'].fields_by_name['error']._loaded_options = None
+        _globals['_METADATA'].fields_by_name['error']._serialized_options = b'\030\001'
+        _globals['_METADATA'].fields_by_name['status']._loaded_options = None
+        _globals['_METADATA'].fields_by_name['status']._serialized_options = b'\030\001'
+        _globals['_METADATA']._loaded_options = None
+        _globals['_METADATA']._serialized_options = b'\030\001'
+        _globals['_CODE']._serialized_start = 847
+        _globals['_CODE']._serialized_end = 890
+        _globals['_CONTAINERDRIVER']._serialized_start = 892
+        _globals['_CONTAINERDRIVER']._serialized_end = 934
+        _globals['_CONTAINERDNAMESPACE']._serialized_start = 936
+        _globals['_CONTAINERDNAMESPACE']._serialized_end = 1024
+        _globals['_ERROR']._serialized_start = 83
+        _globals['_ERROR']._serialized_end = 174
+        _globals['_METADATA']._serialized_start = 176
+        _globals['_METADATA']._serialized_end = 271
+        _globals['_DATA']._serialized_start = 273
+        _globals['_DATA']._serialized_end = 330
+        _globals['_DATARESPONSE']._serialized_start = 332
+        _globals['_DATARESPONSE']._serialized_end = 378
+        _globals['_EMPTY']._serialized_start = 380
+        _globals['_EMPTY']._serialized_end = 423
+        _globals['_EMPTYRESPONSE']._serialized_start = 425
+        _globals['_EMPTYRESPONSE']._serialized_end = 473
+        _globals['_CONTAINERDINSTANCE']._serialized_start = 475
+        _globals['_CONTAINERDINSTANCE']._serialized_end = 584
+        _globals['_URL']._serialized_start = 586
+        _globals['_URL']._serialized_end = 610
+        _globals['_PEMENCODEDCERTIFICATEANDKEY']._serialized_start = 612
+        _globals['_PEMENCODEDCERTIFICATEANDKEY']._serialized_end = 667
+        _globals['_PEMENCODEDKEY']._serialized_start = 669
+        _globals['_PEMENCODEDKEY']._serialized_end = 697
+        _globals['_PEMENCODEDCERTIFICATE']._serialized_start = 699
+        _globals['_PEMENCODEDCERTIFICATE']._serialized_end = 735
+        _globals['_NETIP']._serialized_start = 737
+        _globals['_NETIP']._serialized_end = 756
+        _globals['_NETIPPORT']._serialized_start = 758
+        _globals['_NETIPPORT']._serialized_end = 795
+        _globals['_NETIPPREFIX']._serialized_start = 797
+        _globals['_NETIPPREFIX']._serialized_end = 845
+    # @@protoc_insertion_point(module_scope)

@@ -5,37 +5,64 @@
 # source: v1alpha1/state.proto
 # Protobuf Python Version: 6.33.5
 """Generated protocol buffer code."""
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import descriptor_pool as _descriptor_pool
-from google.protobuf import symbol_database as _symbol_database
-from google.protobuf.internal import builder as _builder
-# @@protoc_insertion_point(imports)
+# pylint: disable=unused-import,protected-access
+# (protoc imports the files this one depends on so they register first)
+try:
+    from google.protobuf import descriptor as _descriptor
+    from google.protobuf import descriptor_pool as _descriptor_pool
+    from google.protobuf import symbol_database as _symbol_database
+    from google.protobuf.internal import builder as _builder
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import cosi_resource_pb2 as v1alpha1_dot_resource__pb2
+    HAS_PROTOBUF = True
+except ImportError:  # reported by the modules through missing_required_lib
+    HAS_PROTOBUF = False
 
-_sym_db = _symbol_database.Default()
+if HAS_PROTOBUF:
+    # @@protoc_insertion_point(imports)
 
+    _sym_db = _symbol_database.Default()
 
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import cosi_resource_pb2 as v1alpha1_dot_resource__pb2
+    DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
+        b'\n\x14v1alpha1/state.proto\x12\rcosi.res'
+        b'ource\x1a\x17v1alpha1/resource.proto"\x0c'
+        b'\n\nGetOptions"e\n\nGetRequest\x12\x11\n\tna'
+        b'mespace\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\n\n\x02i'
+        b'd\x18\x03 \x01(\t\x12*\n\x07options\x18\x04 \x01(\x0b2\x19.cosi.'
+        b'resource.GetOptions"8\n\x0bGetRespon'
+        b'se\x12)\n\x08resource\x18\x01 \x01(\x0b2\x17.cosi.reso'
+        b'urce.Resource"g\n\x0bListOptions\x12.\n\x0b'
+        b'label_query\x18\x01 \x03(\x0b2\x19.cosi.resourc'
+        b'e.LabelQuery\x12(\n\x08id_query\x18\x02 \x01(\x0b2\x16'
+        b'.cosi.resource.IDQuery"[\n\x0bListRe'
+        b'quest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04type'
+        b'\x18\x02 \x01(\t\x12+\n\x07options\x18\x03 \x01(\x0b2\x1a.cosi.r'
+        b'esource.ListOptions"9\n\x0cListRespo'
+        b'nse\x12)\n\x08resource\x18\x01 \x01(\x0b2\x17.cosi.res'
+        b'ource.Resource2\x88\x01\n\x05State\x12<\n\x03Get\x12'
+        b'\x19.cosi.resource.GetRequest\x1a\x1a.cos'
+        b'i.resource.GetResponse\x12A\n\x04List\x12\x1a'
+        b'.cosi.resource.ListRequest\x1a\x1b.cos'
+        b'i.resource.ListResponse0\x01b\x06proto'
+        b'3'
+    )
 
-
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14v1alpha1/state.proto\x12\rcosi.resource\x1a\x17v1alpha1/resource.proto\"\x0c\n\nGetOptions\"e\n\nGetRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\n\n\x02id\x18\x03 \x01(\t\x12*\n\x07options\x18\x04 \x01(\x0b\x32\x19.cosi.resource.GetOptions\"8\n\x0bGetResponse\x12)\n\x08resource\x18\x01 \x01(\x0b\x32\x17.cosi.resource.Resource\"g\n\x0bListOptions\x12.\n\x0blabel_query\x18\x01 \x03(\x0b\x32\x19.cosi.resource.LabelQuery\x12(\n\x08id_query\x18\x02 \x01(\x0b\x32\x16.cosi.resource.IDQuery\"[\n\x0bListRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12+\n\x07options\x18\x03 \x01(\x0b\x32\x1a.cosi.resource.ListOptions\"9\n\x0cListResponse\x12)\n\x08resource\x18\x01 \x01(\x0b\x32\x17.cosi.resource.Resource2\x88\x01\n\x05State\x12<\n\x03Get\x12\x19.cosi.resource.GetRequest\x1a\x1a.cosi.resource.GetResponse\x12\x41\n\x04List\x12\x1a.cosi.resource.ListRequest\x1a\x1b.cosi.resource.ListResponse0\x01\x62\x06proto3')
-
-_globals = globals()
-_builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.cosi_state_pb2', _globals)
-if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_GETOPTIONS']._serialized_start=64
-  _globals['_GETOPTIONS']._serialized_end=76
-  _globals['_GETREQUEST']._serialized_start=78
-  _globals['_GETREQUEST']._serialized_end=179
-  _globals['_GETRESPONSE']._serialized_start=181
-  _globals['_GETRESPONSE']._serialized_end=237
-  _globals['_LISTOPTIONS']._serialized_start=239
-  _globals['_LISTOPTIONS']._serialized_end=342
-  _globals['_LISTREQUEST']._serialized_start=344
-  _globals['_LISTREQUEST']._serialized_end=435
-  _globals['_LISTRESPONSE']._serialized_start=437
-  _globals['_LISTRESPONSE']._serialized_end=494
-  _globals['_STATE']._serialized_start=497
-  _globals['_STATE']._serialized_end=633
-# @@protoc_insertion_point(module_scope)
+    _globals = globals()
+    _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
+    _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.cosi_state_pb2', _globals)
+    if not _descriptor._USE_C_DESCRIPTORS:
+        DESCRIPTOR._loaded_options = None
+        _globals['_GETOPTIONS']._serialized_start = 64
+        _globals['_GETOPTIONS']._serialized_end = 76
+        _globals['_GETREQUEST']._serialized_start = 78
+        _globals['_GETREQUEST']._serialized_end = 179
+        _globals['_GETRESPONSE']._serialized_start = 181
+        _globals['_GETRESPONSE']._serialized_end = 237
+        _globals['_LISTOPTIONS']._serialized_start = 239
+        _globals['_LISTOPTIONS']._serialized_end = 342
+        _globals['_LISTREQUEST']._serialized_start = 344
+        _globals['_LISTREQUEST']._serialized_end = 435
+        _globals['_LISTRESPONSE']._serialized_start = 437
+        _globals['_LISTRESPONSE']._serialized_end = 494
+        _globals['_STATE']._serialized_start = 497
+        _globals['_STATE']._serialized_end = 633
+    # @@protoc_insertion_point(module_scope)

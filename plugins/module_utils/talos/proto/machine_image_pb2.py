@@ -5,58 +5,128 @@
 # source: machine/image.proto
 # Protobuf Python Version: 6.33.5
 """Generated protocol buffer code."""
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import descriptor_pool as _descriptor_pool
-from google.protobuf import symbol_database as _symbol_database
-from google.protobuf.internal import builder as _builder
-# @@protoc_insertion_point(imports)
+# pylint: disable=unused-import,protected-access
+# (protoc imports the files this one depends on so they register first)
+try:
+    from google.protobuf import descriptor as _descriptor
+    from google.protobuf import descriptor_pool as _descriptor_pool
+    from google.protobuf import symbol_database as _symbol_database
+    from google.protobuf.internal import builder as _builder
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import common_pb2 as common_dot_common__pb2
+    from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+    from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
+    from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+    HAS_PROTOBUF = True
+except ImportError:  # reported by the modules through missing_required_lib
+    HAS_PROTOBUF = False
 
-_sym_db = _symbol_database.Default()
+if HAS_PROTOBUF:
+    # @@protoc_insertion_point(imports)
 
+    _sym_db = _symbol_database.Default()
 
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import common_pb2 as common_dot_common__pb2
-from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
-from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
-from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+    DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
+        b'\n\x13machine/image.proto\x12\x07machine\x1a\x13'
+        b'common/common.proto\x1a\x1egoogle/prot'
+        b'obuf/duration.proto\x1a\x1bgoogle/prot'
+        b'obuf/empty.proto\x1a\x1fgoogle/protobu'
+        b'f/timestamp.proto"I\n\x17ImageServic'
+        b'eListRequest\x12.\n\ncontainerd\x18\x01 \x01(\x0b'
+        b'2\x1a.common.ContainerdInstance"\xe4\x01\n'
+        b'\x18ImageServiceListResponse\x12\x0c\n\x04nam'
+        b'e\x18\x01 \x01(\t\x12\x0e\n\x06digest\x18\x02 \x01(\t\x12\x0c\n\x04size\x18'
+        b'\x03 \x01(\x03\x12.\n\ncreated_at\x18\x04 \x01(\x0b2\x1a.goog'
+        b'le.protobuf.Timestamp\x12=\n\x06labels\x18'
+        b'\x05 \x03(\x0b2-.machine.ImageServiceList'
+        b'Response.LabelsEntry\x1a-\n\x0bLabelsEn'
+        b'try\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:'
+        b'\x028\x01"\\\n\x17ImageServicePullRequest\x12.'
+        b'\n\ncontainerd\x18\x01 \x01(\x0b2\x1a.common.Cont'
+        b'ainerdInstance\x12\x11\n\timage_ref\x18\x03 \x01('
+        b'\t"\x95\x02\n\x1dImageServicePullLayerProgr'
+        b'ess\x12=\n\x06status\x18\x01 \x01(\x0e2-.machine.Im'
+        b'ageServicePullLayerProgress.Stat'
+        b'us\x12*\n\x07elapsed\x18\x02 \x01(\x0b2\x19.google.pro'
+        b'tobuf.Duration\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\r'
+        b'\n\x05total\x18\x04 \x01(\x03"j\n\x06Status\x12\x0f\n\x0bDOWNL'
+        b'OADING\x10\x00\x12\x15\n\x11DOWNLOAD_COMPLETE\x10\x01\x12'
+        b'\x0e\n\nEXTRACTING\x10\x02\x12\x14\n\x10EXTRACT_COMPL'
+        b'ETE\x10\x03\x12\x12\n\x0eALREADY_EXISTS\x10\x04"f\n\x18Ima'
+        b'geServicePullProgress\x12\x10\n\x08layer_i'
+        b'd\x18\x01 \x01(\t\x128\n\x08progress\x18\x02 \x01(\x0b2&.mach'
+        b'ine.ImageServicePullLayerProgres'
+        b's"r\n\x18ImageServicePullResponse\x12\x0e\n'
+        b'\x04name\x18\x01 \x01(\tH\x00\x12:\n\rpull_progress\x18\x02'
+        b' \x01(\x0b2!.machine.ImageServicePullP'
+        b'rogressH\x00B\n\n\x08response"}\n\x19ImageSe'
+        b'rviceImportRequest\x120\n\ncontainerd'
+        b'\x18\x01 \x01(\x0b2\x1a.common.ContainerdInstan'
+        b'ceH\x00\x12#\n\x0bimage_chunk\x18\x02 \x01(\x0b2\x0c.comm'
+        b'on.DataH\x00B\t\n\x07request"*\n\x1aImageSer'
+        b'viceImportResponse\x12\x0c\n\x04name\x18\x01 \x01(\t'
+        b'"^\n\x19ImageServiceRemoveRequest\x12.\n'
+        b'\ncontainerd\x18\x01 \x01(\x0b2\x1a.common.Conta'
+        b'inerdInstance\x12\x11\n\timage_ref\x18\x02 \x01(\t'
+        b'"K\n\x17ImageServiceCredentials\x12\x0c\n\x04h'
+        b'ost\x18\x01 \x01(\t\x12\x10\n\x08username\x18\x02 \x01(\t\x12\x10\n\x08p'
+        b'assword\x18\x03 \x01(\t"e\n\x19ImageServiceVer'
+        b'ifyRequest\x12\x11\n\timage_ref\x18\x01 \x01(\t\x125\n'
+        b'\x0bcredentials\x18\x02 \x01(\x0b2 .machine.Ima'
+        b'geServiceCredentials"[\n\x1aImageSer'
+        b'viceVerifyResponse\x12\x10\n\x08verified\x18\x01'
+        b' \x01(\x08\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x1a\n\x12digeste'
+        b'd_image_ref\x18\x03 \x01(\t2\x9a\x03\n\x0cImageServi'
+        b'ce\x12M\n\x04List\x12 .machine.ImageServic'
+        b'eListRequest\x1a!.machine.ImageServ'
+        b'iceListResponse0\x01\x12M\n\x04Pull\x12 .mach'
+        b'ine.ImageServicePullRequest\x1a!.ma'
+        b'chine.ImageServicePullResponse0\x01'
+        b'\x12S\n\x06Import\x12".machine.ImageServic'
+        b'eImportRequest\x1a#.machine.ImageSe'
+        b'rviceImportResponse(\x01\x12D\n\x06Remove\x12'
+        b'".machine.ImageServiceRemoveRequ'
+        b'est\x1a\x16.google.protobuf.Empty\x12Q\n\x06V'
+        b'erify\x12".machine.ImageServiceVeri'
+        b'fyRequest\x1a#.machine.ImageService'
+        b'VerifyResponseb\x06proto3'
+    )
 
-
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13machine/image.proto\x12\x07machine\x1a\x13\x63ommon/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"I\n\x17ImageServiceListRequest\x12.\n\ncontainerd\x18\x01 \x01(\x0b\x32\x1a.common.ContainerdInstance\"\xe4\x01\n\x18ImageServiceListResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06\x64igest\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x03\x12.\n\ncreated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12=\n\x06labels\x18\x05 \x03(\x0b\x32-.machine.ImageServiceListResponse.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\\\n\x17ImageServicePullRequest\x12.\n\ncontainerd\x18\x01 \x01(\x0b\x32\x1a.common.ContainerdInstance\x12\x11\n\timage_ref\x18\x03 \x01(\t\"\x95\x02\n\x1dImageServicePullLayerProgress\x12=\n\x06status\x18\x01 \x01(\x0e\x32-.machine.ImageServicePullLayerProgress.Status\x12*\n\x07\x65lapsed\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\r\n\x05total\x18\x04 \x01(\x03\"j\n\x06Status\x12\x0f\n\x0b\x44OWNLOADING\x10\x00\x12\x15\n\x11\x44OWNLOAD_COMPLETE\x10\x01\x12\x0e\n\nEXTRACTING\x10\x02\x12\x14\n\x10\x45XTRACT_COMPLETE\x10\x03\x12\x12\n\x0e\x41LREADY_EXISTS\x10\x04\"f\n\x18ImageServicePullProgress\x12\x10\n\x08layer_id\x18\x01 \x01(\t\x12\x38\n\x08progress\x18\x02 \x01(\x0b\x32&.machine.ImageServicePullLayerProgress\"r\n\x18ImageServicePullResponse\x12\x0e\n\x04name\x18\x01 \x01(\tH\x00\x12:\n\rpull_progress\x18\x02 \x01(\x0b\x32!.machine.ImageServicePullProgressH\x00\x42\n\n\x08response\"}\n\x19ImageServiceImportRequest\x12\x30\n\ncontainerd\x18\x01 \x01(\x0b\x32\x1a.common.ContainerdInstanceH\x00\x12#\n\x0bimage_chunk\x18\x02 \x01(\x0b\x32\x0c.common.DataH\x00\x42\t\n\x07request\"*\n\x1aImageServiceImportResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\"^\n\x19ImageServiceRemoveRequest\x12.\n\ncontainerd\x18\x01 \x01(\x0b\x32\x1a.common.ContainerdInstance\x12\x11\n\timage_ref\x18\x02 \x01(\t\"K\n\x17ImageServiceCredentials\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x10\n\x08username\x18\x02 \x01(\t\x12\x10\n\x08password\x18\x03 \x01(\t\"e\n\x19ImageServiceVerifyRequest\x12\x11\n\timage_ref\x18\x01 \x01(\t\x12\x35\n\x0b\x63redentials\x18\x02 \x01(\x0b\x32 .machine.ImageServiceCredentials\"[\n\x1aImageServiceVerifyResponse\x12\x10\n\x08verified\x18\x01 \x01(\x08\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x1a\n\x12\x64igested_image_ref\x18\x03 \x01(\t2\x9a\x03\n\x0cImageService\x12M\n\x04List\x12 .machine.ImageServiceListRequest\x1a!.machine.ImageServiceListResponse0\x01\x12M\n\x04Pull\x12 .machine.ImageServicePullRequest\x1a!.machine.ImageServicePullResponse0\x01\x12S\n\x06Import\x12\".machine.ImageServiceImportRequest\x1a#.machine.ImageServiceImportResponse(\x01\x12\x44\n\x06Remove\x12\".machine.ImageServiceRemoveRequest\x1a\x16.google.protobuf.Empty\x12Q\n\x06Verify\x12\".machine.ImageServiceVerifyRequest\x1a#.machine.ImageServiceVerifyResponseb\x06proto3')
-
-_globals = globals()
-_builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.machine_image_pb2', _globals)
-if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_IMAGESERVICELISTRESPONSE_LABELSENTRY']._loaded_options = None
-  _globals['_IMAGESERVICELISTRESPONSE_LABELSENTRY']._serialized_options = b'8\001'
-  _globals['_IMAGESERVICELISTREQUEST']._serialized_start=147
-  _globals['_IMAGESERVICELISTREQUEST']._serialized_end=220
-  _globals['_IMAGESERVICELISTRESPONSE']._serialized_start=223
-  _globals['_IMAGESERVICELISTRESPONSE']._serialized_end=451
-  _globals['_IMAGESERVICELISTRESPONSE_LABELSENTRY']._serialized_start=406
-  _globals['_IMAGESERVICELISTRESPONSE_LABELSENTRY']._serialized_end=451
-  _globals['_IMAGESERVICEPULLREQUEST']._serialized_start=453
-  _globals['_IMAGESERVICEPULLREQUEST']._serialized_end=545
-  _globals['_IMAGESERVICEPULLLAYERPROGRESS']._serialized_start=548
-  _globals['_IMAGESERVICEPULLLAYERPROGRESS']._serialized_end=825
-  _globals['_IMAGESERVICEPULLLAYERPROGRESS_STATUS']._serialized_start=719
-  _globals['_IMAGESERVICEPULLLAYERPROGRESS_STATUS']._serialized_end=825
-  _globals['_IMAGESERVICEPULLPROGRESS']._serialized_start=827
-  _globals['_IMAGESERVICEPULLPROGRESS']._serialized_end=929
-  _globals['_IMAGESERVICEPULLRESPONSE']._serialized_start=931
-  _globals['_IMAGESERVICEPULLRESPONSE']._serialized_end=1045
-  _globals['_IMAGESERVICEIMPORTREQUEST']._serialized_start=1047
-  _globals['_IMAGESERVICEIMPORTREQUEST']._serialized_end=1172
-  _globals['_IMAGESERVICEIMPORTRESPONSE']._serialized_start=1174
-  _globals['_IMAGESERVICEIMPORTRESPONSE']._serialized_end=1216
-  _globals['_IMAGESERVICEREMOVEREQUEST']._serialized_start=1218
-  _globals['_IMAGESERVICEREMOVEREQUEST']._serialized_end=1312
-  _globals['_IMAGESERVICECREDENTIALS']._serialized_start=1314
-  _globals['_IMAGESERVICECREDENTIALS']._serialized_end=1389
-  _globals['_IMAGESERVICEVERIFYREQUEST']._serialized_start=1391
-  _globals['_IMAGESERVICEVERIFYREQUEST']._serialized_end=1492
-  _globals['_IMAGESERVICEVERIFYRESPONSE']._serialized_start=1494
-  _globals['_IMAGESERVICEVERIFYRESPONSE']._serialized_end=1585
-  _globals['_IMAGESERVICE']._serialized_start=1588
-  _globals['_IMAGESERVICE']._serialized_end=1998
-# @@protoc_insertion_point(module_scope)
+    _globals = globals()
+    _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
+    _builder.BuildTopDescriptorsAndMessages(
+        DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.machine_image_pb2', _globals)
+    if not _descriptor._USE_C_DESCRIPTORS:
+        DESCRIPTOR._loaded_options = None
+        _globals['_IMAGESERVICELISTRESPONSE_LABELSENTRY']._loaded_options = None
+        _globals['_IMAGESERVICELISTRESPONSE_LABELSENTRY']._serialized_options = b'8\001'
+        _globals['_IMAGESERVICELISTREQUEST']._serialized_start = 147
+        _globals['_IMAGESERVICELISTREQUEST']._serialized_end = 220
+        _globals['_IMAGESERVICELISTRESPONSE']._serialized_start = 223
+        _globals['_IMAGESERVICELISTRESPONSE']._serialized_end = 451
+        _globals['_IMAGESERVICELISTRESPONSE_LABELSENTRY']._serialized_start = 406
+        _globals['_IMAGESERVICELISTRESPONSE_LABELSENTRY']._serialized_end = 451
+        _globals['_IMAGESERVICEPULLREQUEST']._serialized_start = 453
+        _globals['_IMAGESERVICEPULLREQUEST']._serialized_end = 545
+        _globals['_IMAGESERVICEPULLLAYERPROGRESS']._serialized_start = 548
+        _globals['_IMAGESERVICEPULLLAYERPROGRESS']._serialized_end = 825
+        _globals['_IMAGESERVICEPULLLAYERPROGRESS_STATUS']._serialized_start = 719
+        _globals['_IMAGESERVICEPULLLAYERPROGRESS_STATUS']._serialized_end = 825
+        _globals['_IMAGESERVICEPULLPROGRESS']._serialized_start = 827
+        _globals['_IMAGESERVICEPULLPROGRESS']._serialized_end = 929
+        _globals['_IMAGESERVICEPULLRESPONSE']._serialized_start = 931
+        _globals['_IMAGESERVICEPULLRESPONSE']._serialized_end = 1045
+        _globals['_IMAGESERVICEIMPORTREQUEST']._serialized_start = 1047
+        _globals['_IMAGESERVICEIMPORTREQUEST']._serialized_end = 1172
+        _globals['_IMAGESERVICEIMPORTRESPONSE']._serialized_start = 1174
+        _globals['_IMAGESERVICEIMPORTRESPONSE']._serialized_end = 1216
+        _globals['_IMAGESERVICEREMOVEREQUEST']._serialized_start = 1218
+        _globals['_IMAGESERVICEREMOVEREQUEST']._serialized_end = 1312
+        _globals['_IMAGESERVICECREDENTIALS']._serialized_start = 1314
+        _globals['_IMAGESERVICECREDENTIALS']._serialized_end = 1389
+        _globals['_IMAGESERVICEVERIFYREQUEST']._serialized_start = 1391
+        _globals['_IMAGESERVICEVERIFYREQUEST']._serialized_end = 1492
+        _globals['_IMAGESERVICEVERIFYRESPONSE']._serialized_start = 1494
+        _globals['_IMAGESERVICEVERIFYRESPONSE']._serialized_end = 1585
+        _globals['_IMAGESERVICE']._serialized_start = 1588
+        _globals['_IMAGESERVICE']._serialized_end = 1998
+    # @@protoc_insertion_point(module_scope)

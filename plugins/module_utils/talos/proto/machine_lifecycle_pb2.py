@@ -5,39 +5,76 @@
 # source: machine/lifecycle.proto
 # Protobuf Python Version: 6.33.5
 """Generated protocol buffer code."""
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import descriptor_pool as _descriptor_pool
-from google.protobuf import symbol_database as _symbol_database
-from google.protobuf.internal import builder as _builder
-# @@protoc_insertion_point(imports)
+# pylint: disable=unused-import,protected-access
+# (protoc imports the files this one depends on so they register first)
+try:
+    from google.protobuf import descriptor as _descriptor
+    from google.protobuf import descriptor_pool as _descriptor_pool
+    from google.protobuf import symbol_database as _symbol_database
+    from google.protobuf.internal import builder as _builder
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import common_pb2 as common_dot_common__pb2
+    HAS_PROTOBUF = True
+except ImportError:  # reported by the modules through missing_required_lib
+    HAS_PROTOBUF = False
 
-_sym_db = _symbol_database.Default()
+if HAS_PROTOBUF:
+    # @@protoc_insertion_point(imports)
 
+    _sym_db = _symbol_database.Default()
 
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import common_pb2 as common_dot_common__pb2
+    DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
+        b'\n\x17machine/lifecycle.proto\x12\x07machi'
+        b'ne\x1a\x13common/common.proto",\n\x16Insta'
+        b'llArtifactsSource\x12\x12\n\nimage_name\x18'
+        b'\x01 \x01(\t""\n\x12InstallDestination\x12\x0c\n\x04d'
+        b'isk\x18\x01 \x01(\t"U\n\x1fLifecycleServiceIns'
+        b'tallProgress\x12\x11\n\x07message\x18\x01 \x01(\tH\x00\x12'
+        b'\x13\n\texit_code\x18\x02 \x01(\x05H\x00B\n\n\x08response'
+        b'"\xb3\x01\n\x1eLifecycleServiceInstallRequ'
+        b'est\x12.\n\ncontainerd\x18\x01 \x01(\x0b2\x1a.common'
+        b'.ContainerdInstance\x12/\n\x06source\x18\x02 '
+        b'\x01(\x0b2\x1f.machine.InstallArtifactsSo'
+        b'urce\x120\n\x0bdestination\x18\x03 \x01(\x0b2\x1b.mach'
+        b'ine.InstallDestination"]\n\x1fLifecy'
+        b'cleServiceInstallResponse\x12:\n\x08pro'
+        b'gress\x18\x01 \x01(\x0b2(.machine.LifecycleS'
+        b'erviceInstallProgress"\x81\x01\n\x1eLifecy'
+        b'cleServiceUpgradeRequest\x12.\n\ncont'
+        b'ainerd\x18\x01 \x01(\x0b2\x1a.common.Containerd'
+        b'Instance\x12/\n\x06source\x18\x02 \x01(\x0b2\x1f.machi'
+        b'ne.InstallArtifactsSource"]\n\x1fLif'
+        b'ecycleServiceUpgradeResponse\x12:\n\x08'
+        b'progress\x18\x01 \x01(\x0b2(.machine.Lifecyc'
+        b'leServiceInstallProgress2\xd2\x01\n\x10Lif'
+        b"ecycleService\x12^\n\x07Install\x12'.machi"
+        b'ne.LifecycleServiceInstallReques'
+        b't\x1a(.machine.LifecycleServiceInst'
+        b"allResponse0\x01\x12^\n\x07Upgrade\x12'.machi"
+        b'ne.LifecycleServiceUpgradeReques'
+        b't\x1a(.machine.LifecycleServiceUpgr'
+        b'adeResponse0\x01b\x06proto3'
+    )
 
-
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17machine/lifecycle.proto\x12\x07machine\x1a\x13\x63ommon/common.proto\",\n\x16InstallArtifactsSource\x12\x12\n\nimage_name\x18\x01 \x01(\t\"\"\n\x12InstallDestination\x12\x0c\n\x04\x64isk\x18\x01 \x01(\t\"U\n\x1fLifecycleServiceInstallProgress\x12\x11\n\x07message\x18\x01 \x01(\tH\x00\x12\x13\n\texit_code\x18\x02 \x01(\x05H\x00\x42\n\n\x08response\"\xb3\x01\n\x1eLifecycleServiceInstallRequest\x12.\n\ncontainerd\x18\x01 \x01(\x0b\x32\x1a.common.ContainerdInstance\x12/\n\x06source\x18\x02 \x01(\x0b\x32\x1f.machine.InstallArtifactsSource\x12\x30\n\x0b\x64\x65stination\x18\x03 \x01(\x0b\x32\x1b.machine.InstallDestination\"]\n\x1fLifecycleServiceInstallResponse\x12:\n\x08progress\x18\x01 \x01(\x0b\x32(.machine.LifecycleServiceInstallProgress\"\x81\x01\n\x1eLifecycleServiceUpgradeRequest\x12.\n\ncontainerd\x18\x01 \x01(\x0b\x32\x1a.common.ContainerdInstance\x12/\n\x06source\x18\x02 \x01(\x0b\x32\x1f.machine.InstallArtifactsSource\"]\n\x1fLifecycleServiceUpgradeResponse\x12:\n\x08progress\x18\x01 \x01(\x0b\x32(.machine.LifecycleServiceInstallProgress2\xd2\x01\n\x10LifecycleService\x12^\n\x07Install\x12\'.machine.LifecycleServiceInstallRequest\x1a(.machine.LifecycleServiceInstallResponse0\x01\x12^\n\x07Upgrade\x12\'.machine.LifecycleServiceUpgradeRequest\x1a(.machine.LifecycleServiceUpgradeResponse0\x01\x62\x06proto3')
-
-_globals = globals()
-_builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.machine_lifecycle_pb2', _globals)
-if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_INSTALLARTIFACTSSOURCE']._serialized_start=57
-  _globals['_INSTALLARTIFACTSSOURCE']._serialized_end=101
-  _globals['_INSTALLDESTINATION']._serialized_start=103
-  _globals['_INSTALLDESTINATION']._serialized_end=137
-  _globals['_LIFECYCLESERVICEINSTALLPROGRESS']._serialized_start=139
-  _globals['_LIFECYCLESERVICEINSTALLPROGRESS']._serialized_end=224
-  _globals['_LIFECYCLESERVICEINSTALLREQUEST']._serialized_start=227
-  _globals['_LIFECYCLESERVICEINSTALLREQUEST']._serialized_end=406
-  _globals['_LIFECYCLESERVICEINSTALLRESPONSE']._serialized_start=408
-  _globals['_LIFECYCLESERVICEINSTALLRESPONSE']._serialized_end=501
-  _globals['_LIFECYCLESERVICEUPGRADEREQUEST']._serialized_start=504
-  _globals['_LIFECYCLESERVICEUPGRADEREQUEST']._serialized_end=633
-  _globals['_LIFECYCLESERVICEUPGRADERESPONSE']._serialized_start=635
-  _globals['_LIFECYCLESERVICEUPGRADERESPONSE']._serialized_end=728
-  _globals['_LIFECYCLESERVICE']._serialized_start=731
-  _globals['_LIFECYCLESERVICE']._serialized_end=941
-# @@protoc_insertion_point(module_scope)
+    _globals = globals()
+    _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
+    _builder.BuildTopDescriptorsAndMessages(
+        DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.machine_lifecycle_pb2', _globals)
+    if not _descriptor._USE_C_DESCRIPTORS:
+        DESCRIPTOR._loaded_options = None
+        _globals['_INSTALLARTIFACTSSOURCE']._serialized_start = 57
+        _globals['_INSTALLARTIFACTSSOURCE']._serialized_end = 101
+        _globals['_INSTALLDESTINATION']._serialized_start = 103
+        _globals['_INSTALLDESTINATION']._serialized_end = 137
+        _globals['_LIFECYCLESERVICEINSTALLPROGRESS']._serialized_start = 139
+        _globals['_LIFECYCLESERVICEINSTALLPROGRESS']._serialized_end = 224
+        _globals['_LIFECYCLESERVICEINSTALLREQUEST']._serialized_start = 227
+        _globals['_LIFECYCLESERVICEINSTALLREQUEST']._serialized_end = 406
+        _globals['_LIFECYCLESERVICEINSTALLRESPONSE']._serialized_start = 408
+        _globals['_LIFECYCLESERVICEINSTALLRESPONSE']._serialized_end = 501
+        _globals['_LIFECYCLESERVICEUPGRADEREQUEST']._serialized_start = 504
+        _globals['_LIFECYCLESERVICEUPGRADEREQUEST']._serialized_end = 633
+        _globals['_LIFECYCLESERVICEUPGRADERESPONSE']._serialized_start = 635
+        _globals['_LIFECYCLESERVICEUPGRADERESPONSE']._serialized_end = 728
+        _globals['_LIFECYCLESERVICE']._serialized_start = 731
+        _globals['_LIFECYCLESERVICE']._serialized_end = 941
+    # @@protoc_insertion_point(module_scope)

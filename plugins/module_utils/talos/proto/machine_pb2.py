@@ -5,130 +5,295 @@
 # source: machine/machine.proto
 # Protobuf Python Version: 6.33.5
 """Generated protocol buffer code."""
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import descriptor_pool as _descriptor_pool
-from google.protobuf import symbol_database as _symbol_database
-from google.protobuf.internal import builder as _builder
-# @@protoc_insertion_point(imports)
+# pylint: disable=unused-import,protected-access
+# (protoc imports the files this one depends on so they register first)
+try:
+    from google.protobuf import descriptor as _descriptor
+    from google.protobuf import descriptor_pool as _descriptor_pool
+    from google.protobuf import symbol_database as _symbol_database
+    from google.protobuf.internal import builder as _builder
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import common_pb2 as common_dot_common__pb2
+    from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+    from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
+    from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+    HAS_PROTOBUF = True
+except ImportError:  # reported by the modules through missing_required_lib
+    HAS_PROTOBUF = False
 
-_sym_db = _symbol_database.Default()
+if HAS_PROTOBUF:
+    # @@protoc_insertion_point(imports)
 
+    _sym_db = _symbol_database.Default()
 
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import common_pb2 as common_dot_common__pb2
-from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
-from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
-from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+    DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
+        b'\n\x15machine/machine.proto\x12\x07machine'
+        b'\x1a\x13common/common.proto\x1a\x1egoogle/pr'
+        b'otobuf/duration.proto\x1a\x1bgoogle/pr'
+        b'otobuf/empty.proto\x1a\x1fgoogle/proto'
+        b'buf/timestamp.proto"\xec\x01\n\x19ApplyCon'
+        b'figurationRequest\x12\x0c\n\x04data\x18\x01 \x01(\x0c\x12'
+        b"5\n\x04mode\x18\x04 \x01(\x0e2'.machine.ApplyCon"
+        b'figurationRequest.Mode\x12\x0f\n\x07dry_ru'
+        b'n\x18\x05 \x01(\x08\x123\n\x10try_mode_timeout\x18\x06 \x01('
+        b'\x0b2\x19.google.protobuf.Duration"D\n\x04'
+        b'Mode\x12\x0e\n\x06REBOOT\x10\x00\x1a\x02\x08\x01\x12\x08\n\x04AUTO\x10\x01\x12\r'
+        b'\n\tNO_REBOOT\x10\x02\x12\n\n\x06STAGED\x10\x03\x12\x07\n\x03TRY'
+        b'\x10\x04"\x97\x01\n\x12ApplyConfiguration\x12"\n\x08met'
+        b'adata\x18\x01 \x01(\x0b2\x10.common.Metadata\x12\x10\n'
+        b"\x08warnings\x18\x02 \x03(\t\x125\n\x04mode\x18\x03 \x01(\x0e2'."
+        b'machine.ApplyConfigurationReques'
+        b't.Mode\x12\x14\n\x0cmode_details\x18\x04 \x01(\t"K\n\x1a'
+        b'ApplyConfigurationResponse\x12-\n\x08me'
+        b'ssages\x18\x01 \x03(\x0b2\x1b.machine.ApplyConf'
+        b'iguration"j\n\rRebootRequest\x12)\n\x04mo'
+        b'de\x18\x01 \x01(\x0e2\x1b.machine.RebootRequest'
+        b'.Mode".\n\x04Mode\x12\x0b\n\x07DEFAULT\x10\x00\x12\x0e\n\nPO'
+        b'WERCYCLE\x10\x01\x12\t\n\x05FORCE\x10\x02">\n\x06Reboot\x12'
+        b'"\n\x08metadata\x18\x01 \x01(\x0b2\x10.common.Metad'
+        b'ata\x12\x10\n\x08actor_id\x18\x02 \x01(\t"3\n\x0eRebootR'
+        b'esponse\x12!\n\x08messages\x18\x01 \x03(\x0b2\x0f.mach'
+        b'ine.Reboot"I\n\x10BootstrapRequest\x12\x14'
+        b'\n\x0crecover_etcd\x18\x01 \x01(\x08\x12\x1f\n\x17recover_'
+        b'skip_hash_check\x18\x02 \x01(\x08"/\n\tBootstr'
+        b'ap\x12"\n\x08metadata\x18\x01 \x01(\x0b2\x10.common.Me'
+        b'tadata"9\n\x11BootstrapResponse\x12$\n\x08m'
+        b'essages\x18\x01 \x03(\x0b2\x12.machine.Bootstra'
+        b'p"1\n\x12ResetPartitionSpec\x12\r\n\x05label'
+        b'\x18\x01 \x01(\t\x12\x0c\n\x04wipe\x18\x02 \x01(\x08"\xf0\x01\n\x0cResetRe'
+        b'quest\x12\x10\n\x08graceful\x18\x01 \x01(\x08\x12\x0e\n\x06reboo'
+        b't\x18\x02 \x01(\x08\x12>\n\x19system_partitions_to_'
+        b'wipe\x18\x03 \x03(\x0b2\x1b.machine.ResetPartit'
+        b'ionSpec\x12\x1a\n\x12user_disks_to_wipe\x18\x04 '
+        b'\x03(\t\x12,\n\x04mode\x18\x05 \x01(\x0e2\x1e.machine.Rese'
+        b'tRequest.WipeMode"4\n\x08WipeMode\x12\x07\n'
+        b'\x03ALL\x10\x00\x12\x0f\n\x0bSYSTEM_DISK\x10\x01\x12\x0e\n\nUSER_'
+        b'DISKS\x10\x02"=\n\x05Reset\x12"\n\x08metadata\x18\x01 \x01'
+        b'(\x0b2\x10.common.Metadata\x12\x10\n\x08actor_id'
+        b'\x18\x02 \x01(\t"1\n\rResetResponse\x12 \n\x08messa'
+        b'ges\x18\x01 \x03(\x0b2\x0e.machine.Reset" \n\x0fShu'
+        b'tdownRequest\x12\r\n\x05force\x18\x01 \x01(\x08"@\n\x08S'
+        b'hutdown\x12"\n\x08metadata\x18\x01 \x01(\x0b2\x10.comm'
+        b'on.Metadata\x12\x10\n\x08actor_id\x18\x02 \x01(\t"7\n'
+        b'\x10ShutdownResponse\x12#\n\x08messages\x18\x01 '
+        b'\x03(\x0b2\x11.machine.Shutdown"\xb3\x01\n\x0eUpgra'
+        b'deRequest\x12\r\n\x05image\x18\x01 \x01(\t\x12\x10\n\x08pres'
+        b'erve\x18\x02 \x01(\x08\x12\r\n\x05stage\x18\x03 \x01(\x08\x12\r\n\x05for'
+        b'ce\x18\x04 \x01(\x08\x127\n\x0breboot_mode\x18\x05 \x01(\x0e2".'
+        b'machine.UpgradeRequest.RebootMod'
+        b'e")\n\nRebootMode\x12\x0b\n\x07DEFAULT\x10\x00\x12\x0e\n\n'
+        b'POWERCYCLE\x10\x01"L\n\x07Upgrade\x12"\n\x08metad'
+        b'ata\x18\x01 \x01(\x0b2\x10.common.Metadata\x12\x0b\n\x03a'
+        b'ck\x18\x02 \x01(\t\x12\x10\n\x08actor_id\x18\x03 \x01(\t"5\n\x0fUp'
+        b'gradeResponse\x12"\n\x08messages\x18\x01 \x03(\x0b2'
+        b'\x10.machine.Upgrade"R\n\x0cServiceEven'
+        b't\x12\x0b\n\x03msg\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12&\n'
+        b'\x02ts\x18\x03 \x01(\x0b2\x1a.google.protobuf.Time'
+        b'stamp"6\n\rServiceEvents\x12%\n\x06events'
+        b'\x18\x01 \x03(\x0b2\x15.machine.ServiceEvent"x\n'
+        b'\rServiceHealth\x12\x0f\n\x07unknown\x18\x01 \x01(\x08\x12'
+        b'\x0f\n\x07healthy\x18\x02 \x01(\x08\x12\x14\n\x0clast_message'
+        b'\x18\x03 \x01(\t\x12/\n\x0blast_change\x18\x04 \x01(\x0b2\x1a.go'
+        b'ogle.protobuf.Timestamp"x\n\x0bServi'
+        b'ceInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01('
+        b'\t\x12&\n\x06events\x18\x03 \x01(\x0b2\x16.machine.Serv'
+        b'iceEvents\x12&\n\x06health\x18\x04 \x01(\x0b2\x16.mach'
+        b'ine.ServiceHealth"Y\n\x0bServiceList'
+        b'\x12"\n\x08metadata\x18\x01 \x01(\x0b2\x10.common.Meta'
+        b'data\x12&\n\x08services\x18\x02 \x03(\x0b2\x14.machine'
+        b'.ServiceInfo"=\n\x13ServiceListRespo'
+        b'nse\x12&\n\x08messages\x18\x01 \x03(\x0b2\x14.machine.'
+        b'ServiceList"d\n\x0bVersionInfo\x12\x0b\n\x03ta'
+        b'g\x18\x01 \x01(\t\x12\x0b\n\x03sha\x18\x02 \x01(\t\x12\r\n\x05built\x18\x03 '
+        b'\x01(\t\x12\x12\n\ngo_version\x18\x04 \x01(\t\x12\n\n\x02os\x18\x05 '
+        b'\x01(\t\x12\x0c\n\x04arch\x18\x06 \x01(\t"*\n\x0cPlatformInf'
+        b'o\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04mode\x18\x02 \x01(\t"\x1c\n'
+        b'\x0cFeaturesInfo\x12\x0c\n\x04rbac\x18\x01 \x01(\x08"\xa6\x01\n\x07'
+        b'Version\x12"\n\x08metadata\x18\x01 \x01(\x0b2\x10.comm'
+        b'on.Metadata\x12%\n\x07version\x18\x02 \x01(\x0b2\x14.m'
+        b"achine.VersionInfo\x12'\n\x08platform\x18\x03"
+        b" \x01(\x0b2\x15.machine.PlatformInfo\x12'\n\x08f"
+        b'eatures\x18\x04 \x01(\x0b2\x15.machine.Features'
+        b'Info"5\n\x0fVersionResponse\x12"\n\x08messa'
+        b'ges\x18\x01 \x03(\x0b2\x10.machine.Version"@\n\x08H'
+        b'ostname\x12"\n\x08metadata\x18\x01 \x01(\x0b2\x10.comm'
+        b'on.Metadata\x12\x10\n\x08hostname\x18\x02 \x01(\t"7\n'
+        b'\x10HostnameResponse\x12#\n\x08messages\x18\x01 '
+        b'\x03(\x0b2\x11.machine.Hostname",\n\x15EtcdMe'
+        b'mberListRequest\x12\x13\n\x0bquery_local\x18\x01'
+        b' \x01(\x08"f\n\nEtcdMember\x12\n\n\x02id\x18\x02 \x01(\x04\x12\x10'
+        b'\n\x08hostname\x18\x03 \x01(\t\x12\x11\n\tpeer_urls\x18\x04 '
+        b'\x03(\t\x12\x13\n\x0bclient_urls\x18\x05 \x03(\t\x12\x12\n\nis_l'
+        b'earner\x18\x06 \x01(\x08"o\n\x0bEtcdMembers\x12"\n\x08m'
+        b'etadata\x18\x01 \x01(\x0b2\x10.common.Metadata\x12'
+        b'\x16\n\x0elegacy_members\x18\x02 \x03(\t\x12$\n\x07membe'
+        b'rs\x18\x03 \x03(\x0b2\x13.machine.EtcdMember"@\n'
+        b'\x16EtcdMemberListResponse\x12&\n\x08messa'
+        b'ges\x18\x01 \x03(\x0b2\x14.machine.EtcdMembers"'
+        b'0\n\x1bEtcdRemoveMemberByIDRequest\x12\x11'
+        b'\n\tmember_id\x18\x01 \x01(\x04":\n\x14EtcdRemoveM'
+        b'emberByID\x12"\n\x08metadata\x18\x01 \x01(\x0b2\x10.co'
+        b'mmon.Metadata"O\n\x1cEtcdRemoveMembe'
+        b'rByIDResponse\x12/\n\x08messages\x18\x01 \x03(\x0b2'
+        b'\x1d.machine.EtcdRemoveMemberByID"\x19'
+        b'\n\x17EtcdLeaveClusterRequest"6\n\x10Etc'
+        b'dLeaveCluster\x12"\n\x08metadata\x18\x01 \x01(\x0b2'
+        b'\x10.common.Metadata"G\n\x18EtcdLeaveCl'
+        b'usterResponse\x12+\n\x08messages\x18\x01 \x03(\x0b2'
+        b'\x19.machine.EtcdLeaveCluster"\xf8\x01\n\x10E'
+        b'tcdMemberStatus\x12\x18\n\x10protocol_vers'
+        b'ion\x18\x01 \x01(\t\x12\x0f\n\x07db_size\x18\x02 \x01(\x03\x12\x16\n\x0edb'
+        b'_size_in_use\x18\x03 \x01(\x03\x12\x0e\n\x06leader\x18\x04 \x01'
+        b'(\x04\x12\x12\n\nraft_index\x18\x05 \x01(\x04\x12\x11\n\traft_t'
+        b'erm\x18\x06 \x01(\x04\x12\x1a\n\x12raft_applied_index\x18'
+        b'\x07 \x01(\x04\x12\x0e\n\x06errors\x18\x08 \x03(\t\x12\x12\n\nis_lear'
+        b'ner\x18\t \x01(\x08\x12\x11\n\tmember_id\x18\n \x01(\x04\x12\x17\n\x0f'
+        b'storage_version\x18\x0b \x01(\t"b\n\nEtcdSta'
+        b'tus\x12"\n\x08metadata\x18\x01 \x01(\x0b2\x10.common.M'
+        b'etadata\x120\n\rmember_status\x18\x02 \x01(\x0b2\x19'
+        b'.machine.EtcdMemberStatus";\n\x12Etc'
+        b'dStatusResponse\x12%\n\x08messages\x18\x01 \x03('
+        b'\x0b2\x13.machine.EtcdStatus2\xf5\x07\n\x0eMachi'
+        b'neService\x12]\n\x12ApplyConfiguration\x12'
+        b'".machine.ApplyConfigurationRequ'
+        b'est\x1a#.machine.ApplyConfiguration'
+        b'Response\x12B\n\tBootstrap\x12\x19.machine.'
+        b'BootstrapRequest\x1a\x1a.machine.Boots'
+        b'trapResponse\x12Q\n\x0eEtcdMemberList\x12\x1e'
+        b'.machine.EtcdMemberListRequest\x1a\x1f'
+        b'.machine.EtcdMemberListResponse\x12'
+        b'c\n\x14EtcdRemoveMemberByID\x12$.machin'
+        b'e.EtcdRemoveMemberByIDRequest\x1a%.'
+        b'machine.EtcdRemoveMemberByIDResp'
+        b'onse\x12W\n\x10EtcdLeaveCluster\x12 .machi'
+        b'ne.EtcdLeaveClusterRequest\x1a!.mac'
+        b'hine.EtcdLeaveClusterResponse\x12A\n'
+        b'\nEtcdStatus\x12\x16.google.protobuf.Em'
+        b'pty\x1a\x1b.machine.EtcdStatusResponse'
+        b'\x12=\n\x08Hostname\x12\x16.google.protobuf.E'
+        b'mpty\x1a\x19.machine.HostnameResponse\x12'
+        b'4\n\nKubeconfig\x12\x16.google.protobuf.'
+        b'Empty\x1a\x0c.common.Data0\x01\x129\n\x06Reboot\x12'
+        b'\x16.machine.RebootRequest\x1a\x17.machin'
+        b'e.RebootResponse\x126\n\x05Reset\x12\x15.mach'
+        b'ine.ResetRequest\x1a\x16.machine.Reset'
+        b'Response\x12C\n\x0bServiceList\x12\x16.google'
+        b'.protobuf.Empty\x1a\x1c.machine.Servic'
+        b'eListResponse\x12?\n\x08Shutdown\x12\x18.mach'
+        b'ine.ShutdownRequest\x1a\x19.machine.Sh'
+        b'utdownResponse\x12A\n\x07Upgrade\x12\x17.mach'
+        b'ine.UpgradeRequest\x1a\x18.machine.Upg'
+        b'radeResponse"\x03\x88\x02\x01\x12;\n\x07Version\x12\x16.g'
+        b'oogle.protobuf.Empty\x1a\x18.machine.V'
+        b'ersionResponseb\x06proto3'
+    )
 
-
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15machine/machine.proto\x12\x07machine\x1a\x13\x63ommon/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xec\x01\n\x19\x41pplyConfigurationRequest\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x35\n\x04mode\x18\x04 \x01(\x0e\x32\'.machine.ApplyConfigurationRequest.Mode\x12\x0f\n\x07\x64ry_run\x18\x05 \x01(\x08\x12\x33\n\x10try_mode_timeout\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"D\n\x04Mode\x12\x0e\n\x06REBOOT\x10\x00\x1a\x02\x08\x01\x12\x08\n\x04\x41UTO\x10\x01\x12\r\n\tNO_REBOOT\x10\x02\x12\n\n\x06STAGED\x10\x03\x12\x07\n\x03TRY\x10\x04\"\x97\x01\n\x12\x41pplyConfiguration\x12\"\n\x08metadata\x18\x01 \x01(\x0b\x32\x10.common.Metadata\x12\x10\n\x08warnings\x18\x02 \x03(\t\x12\x35\n\x04mode\x18\x03 \x01(\x0e\x32\'.machine.ApplyConfigurationRequest.Mode\x12\x14\n\x0cmode_details\x18\x04 \x01(\t\"K\n\x1a\x41pplyConfigurationResponse\x12-\n\x08messages\x18\x01 \x03(\x0b\x32\x1b.machine.ApplyConfiguration\"j\n\rRebootRequest\x12)\n\x04mode\x18\x01 \x01(\x0e\x32\x1b.machine.RebootRequest.Mode\".\n\x04Mode\x12\x0b\n\x07\x44\x45\x46\x41ULT\x10\x00\x12\x0e\n\nPOWERCYCLE\x10\x01\x12\t\n\x05\x46ORCE\x10\x02\">\n\x06Reboot\x12\"\n\x08metadata\x18\x01 \x01(\x0b\x32\x10.common.Metadata\x12\x10\n\x08\x61\x63tor_id\x18\x02 \x01(\t\"3\n\x0eRebootResponse\x12!\n\x08messages\x18\x01 \x03(\x0b\x32\x0f.machine.Reboot\"I\n\x10\x42ootstrapRequest\x12\x14\n\x0crecover_etcd\x18\x01 \x01(\x08\x12\x1f\n\x17recover_skip_hash_check\x18\x02 \x01(\x08\"/\n\tBootstrap\x12\"\n\x08metadata\x18\x01 \x01(\x0b\x32\x10.common.Metadata\"9\n\x11\x42ootstrapResponse\x12$\n\x08messages\x18\x01 \x03(\x0b\x32\x12.machine.Bootstrap\"1\n\x12ResetPartitionSpec\x12\r\n\x05label\x18\x01 \x01(\t\x12\x0c\n\x04wipe\x18\x02 \x01(\x08\"\xf0\x01\n\x0cResetRequest\x12\x10\n\x08graceful\x18\x01 \x01(\x08\x12\x0e\n\x06reboot\x18\x02 \x01(\x08\x12>\n\x19system_partitions_to_wipe\x18\x03 \x03(\x0b\x32\x1b.machine.ResetPartitionSpec\x12\x1a\n\x12user_disks_to_wipe\x18\x04 \x03(\t\x12,\n\x04mode\x18\x05 \x01(\x0e\x32\x1e.machine.ResetRequest.WipeMode\"4\n\x08WipeMode\x12\x07\n\x03\x41LL\x10\x00\x12\x0f\n\x0bSYSTEM_DISK\x10\x01\x12\x0e\n\nUSER_DISKS\x10\x02\"=\n\x05Reset\x12\"\n\x08metadata\x18\x01 \x01(\x0b\x32\x10.common.Metadata\x12\x10\n\x08\x61\x63tor_id\x18\x02 \x01(\t\"1\n\rResetResponse\x12 \n\x08messages\x18\x01 \x03(\x0b\x32\x0e.machine.Reset\" \n\x0fShutdownRequest\x12\r\n\x05\x66orce\x18\x01 \x01(\x08\"@\n\x08Shutdown\x12\"\n\x08metadata\x18\x01 \x01(\x0b\x32\x10.common.Metadata\x12\x10\n\x08\x61\x63tor_id\x18\x02 \x01(\t\"7\n\x10ShutdownResponse\x12#\n\x08messages\x18\x01 \x03(\x0b\x32\x11.machine.Shutdown\"\xb3\x01\n\x0eUpgradeRequest\x12\r\n\x05image\x18\x01 \x01(\t\x12\x10\n\x08preserve\x18\x02 \x01(\x08\x12\r\n\x05stage\x18\x03 \x01(\x08\x12\r\n\x05\x66orce\x18\x04 \x01(\x08\x12\x37\n\x0breboot_mode\x18\x05 \x01(\x0e\x32\".machine.UpgradeRequest.RebootMode\")\n\nRebootMode\x12\x0b\n\x07\x44\x45\x46\x41ULT\x10\x00\x12\x0e\n\nPOWERCYCLE\x10\x01\"L\n\x07Upgrade\x12\"\n\x08metadata\x18\x01 \x01(\x0b\x32\x10.common.Metadata\x12\x0b\n\x03\x61\x63k\x18\x02 \x01(\t\x12\x10\n\x08\x61\x63tor_id\x18\x03 \x01(\t\"5\n\x0fUpgradeResponse\x12\"\n\x08messages\x18\x01 \x03(\x0b\x32\x10.machine.Upgrade\"R\n\x0cServiceEvent\x12\x0b\n\x03msg\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12&\n\x02ts\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"6\n\rServiceEvents\x12%\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x15.machine.ServiceEvent\"x\n\rServiceHealth\x12\x0f\n\x07unknown\x18\x01 \x01(\x08\x12\x0f\n\x07healthy\x18\x02 \x01(\x08\x12\x14\n\x0clast_message\x18\x03 \x01(\t\x12/\n\x0blast_change\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"x\n\x0bServiceInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12&\n\x06\x65vents\x18\x03 \x01(\x0b\x32\x16.machine.ServiceEvents\x12&\n\x06health\x18\x04 \x01(\x0b\x32\x16.machine.ServiceHealth\"Y\n\x0bServiceList\x12\"\n\x08metadata\x18\x01 \x01(\x0b\x32\x10.common.Metadata\x12&\n\x08services\x18\x02 \x03(\x0b\x32\x14.machine.ServiceInfo\"=\n\x13ServiceListResponse\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.machine.ServiceList\"d\n\x0bVersionInfo\x12\x0b\n\x03tag\x18\x01 \x01(\t\x12\x0b\n\x03sha\x18\x02 \x01(\t\x12\r\n\x05\x62uilt\x18\x03 \x01(\t\x12\x12\n\ngo_version\x18\x04 \x01(\t\x12\n\n\x02os\x18\x05 \x01(\t\x12\x0c\n\x04\x61rch\x18\x06 \x01(\t\"*\n\x0cPlatformInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04mode\x18\x02 \x01(\t\"\x1c\n\x0c\x46\x65\x61turesInfo\x12\x0c\n\x04rbac\x18\x01 \x01(\x08\"\xa6\x01\n\x07Version\x12\"\n\x08metadata\x18\x01 \x01(\x0b\x32\x10.common.Metadata\x12%\n\x07version\x18\x02 \x01(\x0b\x32\x14.machine.VersionInfo\x12\'\n\x08platform\x18\x03 \x01(\x0b\x32\x15.machine.PlatformInfo\x12\'\n\x08\x66\x65\x61tures\x18\x04 \x01(\x0b\x32\x15.machine.FeaturesInfo\"5\n\x0fVersionResponse\x12\"\n\x08messages\x18\x01 \x03(\x0b\x32\x10.machine.Version\"@\n\x08Hostname\x12\"\n\x08metadata\x18\x01 \x01(\x0b\x32\x10.common.Metadata\x12\x10\n\x08hostname\x18\x02 \x01(\t\"7\n\x10HostnameResponse\x12#\n\x08messages\x18\x01 \x03(\x0b\x32\x11.machine.Hostname\",\n\x15\x45tcdMemberListRequest\x12\x13\n\x0bquery_local\x18\x01 \x01(\x08\"f\n\nEtcdMember\x12\n\n\x02id\x18\x02 \x01(\x04\x12\x10\n\x08hostname\x18\x03 \x01(\t\x12\x11\n\tpeer_urls\x18\x04 \x03(\t\x12\x13\n\x0b\x63lient_urls\x18\x05 \x03(\t\x12\x12\n\nis_learner\x18\x06 \x01(\x08\"o\n\x0b\x45tcdMembers\x12\"\n\x08metadata\x18\x01 \x01(\x0b\x32\x10.common.Metadata\x12\x16\n\x0elegacy_members\x18\x02 \x03(\t\x12$\n\x07members\x18\x03 \x03(\x0b\x32\x13.machine.EtcdMember\"@\n\x16\x45tcdMemberListResponse\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.machine.EtcdMembers\"0\n\x1b\x45tcdRemoveMemberByIDRequest\x12\x11\n\tmember_id\x18\x01 \x01(\x04\":\n\x14\x45tcdRemoveMemberByID\x12\"\n\x08metadata\x18\x01 \x01(\x0b\x32\x10.common.Metadata\"O\n\x1c\x45tcdRemoveMemberByIDResponse\x12/\n\x08messages\x18\x01 \x03(\x0b\x32\x1d.machine.EtcdRemoveMemberByID\"\x19\n\x17\x45tcdLeaveClusterRequest\"6\n\x10\x45tcdLeaveCluster\x12\"\n\x08metadata\x18\x01 \x01(\x0b\x32\x10.common.Metadata\"G\n\x18\x45tcdLeaveClusterResponse\x12+\n\x08messages\x18\x01 \x03(\x0b\x32\x19.machine.EtcdLeaveCluster\"\xf8\x01\n\x10\x45tcdMemberStatus\x12\x18\n\x10protocol_version\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x62_size\x18\x02 \x01(\x03\x12\x16\n\x0e\x64\x62_size_in_use\x18\x03 \x01(\x03\x12\x0e\n\x06leader\x18\x04 \x01(\x04\x12\x12\n\nraft_index\x18\x05 \x01(\x04\x12\x11\n\traft_term\x18\x06 \x01(\x04\x12\x1a\n\x12raft_applied_index\x18\x07 \x01(\x04\x12\x0e\n\x06\x65rrors\x18\x08 \x03(\t\x12\x12\n\nis_learner\x18\t \x01(\x08\x12\x11\n\tmember_id\x18\n \x01(\x04\x12\x17\n\x0fstorage_version\x18\x0b \x01(\t\"b\n\nEtcdStatus\x12\"\n\x08metadata\x18\x01 \x01(\x0b\x32\x10.common.Metadata\x12\x30\n\rmember_status\x18\x02 \x01(\x0b\x32\x19.machine.EtcdMemberStatus\";\n\x12\x45tcdStatusResponse\x12%\n\x08messages\x18\x01 \x03(\x0b\x32\x13.machine.EtcdStatus2\xf5\x07\n\x0eMachineService\x12]\n\x12\x41pplyConfiguration\x12\".machine.ApplyConfigurationRequest\x1a#.machine.ApplyConfigurationResponse\x12\x42\n\tBootstrap\x12\x19.machine.BootstrapRequest\x1a\x1a.machine.BootstrapResponse\x12Q\n\x0e\x45tcdMemberList\x12\x1e.machine.EtcdMemberListRequest\x1a\x1f.machine.EtcdMemberListResponse\x12\x63\n\x14\x45tcdRemoveMemberByID\x12$.machine.EtcdRemoveMemberByIDRequest\x1a%.machine.EtcdRemoveMemberByIDResponse\x12W\n\x10\x45tcdLeaveCluster\x12 .machine.EtcdLeaveClusterRequest\x1a!.machine.EtcdLeaveClusterResponse\x12\x41\n\nEtcdStatus\x12\x16.google.protobuf.Empty\x1a\x1b.machine.EtcdStatusResponse\x12=\n\x08Hostname\x12\x16.google.protobuf.Empty\x1a\x19.machine.HostnameResponse\x12\x34\n\nKubeconfig\x12\x16.google.protobuf.Empty\x1a\x0c.common.Data0\x01\x12\x39\n\x06Reboot\x12\x16.machine.RebootRequest\x1a\x17.machine.RebootResponse\x12\x36\n\x05Reset\x12\x15.machine.ResetRequest\x1a\x16.machine.ResetResponse\x12\x43\n\x0bServiceList\x12\x16.google.protobuf.Empty\x1a\x1c.machine.ServiceListResponse\x12?\n\x08Shutdown\x12\x18.machine.ShutdownRequest\x1a\x19.machine.ShutdownResponse\x12\x41\n\x07Upgrade\x12\x17.machine.UpgradeRequest\x1a\x18.machine.UpgradeResponse\"\x03\x88\x02\x01\x12;\n\x07Version\x12\x16.google.protobuf.Empty\x1a\x18.machine.VersionResponseb\x06proto3')
-
-_globals = globals()
-_builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.machine_pb2', _globals)
-if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_APPLYCONFIGURATIONREQUEST_MODE'].values_by_name["REBOOT"]._loaded_options = None
-  _globals['_APPLYCONFIGURATIONREQUEST_MODE'].values_by_name["REBOOT"]._serialized_options = b'\010\001'
-  _globals['_MACHINESERVICE'].methods_by_name['Upgrade']._loaded_options = None
-  _globals['_MACHINESERVICE'].methods_by_name['Upgrade']._serialized_options = b'\210\002\001'
-  _globals['_APPLYCONFIGURATIONREQUEST']._serialized_start=150
-  _globals['_APPLYCONFIGURATIONREQUEST']._serialized_end=386
-  _globals['_APPLYCONFIGURATIONREQUEST_MODE']._serialized_start=318
-  _globals['_APPLYCONFIGURATIONREQUEST_MODE']._serialized_end=386
-  _globals['_APPLYCONFIGURATION']._serialized_start=389
-  _globals['_APPLYCONFIGURATION']._serialized_end=540
-  _globals['_APPLYCONFIGURATIONRESPONSE']._serialized_start=542
-  _globals['_APPLYCONFIGURATIONRESPONSE']._serialized_end=617
-  _globals['_REBOOTREQUEST']._serialized_start=619
-  _globals['_REBOOTREQUEST']._serialized_end=725
-  _globals['_REBOOTREQUEST_MODE']._serialized_start=679
-  _globals['_REBOOTREQUEST_MODE']._serialized_end=725
-  _globals['_REBOOT']._serialized_start=727
-  _globals['_REBOOT']._serialized_end=789
-  _globals['_REBOOTRESPONSE']._serialized_start=791
-  _globals['_REBOOTRESPONSE']._serialized_end=842
-  _globals['_BOOTSTRAPREQUEST']._serialized_start=844
-  _globals['_BOOTSTRAPREQUEST']._serialized_end=917
-  _globals['_BOOTSTRAP']._serialized_start=919
-  _globals['_BOOTSTRAP']._serialized_end=966
-  _globals['_BOOTSTRAPRESPONSE']._serialized_start=968
-  _globals['_BOOTSTRAPRESPONSE']._serialized_end=1025
-  _globals['_RESETPARTITIONSPEC']._serialized_start=1027
-  _globals['_RESETPARTITIONSPEC']._serialized_end=1076
-  _globals['_RESETREQUEST']._serialized_start=1079
-  _globals['_RESETREQUEST']._serialized_end=1319
-  _globals['_RESETREQUEST_WIPEMODE']._serialized_start=1267
-  _globals['_RESETREQUEST_WIPEMODE']._serialized_end=1319
-  _globals['_RESET']._serialized_start=1321
-  _globals['_RESET']._serialized_end=1382
-  _globals['_RESETRESPONSE']._serialized_start=1384
-  _globals['_RESETRESPONSE']._serialized_end=1433
-  _globals['_SHUTDOWNREQUEST']._serialized_start=1435
-  _globals['_SHUTDOWNREQUEST']._serialized_end=1467
-  _globals['_SHUTDOWN']._serialized_start=1469
-  _globals['_SHUTDOWN']._serialized_end=1533
-  _globals['_SHUTDOWNRESPONSE']._serialized_start=1535
-  _globals['_SHUTDOWNRESPONSE']._serialized_end=1590
-  _globals['_UPGRADEREQUEST']._serialized_start=1593
-  _globals['_UPGRADEREQUEST']._serialized_end=1772
-  _globals['_UPGRADEREQUEST_REBOOTMODE']._serialized_start=1731
-  _globals['_UPGRADEREQUEST_REBOOTMODE']._serialized_end=1772
-  _globals['_UPGRADE']._serialized_start=1774
-  _globals['_UPGRADE']._serialized_end=1850
-  _globals['_UPGRADERESPONSE']._serialized_start=1852
-  _globals['_UPGRADERESPONSE']._serialized_end=1905
-  _globals['_SERVICEEVENT']._serialized_start=1907
-  _globals['_SERVICEEVENT']._serialized_end=1989
-  _globals['_SERVICEEVENTS']._serialized_start=1991
-  _globals['_SERVICEEVENTS']._serialized_end=2045
-  _globals['_SERVICEHEALTH']._serialized_start=2047
-  _globals['_SERVICEHEALTH']._serialized_end=2167
-  _globals['_SERVICEINFO']._serialized_start=2169
-  _globals['_SERVICEINFO']._serialized_end=2289
-  _globals['_SERVICELIST']._serialized_start=2291
-  _globals['_SERVICELIST']._serialized_end=2380
-  _globals['_SERVICELISTRESPONSE']._serialized_start=2382
-  _globals['_SERVICELISTRESPONSE']._serialized_end=2443
-  _globals['_VERSIONINFO']._serialized_start=2445
-  _globals['_VERSIONINFO']._serialized_end=2545
-  _globals['_PLATFORMINFO']._serialized_start=2547
-  _globals['_PLATFORMINFO']._serialized_end=2589
-  _globals['_FEATURESINFO']._serialized_start=2591
-  _globals['_FEATURESINFO']._serialized_end=2619
-  _globals['_VERSION']._serialized_start=2622
-  _globals['_VERSION']._serialized_end=2788
-  _globals['_VERSIONRESPONSE']._serialized_start=2790
-  _globals['_VERSIONRESPONSE']._serialized_end=2843
-  _globals['_HOSTNAME']._serialized_start=2845
-  _globals['_HOSTNAME']._serialized_end=2909
-  _globals['_HOSTNAMERESPONSE']._serialized_start=2911
-  _globals['_HOSTNAMERESPONSE']._serialized_end=2966
-  _globals['_ETCDMEMBERLISTREQUEST']._serialized_start=2968
-  _globals['_ETCDMEMBERLISTREQUEST']._serialized_end=3012
-  _globals['_ETCDMEMBER']._serialized_start=3014
-  _globals['_ETCDMEMBER']._serialized_end=3116
-  _globals['_ETCDMEMBERS']._serialized_start=3118
-  _globals['_ETCDMEMBERS']._serialized_end=3229
-  _globals['_ETCDMEMBERLISTRESPONSE']._serialized_start=3231
-  _globals['_ETCDMEMBERLISTRESPONSE']._serialized_end=3295
-  _globals['_ETCDREMOVEMEMBERBYIDREQUEST']._serialized_start=3297
-  _globals['_ETCDREMOVEMEMBERBYIDREQUEST']._serialized_end=3345
-  _globals['_ETCDREMOVEMEMBERBYID']._serialized_start=3347
-  _globals['_ETCDREMOVEMEMBERBYID']._serialized_end=3405
-  _globals['_ETCDREMOVEMEMBERBYIDRESPONSE']._serialized_start=3407
-  _globals['_ETCDREMOVEMEMBERBYIDRESPONSE']._serialized_end=3486
-  _globals['_ETCDLEAVECLUSTERREQUEST']._serialized_start=3488
-  _globals['_ETCDLEAVECLUSTERREQUEST']._serialized_end=3513
-  _globals['_ETCDLEAVECLUSTER']._serialized_start=3515
-  _globals['_ETCDLEAVECLUSTER']._serialized_end=3569
-  _globals['_ETCDLEAVECLUSTERRESPONSE']._serialized_start=3571
-  _globals['_ETCDLEAVECLUSTERRESPONSE']._serialized_end=3642
-  _globals['_ETCDMEMBERSTATUS']._serialized_start=3645
-  _globals['_ETCDMEMBERSTATUS']._serialized_end=3893
-  _globals['_ETCDSTATUS']._serialized_start=3895
-  _globals['_ETCDSTATUS']._serialized_end=3993
-  _globals['_ETCDSTATUSRESPONSE']._serialized_start=3995
-  _globals['_ETCDSTATUSRESPONSE']._serialized_end=4054
-  _globals['_MACHINESERVICE']._serialized_start=4057
-  _globals['_MACHINESERVICE']._serialized_end=5070
-# @@protoc_insertion_point(module_scope)
+    _globals = globals()
+    _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
+    _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.machine_pb2', _globals)
+    if not _descriptor._USE_C_DESCRIPTORS:
+        DESCRIPTOR._loaded_options = None
+        _globals['_APPLYCONFIGURATIONREQUEST_MODE'].values_by_name["REBOOT"]._loaded_options = None
+        _globals['_APPLYCONFIGURATIONREQUEST_MODE'].values_by_name["REBOOT"]._serialized_options = b'\010\001'
+        _globals['_MACHINESERVICE'].methods_by_name['Upgrade']._loaded_options = None
+        _globals['_MACHINESERVICE'].methods_by_name['Upgrade']._serialized_options = b'\210\002\001'
+        _globals['_APPLYCONFIGURATIONREQUEST']._serialized_start = 150
+        _globals['_APPLYCONFIGURATIONREQUEST']._serialized_end = 386
+        _globals['_APPLYCONFIGURATIONREQUEST_MODE']._serialized_start = 318
+        _globals['_APPLYCONFIGURATIONREQUEST_MODE']._serialized_end = 386
+        _globals['_APPLYCONFIGURATION']._serialized_start = 389
+        _globals['_APPLYCONFIGURATION']._serialized_end = 540
+        _globals['_APPLYCONFIGURATIONRESPONSE']._serialized_start = 542
+        _globals['_APPLYCONFIGURATIONRESPONSE']._serialized_end = 617
+        _globals['_REBOOTREQUEST']._serialized_start = 619
+        _globals['_REBOOTREQUEST']._serialized_end = 725
+        _globals['_REBOOTREQUEST_MODE']._serialized_start = 679
+        _globals['_REBOOTREQUEST_MODE']._serialized_end = 725
+        _globals['_REBOOT']._serialized_start = 727
+        _globals['_REBOOT']._serialized_end = 789
+        _globals['_REBOOTRESPONSE']._serialized_start = 791
+        _globals['_REBOOTRESPONSE']._serialized_end = 842
+        _globals['_BOOTSTRAPREQUEST']._serialized_start = 844
+        _globals['_BOOTSTRAPREQUEST']._serialized_end = 917
+        _globals['_BOOTSTRAP']._serialized_start = 919
+        _globals['_BOOTSTRAP']._serialized_end = 966
+        _globals['_BOOTSTRAPRESPONSE']._serialized_start = 968
+        _globals['_BOOTSTRAPRESPONSE']._serialized_end = 1025
+        _globals['_RESETPARTITIONSPEC']._serialized_start = 1027
+        _globals['_RESETPARTITIONSPEC']._serialized_end = 1076
+        _globals['_RESETREQUEST']._serialized_start = 1079
+        _globals['_RESETREQUEST']._serialized_end = 1319
+        _globals['_RESETREQUEST_WIPEMODE']._serialized_start = 1267
+        _globals['_RESETREQUEST_WIPEMODE']._serialized_end = 1319
+        _globals['_RESET']._serialized_start = 1321
+        _globals['_RESET']._serialized_end = 1382
+        _globals['_RESETRESPONSE']._serialized_start = 1384
+        _globals['_RESETRESPONSE']._serialized_end = 1433
+        _globals['_SHUTDOWNREQUEST']._serialized_start = 1435
+        _globals['_SHUTDOWNREQUEST']._serialized_end = 1467
+        _globals['_SHUTDOWN']._serialized_start = 1469
+        _globals['_SHUTDOWN']._serialized_end = 1533
+        _globals['_SHUTDOWNRESPONSE']._serialized_start = 1535
+        _globals['_SHUTDOWNRESPONSE']._serialized_end = 1590
+        _globals['_UPGRADEREQUEST']._serialized_start = 1593
+        _globals['_UPGRADEREQUEST']._serialized_end = 1772
+        _globals['_UPGRADEREQUEST_REBOOTMODE']._serialized_start = 1731
+        _globals['_UPGRADEREQUEST_REBOOTMODE']._serialized_end = 1772
+        _globals['_UPGRADE']._serialized_start = 1774
+        _globals['_UPGRADE']._serialized_end = 1850
+        _globals['_UPGRADERESPONSE']._serialized_start = 1852
+        _globals['_UPGRADERESPONSE']._serialized_end = 1905
+        _globals['_SERVICEEVENT']._serialized_start = 1907
+        _globals['_SERVICEEVENT']._serialized_end = 1989
+        _globals['_SERVICEEVENTS']._serialized_start = 1991
+        _globals['_SERVICEEVENTS']._serialized_end = 2045
+        _globals['_SERVICEHEALTH']._serialized_start = 2047
+        _globals['_SERVICEHEALTH']._serialized_end = 2167
+        _globals['_SERVICEINFO']._serialized_start = 2169
+        _globals['_SERVICEINFO']._serialized_end = 2289
+        _globals['_SERVICELIST']._serialized_start = 2291
+        _globals['_SERVICELIST']._serialized_end = 2380
+        _globals['_SERVICELISTRESPONSE']._serialized_start = 2382
+        _globals['_SERVICELISTRESPONSE']._serialized_end = 2443
+        _globals['_VERSIONINFO']._serialized_start = 2445
+        _globals['_VERSIONINFO']._serialized_end = 2545
+        _globals['_PLATFORMINFO']._serialized_start = 2547
+        _globals['_PLATFORMINFO']._serialized_end = 2589
+        _globals['_FEATURESINFO']._serialized_start = 2591
+        _globals['_FEATURESINFO']._serialized_end = 2619
+        _globals['_VERSION']._serialized_start = 2622
+        _globals['_VERSION']._serialized_end = 2788
+        _globals['_VERSIONRESPONSE']._serialized_start = 2790
+        _globals['_VERSIONRESPONSE']._serialized_end = 2843
+        _globals['_HOSTNAME']._serialized_start = 2845
+        _globals['_HOSTNAME']._serialized_end = 2909
+        _globals['_HOSTNAMERESPONSE']._serialized_start = 2911
+        _globals['_HOSTNAMERESPONSE']._serialized_end = 2966
+        _globals['_ETCDMEMBERLISTREQUEST']._serialized_start = 2968
+        _globals['_ETCDMEMBERLISTREQUEST']._serialized_end = 3012
+        _globals['_ETCDMEMBER']._serialized_start = 3014
+        _globals['_ETCDMEMBER']._serialized_end = 3116
+        _globals['_ETCDMEMBERS']._serialized_start = 3118
+        _globals['_ETCDMEMBERS']._serialized_end = 3229
+        _globals['_ETCDMEMBERLISTRESPONSE']._serialized_start = 3231
+        _globals['_ETCDMEMBERLISTRESPONSE']._serialized_end = 3295
+        _globals['_ETCDREMOVEMEMBERBYIDREQUEST']._serialized_start = 3297
+        _globals['_ETCDREMOVEMEMBERBYIDREQUEST']._serialized_end = 3345
+        _globals['_ETCDREMOVEMEMBERBYID']._serialized_start = 3347
+        _globals['_ETCDREMOVEMEMBERBYID']._serialized_end = 3405
+        _globals['_ETCDREMOVEMEMBERBYIDRESPONSE']._serialized_start = 3407
+        _globals['_ETCDREMOVEMEMBERBYIDRESPONSE']._serialized_end = 3486
+        _globals['_ETCDLEAVECLUSTERREQUEST']._serialized_start = 3488
+        _globals['_ETCDLEAVECLUSTERREQUEST']._serialized_end = 3513
+        _globals['_ETCDLEAVECLUSTER']._serialized_start = 3515
+        _globals['_ETCDLEAVECLUSTER']._serialized_end = 3569
+        _globals['_ETCDLEAVECLUSTERRESPONSE']._serialized_start = 3571
+        _globals['_ETCDLEAVECLUSTERRESPONSE']._serialized_end = 3642
+        _globals['_ETCDMEMBERSTATUS']._serialized_start = 3645
+        _globals['_ETCDMEMBERSTATUS']._serialized_end = 3893
+        _globals['_ETCDSTATUS']._serialized_start = 3895
+        _globals['_ETCDSTATUS']._serialized_end = 3993
+        _globals['_ETCDSTATUSRESPONSE']._serialized_start = 3995
+        _globals['_ETCDSTATUSRESPONSE']._serialized_end = 4054
+        _globals['_MACHINESERVICE']._serialized_start = 4057
+        _globals['_MACHINESERVICE']._serialized_end = 5070
+    # @@protoc_insertion_point(module_scope)

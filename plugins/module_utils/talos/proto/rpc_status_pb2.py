@@ -5,34 +5,45 @@
 # source: google/rpc/status.proto
 # Protobuf Python Version: 6.33.5
 """Generated protocol buffer code."""
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import descriptor_pool as _descriptor_pool
-from google.protobuf import symbol_database as _symbol_database
-from google.protobuf.internal import builder as _builder
-# @@protoc_insertion_point(imports)
-
-_sym_db = _symbol_database.Default()
-
-
-from google.protobuf import any_pb2 as google_dot_protobuf_dot_any__pb2
-
-
+# pylint: disable=unused-import,protected-access
+# (protoc imports the files this one depends on so they register first)
 try:
-    # googleapis-common-protos registers the same file name and symbol in the
-    # default pool; registering ours as well would fail, so reuse theirs.
-    from google.rpc import status_pb2 as _googleapis_status_pb2
-except ImportError:
-    _googleapis_status_pb2 = None
-if _googleapis_status_pb2 is not None:
-    DESCRIPTOR = _googleapis_status_pb2.DESCRIPTOR
-else:
-    DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17google/rpc/status.proto\x12\ngoogle.rpc\x1a\x19google/protobuf/any.proto\"N\n\x06Status\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12%\n\x07\x64\x65tails\x18\x03 \x03(\x0b\x32\x14.google.protobuf.Anyb\x06proto3')
+    from google.protobuf import descriptor as _descriptor
+    from google.protobuf import descriptor_pool as _descriptor_pool
+    from google.protobuf import symbol_database as _symbol_database
+    from google.protobuf.internal import builder as _builder
+    from google.protobuf import any_pb2 as google_dot_protobuf_dot_any__pb2
+    HAS_PROTOBUF = True
+except ImportError:  # reported by the modules through missing_required_lib
+    HAS_PROTOBUF = False
 
-_globals = globals()
-_builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.rpc_status_pb2', _globals)
-if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_STATUS']._serialized_start=66
-  _globals['_STATUS']._serialized_end=144
-# @@protoc_insertion_point(module_scope)
+if HAS_PROTOBUF:
+    # @@protoc_insertion_point(imports)
+
+    _sym_db = _symbol_database.Default()
+
+    try:
+        # googleapis-common-protos registers the same file name and symbol in the
+        # default pool; registering ours as well would fail, so reuse theirs.
+        from google.rpc import status_pb2 as _googleapis_status_pb2
+    except ImportError:
+        _googleapis_status_pb2 = None
+    if _googleapis_status_pb2 is not None:
+        DESCRIPTOR = _googleapis_status_pb2.DESCRIPTOR
+    else:
+        DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
+            b'\n\x17google/rpc/status.proto\x12\ngoogl'
+            b'e.rpc\x1a\x19google/protobuf/any.proto'
+            b'"N\n\x06Status\x12\x0c\n\x04code\x18\x01 \x01(\x05\x12\x0f\n\x07mess'
+            b'age\x18\x02 \x01(\t\x12%\n\x07details\x18\x03 \x03(\x0b2\x14.goo'
+            b'gle.protobuf.Anyb\x06proto3'
+        )
+
+    _globals = globals()
+    _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
+    _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.rpc_status_pb2', _globals)
+    if not _descriptor._USE_C_DESCRIPTORS:
+        DESCRIPTOR._loaded_options = None
+        _globals['_STATUS']._serialized_start = 66
+        _globals['_STATUS']._serialized_end = 144
+    # @@protoc_insertion_point(module_scope)

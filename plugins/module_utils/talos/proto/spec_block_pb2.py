@@ -5,40 +5,131 @@
 # source: resource/definitions/block/block.proto
 # Protobuf Python Version: 6.33.5
 """Generated protocol buffer code."""
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import descriptor_pool as _descriptor_pool
-from google.protobuf import symbol_database as _symbol_database
-from google.protobuf.internal import builder as _builder
-# @@protoc_insertion_point(imports)
+# pylint: disable=unused-import,protected-access
+# (protoc imports the files this one depends on so they register first)
+try:
+    from google.protobuf import descriptor as _descriptor
+    from google.protobuf import descriptor_pool as _descriptor_pool
+    from google.protobuf import symbol_database as _symbol_database
+    from google.protobuf.internal import builder as _builder
+    from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import spec_enums_pb2 as resource_dot_definitions_dot_enums_dot_enums__pb2
+    HAS_PROTOBUF = True
+except ImportError:  # reported by the modules through missing_required_lib
+    HAS_PROTOBUF = False
 
-_sym_db = _symbol_database.Default()
+if HAS_PROTOBUF:
+    # @@protoc_insertion_point(imports)
 
+    _sym_db = _symbol_database.Default()
 
-from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import spec_enums_pb2 as resource_dot_definitions_dot_enums_dot_enums__pb2
+    DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
+        b'\n&resource/definitions/block/blo'
+        b'ck.proto\x12 talos.resource.definit'
+        b'ions.block\x1a\x1egoogle/protobuf/dura'
+        b'tion.proto\x1a&resource/definitions'
+        b'/enums/enums.proto"\xa2\x03\n\x14Discovere'
+        b'dVolumeSpec\x12\x0c\n\x04size\x18\x01 \x01(\x04\x12\x13\n\x0bsec'
+        b'tor_size\x18\x02 \x01(\x04\x12\x0f\n\x07io_size\x18\x03 \x01(\x04\x12'
+        b'\x0c\n\x04name\x18\x04 \x01(\t\x12\x0c\n\x04uuid\x18\x05 \x01(\t\x12\r\n\x05l'
+        b'abel\x18\x06 \x01(\t\x12\x12\n\nblock_size\x18\x07 \x01(\r\x12\x1d'
+        b'\n\x15filesystem_block_size\x18\x08 \x01(\r\x12\x13\n'
+        b'\x0bprobed_size\x18\t \x01(\x04\x12\x16\n\x0epartition_'
+        b'uuid\x18\n \x01(\t\x12\x16\n\x0epartition_type\x18\x0b \x01'
+        b'(\t\x12\x17\n\x0fpartition_label\x18\x0c \x01(\t\x12\x17\n\x0fp'
+        b'artition_index\x18\r \x01(\x04\x12\x0c\n\x04type\x18\x0e \x01'
+        b'(\t\x12\x13\n\x0bdevice_path\x18\x0f \x01(\t\x12\x0e\n\x06paren'
+        b't\x18\x10 \x01(\t\x12\x10\n\x08dev_path\x18\x11 \x01(\t\x12\x17\n\x0fpar'
+        b'ent_dev_path\x18\x12 \x01(\t\x12\x13\n\x0bpretty_siz'
+        b'e\x18\x13 \x01(\t\x12\x0e\n\x06offset\x18\x14 \x01(\x04"\xe5\x02\n\x08Disk'
+        b'Spec\x12\x0c\n\x04size\x18\x01 \x01(\x04\x12\x0f\n\x07io_size\x18\x02 '
+        b'\x01(\x04\x12\x13\n\x0bsector_size\x18\x03 \x01(\x04\x12\x10\n\x08read'
+        b'only\x18\x04 \x01(\x08\x12\r\n\x05model\x18\x05 \x01(\t\x12\x0e\n\x06ser'
+        b'ial\x18\x06 \x01(\t\x12\x10\n\x08modalias\x18\x07 \x01(\t\x12\x0c\n\x04w'
+        b'wid\x18\x08 \x01(\t\x12\x10\n\x08bus_path\x18\t \x01(\t\x12\x12\n\ns'
+        b'ub_system\x18\n \x01(\t\x12\x11\n\ttransport\x18\x0b \x01'
+        b'(\t\x12\x12\n\nrotational\x18\x0c \x01(\x08\x12\r\n\x05cdrom\x18'
+        b'\r \x01(\x08\x12\x10\n\x08dev_path\x18\x0e \x01(\t\x12\x13\n\x0bprett'
+        b'y_size\x18\x0f \x01(\t\x12\x17\n\x0fsecondary_disks\x18'
+        b'\x10 \x03(\t\x12\x0c\n\x04uuid\x18\x11 \x01(\t\x12\x10\n\x08symlinks\x18'
+        b'\x12 \x03(\t\x12\x18\n\x10firmware_version\x18\x13 \x01(\t"'
+        b'3\n\x0eSystemDiskSpec\x12\x0f\n\x07disk_id\x18\x01 \x01'
+        b'(\t\x12\x10\n\x08dev_path\x18\x02 \x01(\t"\x83\x01\n\rParamet'
+        b'erSpec\x12D\n\x04type\x18\x01 \x01(\x0e26.talos.res'
+        b'ource.definitions.enums.BlockFSP'
+        b'arameterType\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06st'
+        b'ring\x18\x03 \x01(\t\x12\x0e\n\x06binary\x18\x05 \x01(\x0c"\xac\x02\n\tM'
+        b'ountSpec\x12\x13\n\x0btarget_path\x18\x01 \x01(\t\x12\x15\n'
+        b'\rselinux_label\x18\x02 \x01(\t\x12\x1d\n\x15project_'
+        b'quota_support\x18\x03 \x01(\x08\x12\x11\n\tparent_id'
+        b'\x18\x04 \x01(\t\x12\x11\n\tfile_mode\x18\x05 \x01(\r\x12\x0b\n\x03uid'
+        b'\x18\x06 \x01(\x03\x12\x0b\n\x03gid\x18\x07 \x01(\x03\x12\x19\n\x11recursive'
+        b'_relabel\x18\x08 \x01(\x08\x12\x13\n\x0bbind_target\x18\t '
+        b'\x01(\t\x12C\n\nparameters\x18\n \x03(\x0b2/.talos.'
+        b'resource.definitions.block.Param'
+        b'eterSpec\x12\x0e\n\x06secure\x18\x0b \x01(\x08\x12\x0f\n\x07no_e'
+        b'xec\x18\x0c \x01(\x08"E\n\x17SymlinkProvisioning'
+        b'Spec\x12\x1b\n\x13symlink_target_path\x18\x01 \x01('
+        b'\t\x12\r\n\x05force\x18\x02 \x01(\x08"@\n\x18TPMEncryptio'
+        b'nOptionsInfo\x12\r\n\x05pc_rs\x18\x01 \x03(\x03\x12\x15\n\rp'
+        b'ub_key_pc_rs\x18\x02 \x03(\x03"\xfd\x08\n\x10VolumeSta'
+        b'tusSpec\x12A\n\x05phase\x18\x01 \x01(\x0e22.talos.r'
+        b'esource.definitions.enums.BlockV'
+        b'olumePhase\x12\x10\n\x08location\x18\x02 \x01(\t\x12\x15\n\r'
+        b'error_message\x18\x03 \x01(\t\x12\x0c\n\x04uuid\x18\x04 \x01('
+        b'\t\x12\x16\n\x0epartition_uuid\x18\x05 \x01(\t\x12J\n\x0epre'
+        b'_fail_phase\x18\x06 \x01(\x0e22.talos.resour'
+        b'ce.definitions.enums.BlockVolume'
+        b'Phase\x12\x17\n\x0fparent_location\x18\x07 \x01(\t\x12\x17'
+        b'\n\x0fpartition_index\x18\x08 \x01(\x03\x12\x0c\n\x04size\x18'
+        b'\t \x01(\x04\x12I\n\nfilesystem\x18\n \x01(\x0e25.talo'
+        b's.resource.definitions.enums.Blo'
+        b'ckFilesystemType\x12\x16\n\x0emount_locati'
+        b'on\x18\x0b \x01(\t\x12Z\n\x13encryption_provider\x18'
+        b'\x0c \x01(\x0e2=.talos.resource.definitio'
+        b'ns.enums.BlockEncryptionProvider'
+        b'Type\x12\x13\n\x0bpretty_size\x18\r \x01(\t\x12\x1f\n\x17enc'
+        b'ryption_failed_syncs\x18\x0e \x03(\t\x12?\n\nmo'
+        b'unt_spec\x18\x0f \x01(\x0b2+.talos.resource.'
+        b'definitions.block.MountSpec\x12?\n\x04t'
+        b'ype\x18\x10 \x01(\x0e21.talos.resource.defin'
+        b'itions.enums.BlockVolumeType\x12"\n\x1a'
+        b'configured_encryption_keys\x18\x11 \x03(\t'
+        b'\x12O\n\x0csymlink_spec\x18\x12 \x01(\x0b29.talos.r'
+        b'esource.definitions.block.Symlin'
+        b'kProvisioningSpec\x12\x11\n\tparent_id\x18\x13'
+        b' \x01(\t\x12"\n\x1aencryption_locked_to_sta'
+        b'te\x18\x14 \x01(\x08\x12\x17\n\x0fencryption_slot\x18\x15 \x01('
+        b'\x03\x12Z\n\x16tpm_encryption_options\x18\x16 \x01('
+        b'\x0b2:.talos.resource.definitions.b'
+        b'lock.TPMEncryptionOptionsInfo\x12!\n'
+        b'\x19encryption_allow_discards\x18\x17 \x01(\x08'
+        b'\x12\x14\n\x0ctrim_enabled\x18\x18 \x01(\x08\x120\n\rtrim_i'
+        b'nterval\x18\x19 \x01(\x0b2\x19.google.protobuf.'
+        b'Duration\x12\x15\n\rscrub_enabled\x18\x1a \x01(\x08\x12'
+        b'1\n\x0escrub_interval\x18\x1b \x01(\x0b2\x19.google'
+        b'.protobuf.Durationb\x06proto3'
+    )
 
-
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&resource/definitions/block/block.proto\x12 talos.resource.definitions.block\x1a\x1egoogle/protobuf/duration.proto\x1a&resource/definitions/enums/enums.proto\"\xa2\x03\n\x14\x44iscoveredVolumeSpec\x12\x0c\n\x04size\x18\x01 \x01(\x04\x12\x13\n\x0bsector_size\x18\x02 \x01(\x04\x12\x0f\n\x07io_size\x18\x03 \x01(\x04\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x0c\n\x04uuid\x18\x05 \x01(\t\x12\r\n\x05label\x18\x06 \x01(\t\x12\x12\n\nblock_size\x18\x07 \x01(\r\x12\x1d\n\x15\x66ilesystem_block_size\x18\x08 \x01(\r\x12\x13\n\x0bprobed_size\x18\t \x01(\x04\x12\x16\n\x0epartition_uuid\x18\n \x01(\t\x12\x16\n\x0epartition_type\x18\x0b \x01(\t\x12\x17\n\x0fpartition_label\x18\x0c \x01(\t\x12\x17\n\x0fpartition_index\x18\r \x01(\x04\x12\x0c\n\x04type\x18\x0e \x01(\t\x12\x13\n\x0b\x64\x65vice_path\x18\x0f \x01(\t\x12\x0e\n\x06parent\x18\x10 \x01(\t\x12\x10\n\x08\x64\x65v_path\x18\x11 \x01(\t\x12\x17\n\x0fparent_dev_path\x18\x12 \x01(\t\x12\x13\n\x0bpretty_size\x18\x13 \x01(\t\x12\x0e\n\x06offset\x18\x14 \x01(\x04\"\xe5\x02\n\x08\x44iskSpec\x12\x0c\n\x04size\x18\x01 \x01(\x04\x12\x0f\n\x07io_size\x18\x02 \x01(\x04\x12\x13\n\x0bsector_size\x18\x03 \x01(\x04\x12\x10\n\x08readonly\x18\x04 \x01(\x08\x12\r\n\x05model\x18\x05 \x01(\t\x12\x0e\n\x06serial\x18\x06 \x01(\t\x12\x10\n\x08modalias\x18\x07 \x01(\t\x12\x0c\n\x04wwid\x18\x08 \x01(\t\x12\x10\n\x08\x62us_path\x18\t \x01(\t\x12\x12\n\nsub_system\x18\n \x01(\t\x12\x11\n\ttransport\x18\x0b \x01(\t\x12\x12\n\nrotational\x18\x0c \x01(\x08\x12\r\n\x05\x63\x64rom\x18\r \x01(\x08\x12\x10\n\x08\x64\x65v_path\x18\x0e \x01(\t\x12\x13\n\x0bpretty_size\x18\x0f \x01(\t\x12\x17\n\x0fsecondary_disks\x18\x10 \x03(\t\x12\x0c\n\x04uuid\x18\x11 \x01(\t\x12\x10\n\x08symlinks\x18\x12 \x03(\t\x12\x18\n\x10\x66irmware_version\x18\x13 \x01(\t\"3\n\x0eSystemDiskSpec\x12\x0f\n\x07\x64isk_id\x18\x01 \x01(\t\x12\x10\n\x08\x64\x65v_path\x18\x02 \x01(\t\"\x83\x01\n\rParameterSpec\x12\x44\n\x04type\x18\x01 \x01(\x0e\x32\x36.talos.resource.definitions.enums.BlockFSParameterType\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06string\x18\x03 \x01(\t\x12\x0e\n\x06\x62inary\x18\x05 \x01(\x0c\"\xac\x02\n\tMountSpec\x12\x13\n\x0btarget_path\x18\x01 \x01(\t\x12\x15\n\rselinux_label\x18\x02 \x01(\t\x12\x1d\n\x15project_quota_support\x18\x03 \x01(\x08\x12\x11\n\tparent_id\x18\x04 \x01(\t\x12\x11\n\tfile_mode\x18\x05 \x01(\r\x12\x0b\n\x03uid\x18\x06 \x01(\x03\x12\x0b\n\x03gid\x18\x07 \x01(\x03\x12\x19\n\x11recursive_relabel\x18\x08 \x01(\x08\x12\x13\n\x0b\x62ind_target\x18\t \x01(\t\x12\x43\n\nparameters\x18\n \x03(\x0b\x32/.talos.resource.definitions.block.ParameterSpec\x12\x0e\n\x06secure\x18\x0b \x01(\x08\x12\x0f\n\x07no_exec\x18\x0c \x01(\x08\"E\n\x17SymlinkProvisioningSpec\x12\x1b\n\x13symlink_target_path\x18\x01 \x01(\t\x12\r\n\x05\x66orce\x18\x02 \x01(\x08\"@\n\x18TPMEncryptionOptionsInfo\x12\r\n\x05pc_rs\x18\x01 \x03(\x03\x12\x15\n\rpub_key_pc_rs\x18\x02 \x03(\x03\"\xfd\x08\n\x10VolumeStatusSpec\x12\x41\n\x05phase\x18\x01 \x01(\x0e\x32\x32.talos.resource.definitions.enums.BlockVolumePhase\x12\x10\n\x08location\x18\x02 \x01(\t\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x0c\n\x04uuid\x18\x04 \x01(\t\x12\x16\n\x0epartition_uuid\x18\x05 \x01(\t\x12J\n\x0epre_fail_phase\x18\x06 \x01(\x0e\x32\x32.talos.resource.definitions.enums.BlockVolumePhase\x12\x17\n\x0fparent_location\x18\x07 \x01(\t\x12\x17\n\x0fpartition_index\x18\x08 \x01(\x03\x12\x0c\n\x04size\x18\t \x01(\x04\x12I\n\nfilesystem\x18\n \x01(\x0e\x32\x35.talos.resource.definitions.enums.BlockFilesystemType\x12\x16\n\x0emount_location\x18\x0b \x01(\t\x12Z\n\x13\x65ncryption_provider\x18\x0c \x01(\x0e\x32=.talos.resource.definitions.enums.BlockEncryptionProviderType\x12\x13\n\x0bpretty_size\x18\r \x01(\t\x12\x1f\n\x17\x65ncryption_failed_syncs\x18\x0e \x03(\t\x12?\n\nmount_spec\x18\x0f \x01(\x0b\x32+.talos.resource.definitions.block.MountSpec\x12?\n\x04type\x18\x10 \x01(\x0e\x32\x31.talos.resource.definitions.enums.BlockVolumeType\x12\"\n\x1a\x63onfigured_encryption_keys\x18\x11 \x03(\t\x12O\n\x0csymlink_spec\x18\x12 \x01(\x0b\x32\x39.talos.resource.definitions.block.SymlinkProvisioningSpec\x12\x11\n\tparent_id\x18\x13 \x01(\t\x12\"\n\x1a\x65ncryption_locked_to_state\x18\x14 \x01(\x08\x12\x17\n\x0f\x65ncryption_slot\x18\x15 \x01(\x03\x12Z\n\x16tpm_encryption_options\x18\x16 \x01(\x0b\x32:.talos.resource.definitions.block.TPMEncryptionOptionsInfo\x12!\n\x19\x65ncryption_allow_discards\x18\x17 \x01(\x08\x12\x14\n\x0ctrim_enabled\x18\x18 \x01(\x08\x12\x30\n\rtrim_interval\x18\x19 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x15\n\rscrub_enabled\x18\x1a \x01(\x08\x12\x31\n\x0escrub_interval\x18\x1b \x01(\x0b\x32\x19.google.protobuf.Durationb\x06proto3')
-
-_globals = globals()
-_builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_block_pb2', _globals)
-if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_DISCOVEREDVOLUMESPEC']._serialized_start=149
-  _globals['_DISCOVEREDVOLUMESPEC']._serialized_end=567
-  _globals['_DISKSPEC']._serialized_start=570
-  _globals['_DISKSPEC']._serialized_end=927
-  _globals['_SYSTEMDISKSPEC']._serialized_start=929
-  _globals['_SYSTEMDISKSPEC']._serialized_end=980
-  _globals['_PARAMETERSPEC']._serialized_start=983
-  _globals['_PARAMETERSPEC']._serialized_end=1114
-  _globals['_MOUNTSPEC']._serialized_start=1117
-  _globals['_MOUNTSPEC']._serialized_end=1417
-  _globals['_SYMLINKPROVISIONINGSPEC']._serialized_start=1419
-  _globals['_SYMLINKPROVISIONINGSPEC']._serialized_end=1488
-  _globals['_TPMENCRYPTIONOPTIONSINFO']._serialized_start=1490
-  _globals['_TPMENCRYPTIONOPTIONSINFO']._serialized_end=1554
-  _globals['_VOLUMESTATUSSPEC']._serialized_start=1557
-  _globals['_VOLUMESTATUSSPEC']._serialized_end=2706
-# @@protoc_insertion_point(module_scope)
+    _globals = globals()
+    _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
+    _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_block_pb2', _globals)
+    if not _descriptor._USE_C_DESCRIPTORS:
+        DESCRIPTOR._loaded_options = None
+        _globals['_DISCOVEREDVOLUMESPEC']._serialized_start = 149
+        _globals['_DISCOVEREDVOLUMESPEC']._serialized_end = 567
+        _globals['_DISKSPEC']._serialized_start = 570
+        _globals['_DISKSPEC']._serialized_end = 927
+        _globals['_SYSTEMDISKSPEC']._serialized_start = 929
+        _globals['_SYSTEMDISKSPEC']._serialized_end = 980
+        _globals['_PARAMETERSPEC']._serialized_start = 983
+        _globals['_PARAMETERSPEC']._serialized_end = 1114
+        _globals['_MOUNTSPEC']._serialized_start = 1117
+        _globals['_MOUNTSPEC']._serialized_end = 1417
+        _globals['_SYMLINKPROVISIONINGSPEC']._serialized_start = 1419
+        _globals['_SYMLINKPROVISIONINGSPEC']._serialized_end = 1488
+        _globals['_TPMENCRYPTIONOPTIONSINFO']._serialized_start = 1490
+        _globals['_TPMENCRYPTIONOPTIONSINFO']._serialized_end = 1554
+        _globals['_VOLUMESTATUSSPEC']._serialized_start = 1557
+        _globals['_VOLUMESTATUSSPEC']._serialized_end = 2706
+    # @@protoc_insertion_point(module_scope)

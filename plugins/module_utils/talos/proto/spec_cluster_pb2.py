@@ -5,32 +5,55 @@
 # source: resource/definitions/cluster/cluster.proto
 # Protobuf Python Version: 6.33.5
 """Generated protocol buffer code."""
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import descriptor_pool as _descriptor_pool
-from google.protobuf import symbol_database as _symbol_database
-from google.protobuf.internal import builder as _builder
-# @@protoc_insertion_point(imports)
+# pylint: disable=unused-import,protected-access
+# (protoc imports the files this one depends on so they register first)
+try:
+    from google.protobuf import descriptor as _descriptor
+    from google.protobuf import descriptor_pool as _descriptor_pool
+    from google.protobuf import symbol_database as _symbol_database
+    from google.protobuf.internal import builder as _builder
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import common_pb2 as common_dot_common__pb2
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import spec_enums_pb2 as resource_dot_definitions_dot_enums_dot_enums__pb2
+    HAS_PROTOBUF = True
+except ImportError:  # reported by the modules through missing_required_lib
+    HAS_PROTOBUF = False
 
-_sym_db = _symbol_database.Default()
+if HAS_PROTOBUF:
+    # @@protoc_insertion_point(imports)
 
+    _sym_db = _symbol_database.Default()
 
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import common_pb2 as common_dot_common__pb2
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import spec_enums_pb2 as resource_dot_definitions_dot_enums_dot_enums__pb2
+    DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
+        b'\n*resource/definitions/cluster/c'
+        b'luster.proto\x12"talos.resource.def'
+        b'initions.cluster\x1a\x13common/common.'
+        b'proto\x1a&resource/definitions/enum'
+        b's/enums.proto"\'\n\x0cControlPlane\x12\x17\n'
+        b'\x0fapi_server_port\x18\x01 \x01(\x03"\xf9\x01\n\nMembe'
+        b'rSpec\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12 \n\taddres'
+        b'ses\x18\x02 \x03(\x0b2\r.common.NetIP\x12\x10\n\x08host'
+        b'name\x18\x03 \x01(\t\x12C\n\x0cmachine_type\x18\x04 \x01(\x0e'
+        b'2-.talos.resource.definitions.en'
+        b'ums.MachineType\x12\x18\n\x10operating_sys'
+        b'tem\x18\x05 \x01(\t\x12G\n\rcontrol_plane\x18\x06 \x01(\x0b'
+        b'20.talos.resource.definitions.cl'
+        b'uster.ControlPlane"4\n\x08InfoSpec\x12\x12'
+        b'\n\ncluster_id\x18\x01 \x01(\t\x12\x14\n\x0ccluster_na'
+        b'me\x18\x02 \x01(\t"\x1f\n\x0cIdentitySpec\x12\x0f\n\x07node'
+        b'_id\x18\x01 \x01(\tb\x06proto3'
+    )
 
-
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*resource/definitions/cluster/cluster.proto\x12\"talos.resource.definitions.cluster\x1a\x13\x63ommon/common.proto\x1a&resource/definitions/enums/enums.proto\"\'\n\x0c\x43ontrolPlane\x12\x17\n\x0f\x61pi_server_port\x18\x01 \x01(\x03\"\xf9\x01\n\nMemberSpec\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12 \n\taddresses\x18\x02 \x03(\x0b\x32\r.common.NetIP\x12\x10\n\x08hostname\x18\x03 \x01(\t\x12\x43\n\x0cmachine_type\x18\x04 \x01(\x0e\x32-.talos.resource.definitions.enums.MachineType\x12\x18\n\x10operating_system\x18\x05 \x01(\t\x12G\n\rcontrol_plane\x18\x06 \x01(\x0b\x32\x30.talos.resource.definitions.cluster.ControlPlane\"4\n\x08InfoSpec\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63luster_name\x18\x02 \x01(\t\"\x1f\n\x0cIdentitySpec\x12\x0f\n\x07node_id\x18\x01 \x01(\tb\x06proto3')
-
-_globals = globals()
-_builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_cluster_pb2', _globals)
-if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_CONTROLPLANE']._serialized_start=143
-  _globals['_CONTROLPLANE']._serialized_end=182
-  _globals['_MEMBERSPEC']._serialized_start=185
-  _globals['_MEMBERSPEC']._serialized_end=434
-  _globals['_INFOSPEC']._serialized_start=436
-  _globals['_INFOSPEC']._serialized_end=488
-  _globals['_IDENTITYSPEC']._serialized_start=490
-  _globals['_IDENTITYSPEC']._serialized_end=521
-# @@protoc_insertion_point(module_scope)
+    _globals = globals()
+    _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
+    _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_cluster_pb2', _globals)
+    if not _descriptor._USE_C_DESCRIPTORS:
+        DESCRIPTOR._loaded_options = None
+        _globals['_CONTROLPLANE']._serialized_start = 143
+        _globals['_CONTROLPLANE']._serialized_end = 182
+        _globals['_MEMBERSPEC']._serialized_start = 185
+        _globals['_MEMBERSPEC']._serialized_end = 434
+        _globals['_INFOSPEC']._serialized_start = 436
+        _globals['_INFOSPEC']._serialized_end = 488
+        _globals['_IDENTITYSPEC']._serialized_start = 490
+        _globals['_IDENTITYSPEC']._serialized_end = 521
+    # @@protoc_insertion_point(module_scope)

@@ -5,28 +5,42 @@
 # source: resource/config/config.proto
 # Protobuf Python Version: 6.33.5
 """Generated protocol buffer code."""
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import descriptor_pool as _descriptor_pool
-from google.protobuf import symbol_database as _symbol_database
-from google.protobuf.internal import builder as _builder
-# @@protoc_insertion_point(imports)
+# pylint: disable=unused-import,protected-access
+# (protoc imports the files this one depends on so they register first)
+try:
+    from google.protobuf import descriptor as _descriptor
+    from google.protobuf import descriptor_pool as _descriptor_pool
+    from google.protobuf import symbol_database as _symbol_database
+    from google.protobuf.internal import builder as _builder
+    HAS_PROTOBUF = True
+except ImportError:  # reported by the modules through missing_required_lib
+    HAS_PROTOBUF = False
 
-_sym_db = _symbol_database.Default()
+if HAS_PROTOBUF:
+    # @@protoc_insertion_point(imports)
 
+    _sym_db = _symbol_database.Default()
 
+    DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
+        b'\n\x1cresource/config/config.proto\x12\x0f'
+        b'resource.config",\n\x11MachineConfig'
+        b'Spec\x12\x17\n\x0fyaml_marshalled\x18\x01 \x01(\x0c"E\n'
+        b'\x0fMachineTypeSpec\x122\n\x0cmachine_type'
+        b'\x18\x01 \x01(\x0e2\x1c.resource.config.Machine'
+        b'Type*C\n\x0bMachineType\x12\x0b\n\x07UNKNOWN\x10\x00'
+        b'\x12\x08\n\x04INIT\x10\x01\x12\x11\n\rCONTROL_PLANE\x10\x02\x12\n\n'
+        b'\x06WORKER\x10\x03b\x06proto3'
+    )
 
-
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cresource/config/config.proto\x12\x0fresource.config\",\n\x11MachineConfigSpec\x12\x17\n\x0fyaml_marshalled\x18\x01 \x01(\x0c\"E\n\x0fMachineTypeSpec\x12\x32\n\x0cmachine_type\x18\x01 \x01(\x0e\x32\x1c.resource.config.MachineType*C\n\x0bMachineType\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x08\n\x04INIT\x10\x01\x12\x11\n\rCONTROL_PLANE\x10\x02\x12\n\n\x06WORKER\x10\x03\x62\x06proto3')
-
-_globals = globals()
-_builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_config_pb2', _globals)
-if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_MACHINETYPE']._serialized_start=166
-  _globals['_MACHINETYPE']._serialized_end=233
-  _globals['_MACHINECONFIGSPEC']._serialized_start=49
-  _globals['_MACHINECONFIGSPEC']._serialized_end=93
-  _globals['_MACHINETYPESPEC']._serialized_start=95
-  _globals['_MACHINETYPESPEC']._serialized_end=164
-# @@protoc_insertion_point(module_scope)
+    _globals = globals()
+    _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
+    _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_config_pb2', _globals)
+    if not _descriptor._USE_C_DESCRIPTORS:
+        DESCRIPTOR._loaded_options = None
+        _globals['_MACHINETYPE']._serialized_start = 166
+        _globals['_MACHINETYPE']._serialized_end = 233
+        _globals['_MACHINECONFIGSPEC']._serialized_start = 49
+        _globals['_MACHINECONFIGSPEC']._serialized_end = 93
+        _globals['_MACHINETYPESPEC']._serialized_start = 95
+        _globals['_MACHINETYPESPEC']._serialized_end = 164
+    # @@protoc_insertion_point(module_scope)

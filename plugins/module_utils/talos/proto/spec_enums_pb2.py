@@ -5,38 +5,91 @@
 # source: resource/definitions/enums/enums.proto
 # Protobuf Python Version: 6.33.5
 """Generated protocol buffer code."""
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import descriptor_pool as _descriptor_pool
-from google.protobuf import symbol_database as _symbol_database
-from google.protobuf.internal import builder as _builder
-# @@protoc_insertion_point(imports)
+# pylint: disable=unused-import,protected-access
+# (protoc imports the files this one depends on so they register first)
+try:
+    from google.protobuf import descriptor as _descriptor
+    from google.protobuf import descriptor_pool as _descriptor_pool
+    from google.protobuf import symbol_database as _symbol_database
+    from google.protobuf.internal import builder as _builder
+    HAS_PROTOBUF = True
+except ImportError:  # reported by the modules through missing_required_lib
+    HAS_PROTOBUF = False
 
-_sym_db = _symbol_database.Default()
+if HAS_PROTOBUF:
+    # @@protoc_insertion_point(imports)
 
+    _sym_db = _symbol_database.Default()
 
+    DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
+        b'\n&resource/definitions/enums/enu'
+        b'ms.proto\x12 talos.resource.definit'
+        b'ions.enums*W\n\x0bMachineType\x12\x10\n\x0cTYP'
+        b'E_UNKNOWN\x10\x00\x12\r\n\tTYPE_INIT\x10\x01\x12\x16\n\x12TY'
+        b'PE_CONTROL_PLANE\x10\x02\x12\x0f\n\x0bTYPE_WORKE'
+        b'R\x10\x03*\x9b\x02\n\x13RuntimeMachineStage\x12\x19\n\x15M'
+        b'ACHINE_STAGE_UNKNOWN\x10\x00\x12\x19\n\x15MACHIN'
+        b'E_STAGE_BOOTING\x10\x01\x12\x1c\n\x18MACHINE_STA'
+        b'GE_INSTALLING\x10\x02\x12\x1d\n\x19MACHINE_STAGE'
+        b'_MAINTENANCE\x10\x03\x12\x19\n\x15MACHINE_STAGE_'
+        b'RUNNING\x10\x04\x12\x1b\n\x17MACHINE_STAGE_REBOO'
+        b'TING\x10\x05\x12\x1f\n\x1bMACHINE_STAGE_SHUTTING'
+        b'_DOWN\x10\x06\x12\x1b\n\x17MACHINE_STAGE_RESETTI'
+        b'NG\x10\x07\x12\x1b\n\x17MACHINE_STAGE_UPGRADING\x10'
+        b'\x08*\x7f\n\x16BlockEncryptionKeyType\x12\x19\n\x15E'
+        b'NCRYPTION_KEY_STATIC\x10\x00\x12\x1a\n\x16ENCRYP'
+        b'TION_KEY_NODE_ID\x10\x01\x12\x16\n\x12ENCRYPTION'
+        b'_KEY_KMS\x10\x02\x12\x16\n\x12ENCRYPTION_KEY_TPM'
+        b'\x10\x03*Z\n\x1bBlockEncryptionProviderTyp'
+        b'e\x12\x1c\n\x18ENCRYPTION_PROVIDER_NONE\x10\x00\x12'
+        b'\x1d\n\x19ENCRYPTION_PROVIDER_LUKS2\x10\x01*\xec'
+        b'\x01\n\x13BlockFilesystemType\x12\x18\n\x14FILESY'
+        b'STEM_TYPE_NONE\x10\x00\x12\x17\n\x13FILESYSTEM_T'
+        b'YPE_XFS\x10\x01\x12\x18\n\x14FILESYSTEM_TYPE_VFA'
+        b'T\x10\x02\x12\x18\n\x14FILESYSTEM_TYPE_EXT4\x10\x03\x12\x1b\n'
+        b'\x17FILESYSTEM_TYPE_ISO9660\x10\x04\x12\x18\n\x14FI'
+        b'LESYSTEM_TYPE_SWAP\x10\x05\x12\x1c\n\x18FILESYST'
+        b'EM_TYPE_VIRTIOFS\x10\x06\x12\x19\n\x15FILESYSTEM'
+        b'_TYPE_BTRFS\x10\x07*\x83\x01\n\x14BlockFSParamet'
+        b'erType\x12"\n\x1eFS_PARAMETER_TYPE_STRI'
+        b'NG_VALUE\x10\x00\x12#\n\x1fFS_PARAMETER_TYPE_'
+        b'BOOLEAN_VALUE\x10\x01\x12"\n\x1eFS_PARAMETER_'
+        b'TYPE_BINARY_VALUE\x10\x02*\xe3\x01\n\x10BlockVol'
+        b'umePhase\x12\x18\n\x14VOLUME_PHASE_WAITING'
+        b'\x10\x00\x12\x17\n\x13VOLUME_PHASE_FAILED\x10\x01\x12\x18\n\x14V'
+        b'OLUME_PHASE_MISSING\x10\x02\x12\x18\n\x14VOLUME_'
+        b'PHASE_LOCATED\x10\x03\x12\x1c\n\x18VOLUME_PHASE_'
+        b'PROVISIONED\x10\x04\x12\x19\n\x15VOLUME_PHASE_PR'
+        b'EPARED\x10\x05\x12\x16\n\x12VOLUME_PHASE_READY\x10\x06'
+        b'\x12\x17\n\x13VOLUME_PHASE_CLOSED\x10\x07*\xc0\x01\n\x0fBl'
+        b'ockVolumeType\x12\x19\n\x15VOLUME_TYPE_PAR'
+        b'TITION\x10\x00\x12\x14\n\x10VOLUME_TYPE_DISK\x10\x01\x12\x15'
+        b'\n\x11VOLUME_TYPE_TMPFS\x10\x02\x12\x19\n\x15VOLUME_'
+        b'TYPE_DIRECTORY\x10\x03\x12\x17\n\x13VOLUME_TYPE_'
+        b'SYMLINK\x10\x04\x12\x17\n\x13VOLUME_TYPE_OVERLAY'
+        b'\x10\x05\x12\x18\n\x14VOLUME_TYPE_EXTERNAL\x10\x06b\x06pr'
+        b'oto3'
+    )
 
-
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&resource/definitions/enums/enums.proto\x12 talos.resource.definitions.enums*W\n\x0bMachineType\x12\x10\n\x0cTYPE_UNKNOWN\x10\x00\x12\r\n\tTYPE_INIT\x10\x01\x12\x16\n\x12TYPE_CONTROL_PLANE\x10\x02\x12\x0f\n\x0bTYPE_WORKER\x10\x03*\x9b\x02\n\x13RuntimeMachineStage\x12\x19\n\x15MACHINE_STAGE_UNKNOWN\x10\x00\x12\x19\n\x15MACHINE_STAGE_BOOTING\x10\x01\x12\x1c\n\x18MACHINE_STAGE_INSTALLING\x10\x02\x12\x1d\n\x19MACHINE_STAGE_MAINTENANCE\x10\x03\x12\x19\n\x15MACHINE_STAGE_RUNNING\x10\x04\x12\x1b\n\x17MACHINE_STAGE_REBOOTING\x10\x05\x12\x1f\n\x1bMACHINE_STAGE_SHUTTING_DOWN\x10\x06\x12\x1b\n\x17MACHINE_STAGE_RESETTING\x10\x07\x12\x1b\n\x17MACHINE_STAGE_UPGRADING\x10\x08*\x7f\n\x16\x42lockEncryptionKeyType\x12\x19\n\x15\x45NCRYPTION_KEY_STATIC\x10\x00\x12\x1a\n\x16\x45NCRYPTION_KEY_NODE_ID\x10\x01\x12\x16\n\x12\x45NCRYPTION_KEY_KMS\x10\x02\x12\x16\n\x12\x45NCRYPTION_KEY_TPM\x10\x03*Z\n\x1b\x42lockEncryptionProviderType\x12\x1c\n\x18\x45NCRYPTION_PROVIDER_NONE\x10\x00\x12\x1d\n\x19\x45NCRYPTION_PROVIDER_LUKS2\x10\x01*\xec\x01\n\x13\x42lockFilesystemType\x12\x18\n\x14\x46ILESYSTEM_TYPE_NONE\x10\x00\x12\x17\n\x13\x46ILESYSTEM_TYPE_XFS\x10\x01\x12\x18\n\x14\x46ILESYSTEM_TYPE_VFAT\x10\x02\x12\x18\n\x14\x46ILESYSTEM_TYPE_EXT4\x10\x03\x12\x1b\n\x17\x46ILESYSTEM_TYPE_ISO9660\x10\x04\x12\x18\n\x14\x46ILESYSTEM_TYPE_SWAP\x10\x05\x12\x1c\n\x18\x46ILESYSTEM_TYPE_VIRTIOFS\x10\x06\x12\x19\n\x15\x46ILESYSTEM_TYPE_BTRFS\x10\x07*\x83\x01\n\x14\x42lockFSParameterType\x12\"\n\x1e\x46S_PARAMETER_TYPE_STRING_VALUE\x10\x00\x12#\n\x1f\x46S_PARAMETER_TYPE_BOOLEAN_VALUE\x10\x01\x12\"\n\x1e\x46S_PARAMETER_TYPE_BINARY_VALUE\x10\x02*\xe3\x01\n\x10\x42lockVolumePhase\x12\x18\n\x14VOLUME_PHASE_WAITING\x10\x00\x12\x17\n\x13VOLUME_PHASE_FAILED\x10\x01\x12\x18\n\x14VOLUME_PHASE_MISSING\x10\x02\x12\x18\n\x14VOLUME_PHASE_LOCATED\x10\x03\x12\x1c\n\x18VOLUME_PHASE_PROVISIONED\x10\x04\x12\x19\n\x15VOLUME_PHASE_PREPARED\x10\x05\x12\x16\n\x12VOLUME_PHASE_READY\x10\x06\x12\x17\n\x13VOLUME_PHASE_CLOSED\x10\x07*\xc0\x01\n\x0f\x42lockVolumeType\x12\x19\n\x15VOLUME_TYPE_PARTITION\x10\x00\x12\x14\n\x10VOLUME_TYPE_DISK\x10\x01\x12\x15\n\x11VOLUME_TYPE_TMPFS\x10\x02\x12\x19\n\x15VOLUME_TYPE_DIRECTORY\x10\x03\x12\x17\n\x13VOLUME_TYPE_SYMLINK\x10\x04\x12\x17\n\x13VOLUME_TYPE_OVERLAY\x10\x05\x12\x18\n\x14VOLUME_TYPE_EXTERNAL\x10\x06\x62\x06proto3')
-
-_globals = globals()
-_builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_enums_pb2', _globals)
-if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_MACHINETYPE']._serialized_start=76
-  _globals['_MACHINETYPE']._serialized_end=163
-  _globals['_RUNTIMEMACHINESTAGE']._serialized_start=166
-  _globals['_RUNTIMEMACHINESTAGE']._serialized_end=449
-  _globals['_BLOCKENCRYPTIONKEYTYPE']._serialized_start=451
-  _globals['_BLOCKENCRYPTIONKEYTYPE']._serialized_end=578
-  _globals['_BLOCKENCRYPTIONPROVIDERTYPE']._serialized_start=580
-  _globals['_BLOCKENCRYPTIONPROVIDERTYPE']._serialized_end=670
-  _globals['_BLOCKFILESYSTEMTYPE']._serialized_start=673
-  _globals['_BLOCKFILESYSTEMTYPE']._serialized_end=909
-  _globals['_BLOCKFSPARAMETERTYPE']._serialized_start=912
-  _globals['_BLOCKFSPARAMETERTYPE']._serialized_end=1043
-  _globals['_BLOCKVOLUMEPHASE']._serialized_start=1046
-  _globals['_BLOCKVOLUMEPHASE']._serialized_end=1273
-  _globals['_BLOCKVOLUMETYPE']._serialized_start=1276
-  _globals['_BLOCKVOLUMETYPE']._serialized_end=1468
-# @@protoc_insertion_point(module_scope)
+    _globals = globals()
+    _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
+    _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_enums_pb2', _globals)
+    if not _descriptor._USE_C_DESCRIPTORS:
+        DESCRIPTOR._loaded_options = None
+        _globals['_MACHINETYPE']._serialized_start = 76
+        _globals['_MACHINETYPE']._serialized_end = 163
+        _globals['_RUNTIMEMACHINESTAGE']._serialized_start = 166
+        _globals['_RUNTIMEMACHINESTAGE']._serialized_end = 449
+        _globals['_BLOCKENCRYPTIONKEYTYPE']._serialized_start = 451
+        _globals['_BLOCKENCRYPTIONKEYTYPE']._serialized_end = 578
+        _globals['_BLOCKENCRYPTIONPROVIDERTYPE']._serialized_start = 580
+        _globals['_BLOCKENCRYPTIONPROVIDERTYPE']._serialized_end = 670
+        _globals['_BLOCKFILESYSTEMTYPE']._serialized_start = 673
+        _globals['_BLOCKFILESYSTEMTYPE']._serialized_end = 909
+        _globals['_BLOCKFSPARAMETERTYPE']._serialized_start = 912
+        _globals['_BLOCKFSPARAMETERTYPE']._serialized_end = 1043
+        _globals['_BLOCKVOLUMEPHASE']._serialized_start = 1046
+        _globals['_BLOCKVOLUMEPHASE']._serialized_end = 1273
+        _globals['_BLOCKVOLUMETYPE']._serialized_start = 1276
+        _globals['_BLOCKVOLUMETYPE']._serialized_end = 1468
+    # @@protoc_insertion_point(module_scope)

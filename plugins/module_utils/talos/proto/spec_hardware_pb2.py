@@ -5,24 +5,40 @@
 # source: resource/definitions/hardware/hardware.proto
 # Protobuf Python Version: 6.33.5
 """Generated protocol buffer code."""
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import descriptor_pool as _descriptor_pool
-from google.protobuf import symbol_database as _symbol_database
-from google.protobuf.internal import builder as _builder
-# @@protoc_insertion_point(imports)
+# pylint: disable=unused-import,protected-access
+# (protoc imports the files this one depends on so they register first)
+try:
+    from google.protobuf import descriptor as _descriptor
+    from google.protobuf import descriptor_pool as _descriptor_pool
+    from google.protobuf import symbol_database as _symbol_database
+    from google.protobuf.internal import builder as _builder
+    HAS_PROTOBUF = True
+except ImportError:  # reported by the modules through missing_required_lib
+    HAS_PROTOBUF = False
 
-_sym_db = _symbol_database.Default()
+if HAS_PROTOBUF:
+    # @@protoc_insertion_point(imports)
 
+    _sym_db = _symbol_database.Default()
 
+    DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
+        b'\n,resource/definitions/hardware/'
+        b'hardware.proto\x12#talos.resource.d'
+        b'efinitions.hardware"\xb9\x01\n\x15SystemIn'
+        b'formationSpec\x12\x14\n\x0cmanufacturer\x18\x01 '
+        b'\x01(\t\x12\x14\n\x0cproduct_name\x18\x02 \x01(\t\x12\x0f\n\x07ver'
+        b'sion\x18\x03 \x01(\t\x12\x15\n\rserial_number\x18\x04 \x01('
+        b'\t\x12\x0c\n\x04uuid\x18\x05 \x01(\t\x12\x14\n\x0cwake_up_type\x18'
+        b'\x06 \x01(\t\x12\x12\n\nsku_number\x18\x07 \x01(\t\x12\x14\n\x0cbio'
+        b's_version\x18\x08 \x01(\tb\x06proto3'
+    )
 
-
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n,resource/definitions/hardware/hardware.proto\x12#talos.resource.definitions.hardware\"\xb9\x01\n\x15SystemInformationSpec\x12\x14\n\x0cmanufacturer\x18\x01 \x01(\t\x12\x14\n\x0cproduct_name\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x15\n\rserial_number\x18\x04 \x01(\t\x12\x0c\n\x04uuid\x18\x05 \x01(\t\x12\x14\n\x0cwake_up_type\x18\x06 \x01(\t\x12\x12\n\nsku_number\x18\x07 \x01(\t\x12\x14\n\x0c\x62ios_version\x18\x08 \x01(\tb\x06proto3')
-
-_globals = globals()
-_builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_hardware_pb2', _globals)
-if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_SYSTEMINFORMATIONSPEC']._serialized_start=86
-  _globals['_SYSTEMINFORMATIONSPEC']._serialized_end=271
-# @@protoc_insertion_point(module_scope)
+    _globals = globals()
+    _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
+    _builder.BuildTopDescriptorsAndMessages(
+        DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_hardware_pb2', _globals)
+    if not _descriptor._USE_C_DESCRIPTORS:
+        DESCRIPTOR._loaded_options = None
+        _globals['_SYSTEMINFORMATIONSPEC']._serialized_start = 86
+        _globals['_SYSTEMINFORMATIONSPEC']._serialized_end = 271
+    # @@protoc_insertion_point(module_scope)

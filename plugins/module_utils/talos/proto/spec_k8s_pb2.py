@@ -5,24 +5,35 @@
 # source: resource/definitions/k8s/k8s.proto
 # Protobuf Python Version: 6.33.5
 """Generated protocol buffer code."""
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import descriptor_pool as _descriptor_pool
-from google.protobuf import symbol_database as _symbol_database
-from google.protobuf.internal import builder as _builder
-# @@protoc_insertion_point(imports)
+# pylint: disable=unused-import,protected-access
+# (protoc imports the files this one depends on so they register first)
+try:
+    from google.protobuf import descriptor as _descriptor
+    from google.protobuf import descriptor_pool as _descriptor_pool
+    from google.protobuf import symbol_database as _symbol_database
+    from google.protobuf.internal import builder as _builder
+    HAS_PROTOBUF = True
+except ImportError:  # reported by the modules through missing_required_lib
+    HAS_PROTOBUF = False
 
-_sym_db = _symbol_database.Default()
+if HAS_PROTOBUF:
+    # @@protoc_insertion_point(imports)
 
+    _sym_db = _symbol_database.Default()
 
+    DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
+        b'\n"resource/definitions/k8s/k8s.p'
+        b'roto\x12\x1etalos.resource.definitions'
+        b'.k8s"6\n\x15KubePrismStatusesSpec\x12\x0c\n'
+        b'\x04host\x18\x01 \x01(\t\x12\x0f\n\x07healthy\x18\x02 \x01(\x08b\x06pr'
+        b'oto3'
+    )
 
-
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"resource/definitions/k8s/k8s.proto\x12\x1etalos.resource.definitions.k8s\"6\n\x15KubePrismStatusesSpec\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0f\n\x07healthy\x18\x02 \x01(\x08\x62\x06proto3')
-
-_globals = globals()
-_builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_k8s_pb2', _globals)
-if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_KUBEPRISMSTATUSESSPEC']._serialized_start=70
-  _globals['_KUBEPRISMSTATUSESSPEC']._serialized_end=124
-# @@protoc_insertion_point(module_scope)
+    _globals = globals()
+    _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
+    _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_k8s_pb2', _globals)
+    if not _descriptor._USE_C_DESCRIPTORS:
+        DESCRIPTOR._loaded_options = None
+        _globals['_KUBEPRISMSTATUSESSPEC']._serialized_start = 70
+        _globals['_KUBEPRISMSTATUSESSPEC']._serialized_end = 124
+    # @@protoc_insertion_point(module_scope)

@@ -5,24 +5,35 @@
 # source: resource/definitions/network/network.proto
 # Protobuf Python Version: 6.33.5
 """Generated protocol buffer code."""
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import descriptor_pool as _descriptor_pool
-from google.protobuf import symbol_database as _symbol_database
-from google.protobuf.internal import builder as _builder
-# @@protoc_insertion_point(imports)
+# pylint: disable=unused-import,protected-access
+# (protoc imports the files this one depends on so they register first)
+try:
+    from google.protobuf import descriptor as _descriptor
+    from google.protobuf import descriptor_pool as _descriptor_pool
+    from google.protobuf import symbol_database as _symbol_database
+    from google.protobuf.internal import builder as _builder
+    HAS_PROTOBUF = True
+except ImportError:  # reported by the modules through missing_required_lib
+    HAS_PROTOBUF = False
 
-_sym_db = _symbol_database.Default()
+if HAS_PROTOBUF:
+    # @@protoc_insertion_point(imports)
 
+    _sym_db = _symbol_database.Default()
 
+    DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
+        b'\n*resource/definitions/network/n'
+        b'etwork.proto\x12"talos.resource.def'
+        b'initions.network":\n\x12HostnameStat'
+        b'usSpec\x12\x10\n\x08hostname\x18\x01 \x01(\t\x12\x12\n\ndoma'
+        b'inname\x18\x02 \x01(\tb\x06proto3'
+    )
 
-
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*resource/definitions/network/network.proto\x12\"talos.resource.definitions.network\":\n\x12HostnameStatusSpec\x12\x10\n\x08hostname\x18\x01 \x01(\t\x12\x12\n\ndomainname\x18\x02 \x01(\tb\x06proto3')
-
-_globals = globals()
-_builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_network_pb2', _globals)
-if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_HOSTNAMESTATUSSPEC']._serialized_start=82
-  _globals['_HOSTNAMESTATUSSPEC']._serialized_end=140
-# @@protoc_insertion_point(module_scope)
+    _globals = globals()
+    _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
+    _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_network_pb2', _globals)
+    if not _descriptor._USE_C_DESCRIPTORS:
+        DESCRIPTOR._loaded_options = None
+        _globals['_HOSTNAMESTATUSSPEC']._serialized_start = 82
+        _globals['_HOSTNAMESTATUSSPEC']._serialized_end = 140
+    # @@protoc_insertion_point(module_scope)

@@ -5,31 +5,53 @@
 # source: resource/definitions/runtime/runtime.proto
 # Protobuf Python Version: 6.33.5
 """Generated protocol buffer code."""
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import descriptor_pool as _descriptor_pool
-from google.protobuf import symbol_database as _symbol_database
-from google.protobuf.internal import builder as _builder
-# @@protoc_insertion_point(imports)
+# pylint: disable=unused-import,protected-access
+# (protoc imports the files this one depends on so they register first)
+try:
+    from google.protobuf import descriptor as _descriptor
+    from google.protobuf import descriptor_pool as _descriptor_pool
+    from google.protobuf import symbol_database as _symbol_database
+    from google.protobuf.internal import builder as _builder
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import spec_enums_pb2 as resource_dot_definitions_dot_enums_dot_enums__pb2
+    HAS_PROTOBUF = True
+except ImportError:  # reported by the modules through missing_required_lib
+    HAS_PROTOBUF = False
 
-_sym_db = _symbol_database.Default()
+if HAS_PROTOBUF:
+    # @@protoc_insertion_point(imports)
 
+    _sym_db = _symbol_database.Default()
 
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import spec_enums_pb2 as resource_dot_definitions_dot_enums_dot_enums__pb2
+    DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
+        b'\n*resource/definitions/runtime/r'
+        b'untime.proto\x12"talos.resource.def'
+        b'initions.runtime\x1a&resource/defin'
+        b'itions/enums/enums.proto".\n\x0eUnme'
+        b'tCondition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06reas'
+        b'on\x18\x02 \x01(\t"r\n\x13MachineStatusStatus\x12'
+        b'\r\n\x05ready\x18\x01 \x01(\x08\x12L\n\x10unmet_conditio'
+        b'ns\x18\x02 \x03(\x0b22.talos.resource.defini'
+        b'tions.runtime.UnmetCondition"\xa2\x01\n'
+        b'\x11MachineStatusSpec\x12D\n\x05stage\x18\x01 \x01('
+        b'\x0e25.talos.resource.definitions.e'
+        b'nums.RuntimeMachineStage\x12G\n\x06stat'
+        b'us\x18\x02 \x01(\x0b27.talos.resource.defini'
+        b'tions.runtime.MachineStatusStatu'
+        b's",\n\x0bVersionSpec\x12\x0f\n\x07version\x18\x01 \x01('
+        b'\t\x12\x0c\n\x04name\x18\x02 \x01(\tb\x06proto3'
+    )
 
-
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*resource/definitions/runtime/runtime.proto\x12\"talos.resource.definitions.runtime\x1a&resource/definitions/enums/enums.proto\".\n\x0eUnmetCondition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"r\n\x13MachineStatusStatus\x12\r\n\x05ready\x18\x01 \x01(\x08\x12L\n\x10unmet_conditions\x18\x02 \x03(\x0b\x32\x32.talos.resource.definitions.runtime.UnmetCondition\"\xa2\x01\n\x11MachineStatusSpec\x12\x44\n\x05stage\x18\x01 \x01(\x0e\x32\x35.talos.resource.definitions.enums.RuntimeMachineStage\x12G\n\x06status\x18\x02 \x01(\x0b\x32\x37.talos.resource.definitions.runtime.MachineStatusStatus\",\n\x0bVersionSpec\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\tb\x06proto3')
-
-_globals = globals()
-_builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_runtime_pb2', _globals)
-if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_UNMETCONDITION']._serialized_start=122
-  _globals['_UNMETCONDITION']._serialized_end=168
-  _globals['_MACHINESTATUSSTATUS']._serialized_start=170
-  _globals['_MACHINESTATUSSTATUS']._serialized_end=284
-  _globals['_MACHINESTATUSSPEC']._serialized_start=287
-  _globals['_MACHINESTATUSSPEC']._serialized_end=449
-  _globals['_VERSIONSPEC']._serialized_start=451
-  _globals['_VERSIONSPEC']._serialized_end=495
-# @@protoc_insertion_point(module_scope)
+    _globals = globals()
+    _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
+    _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_runtime_pb2', _globals)
+    if not _descriptor._USE_C_DESCRIPTORS:
+        DESCRIPTOR._loaded_options = None
+        _globals['_UNMETCONDITION']._serialized_start = 122
+        _globals['_UNMETCONDITION']._serialized_end = 168
+        _globals['_MACHINESTATUSSTATUS']._serialized_start = 170
+        _globals['_MACHINESTATUSSTATUS']._serialized_end = 284
+        _globals['_MACHINESTATUSSPEC']._serialized_start = 287
+        _globals['_MACHINESTATUSSPEC']._serialized_end = 449
+        _globals['_VERSIONSPEC']._serialized_start = 451
+        _globals['_VERSIONSPEC']._serialized_end = 495
+    # @@protoc_insertion_point(module_scope)

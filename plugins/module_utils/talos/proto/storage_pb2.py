@@ -5,44 +5,85 @@
 # source: storage/storage.proto
 # Protobuf Python Version: 6.33.5
 """Generated protocol buffer code."""
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import descriptor_pool as _descriptor_pool
-from google.protobuf import symbol_database as _symbol_database
-from google.protobuf.internal import builder as _builder
-# @@protoc_insertion_point(imports)
+# pylint: disable=unused-import,protected-access
+# (protoc imports the files this one depends on so they register first)
+try:
+    from google.protobuf import descriptor as _descriptor
+    from google.protobuf import descriptor_pool as _descriptor_pool
+    from google.protobuf import symbol_database as _symbol_database
+    from google.protobuf.internal import builder as _builder
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import common_pb2 as common_dot_common__pb2
+    from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
+    HAS_PROTOBUF = True
+except ImportError:  # reported by the modules through missing_required_lib
+    HAS_PROTOBUF = False
 
-_sym_db = _symbol_database.Default()
+if HAS_PROTOBUF:
+    # @@protoc_insertion_point(imports)
 
+    _sym_db = _symbol_database.Default()
 
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import common_pb2 as common_dot_common__pb2
-from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
+    DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
+        b'\n\x15storage/storage.proto\x12\x07storage'
+        b'\x1a\x13common/common.proto\x1a\x1bgoogle/pr'
+        b'otobuf/empty.proto"\xbb\x02\n\x04Disk\x12\x0c\n\x04s'
+        b'ize\x18\x01 \x01(\x04\x12\r\n\x05model\x18\x02 \x01(\t\x12\x13\n\x0bdevi'
+        b'ce_name\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x0e\n\x06s'
+        b'erial\x18\x05 \x01(\t\x12\x10\n\x08modalias\x18\x06 \x01(\t\x12\x0c\n'
+        b'\x04uuid\x18\x07 \x01(\t\x12\x0c\n\x04wwid\x18\x08 \x01(\t\x12$\n\x04typ'
+        b'e\x18\t \x01(\x0e2\x16.storage.Disk.DiskType\x12'
+        b'\x10\n\x08bus_path\x18\n \x01(\t\x12\x13\n\x0bsystem_disk'
+        b'\x18\x0b \x01(\x08\x12\x11\n\tsubsystem\x18\x0c \x01(\t\x12\x10\n\x08rea'
+        b'donly\x18\r \x01(\x08"C\n\x08DiskType\x12\x0b\n\x07UNKNO'
+        b'WN\x10\x00\x12\x07\n\x03SSD\x10\x01\x12\x07\n\x03HDD\x10\x02\x12\x08\n\x04NVME\x10\x03'
+        b'\x12\x06\n\x02SD\x10\x04\x12\x06\n\x02CD\x10\x05"I\n\x05Disks\x12"\n\x08met'
+        b'adata\x18\x01 \x01(\x0b2\x10.common.Metadata\x12\x1c\n'
+        b'\x05disks\x18\x02 \x03(\x0b2\r.storage.Disk"1\n\rD'
+        b'isksResponse\x12 \n\x08messages\x18\x01 \x03(\x0b2\x0e'
+        b'.storage.Disks"\xd7\x01\n\x19BlockDeviceWi'
+        b'peDescriptor\x12\x0e\n\x06device\x18\x01 \x01(\t\x129\n\x06'
+        b'method\x18\x02 \x01(\x0e2).storage.BlockDevi'
+        b'ceWipeDescriptor.Method\x12\x19\n\x11skip_'
+        b'volume_check\x18\x03 \x01(\x08\x12\x16\n\x0edrop_parti'
+        b'tion\x18\x04 \x01(\x08\x12\x1c\n\x14skip_secondary_che'
+        b'ck\x18\x05 \x01(\x08"\x1e\n\x06Method\x12\x08\n\x04FAST\x10\x00\x12\n\n\x06'
+        b'ZEROES\x10\x01"M\n\x16BlockDeviceWipeReque'
+        b'st\x123\n\x07devices\x18\x01 \x03(\x0b2".storage.Bl'
+        b'ockDeviceWipeDescriptor"5\n\x0fBlock'
+        b'DeviceWipe\x12"\n\x08metadata\x18\x01 \x01(\x0b2\x10.c'
+        b'ommon.Metadata"E\n\x17BlockDeviceWip'
+        b'eResponse\x12*\n\x08messages\x18\x01 \x03(\x0b2\x18.st'
+        b'orage.BlockDeviceWipe2\x9f\x01\n\x0eStorag'
+        b'eService\x127\n\x05Disks\x12\x16.google.proto'
+        b'buf.Empty\x1a\x16.storage.DisksRespons'
+        b'e\x12T\n\x0fBlockDeviceWipe\x12\x1f.storage.B'
+        b'lockDeviceWipeRequest\x1a .storage.'
+        b'BlockDeviceWipeResponseb\x06proto3'
+    )
 
-
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15storage/storage.proto\x12\x07storage\x1a\x13\x63ommon/common.proto\x1a\x1bgoogle/protobuf/empty.proto\"\xbb\x02\n\x04\x44isk\x12\x0c\n\x04size\x18\x01 \x01(\x04\x12\r\n\x05model\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65vice_name\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x0e\n\x06serial\x18\x05 \x01(\t\x12\x10\n\x08modalias\x18\x06 \x01(\t\x12\x0c\n\x04uuid\x18\x07 \x01(\t\x12\x0c\n\x04wwid\x18\x08 \x01(\t\x12$\n\x04type\x18\t \x01(\x0e\x32\x16.storage.Disk.DiskType\x12\x10\n\x08\x62us_path\x18\n \x01(\t\x12\x13\n\x0bsystem_disk\x18\x0b \x01(\x08\x12\x11\n\tsubsystem\x18\x0c \x01(\t\x12\x10\n\x08readonly\x18\r \x01(\x08\"C\n\x08\x44iskType\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x07\n\x03SSD\x10\x01\x12\x07\n\x03HDD\x10\x02\x12\x08\n\x04NVME\x10\x03\x12\x06\n\x02SD\x10\x04\x12\x06\n\x02\x43\x44\x10\x05\"I\n\x05\x44isks\x12\"\n\x08metadata\x18\x01 \x01(\x0b\x32\x10.common.Metadata\x12\x1c\n\x05\x64isks\x18\x02 \x03(\x0b\x32\r.storage.Disk\"1\n\rDisksResponse\x12 \n\x08messages\x18\x01 \x03(\x0b\x32\x0e.storage.Disks\"\xd7\x01\n\x19\x42lockDeviceWipeDescriptor\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\x39\n\x06method\x18\x02 \x01(\x0e\x32).storage.BlockDeviceWipeDescriptor.Method\x12\x19\n\x11skip_volume_check\x18\x03 \x01(\x08\x12\x16\n\x0e\x64rop_partition\x18\x04 \x01(\x08\x12\x1c\n\x14skip_secondary_check\x18\x05 \x01(\x08\"\x1e\n\x06Method\x12\x08\n\x04\x46\x41ST\x10\x00\x12\n\n\x06ZEROES\x10\x01\"M\n\x16\x42lockDeviceWipeRequest\x12\x33\n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32\".storage.BlockDeviceWipeDescriptor\"5\n\x0f\x42lockDeviceWipe\x12\"\n\x08metadata\x18\x01 \x01(\x0b\x32\x10.common.Metadata\"E\n\x17\x42lockDeviceWipeResponse\x12*\n\x08messages\x18\x01 \x03(\x0b\x32\x18.storage.BlockDeviceWipe2\x9f\x01\n\x0eStorageService\x12\x37\n\x05\x44isks\x12\x16.google.protobuf.Empty\x1a\x16.storage.DisksResponse\x12T\n\x0f\x42lockDeviceWipe\x12\x1f.storage.BlockDeviceWipeRequest\x1a .storage.BlockDeviceWipeResponseb\x06proto3')
-
-_globals = globals()
-_builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.storage_pb2', _globals)
-if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_DISK']._serialized_start=85
-  _globals['_DISK']._serialized_end=400
-  _globals['_DISK_DISKTYPE']._serialized_start=333
-  _globals['_DISK_DISKTYPE']._serialized_end=400
-  _globals['_DISKS']._serialized_start=402
-  _globals['_DISKS']._serialized_end=475
-  _globals['_DISKSRESPONSE']._serialized_start=477
-  _globals['_DISKSRESPONSE']._serialized_end=526
-  _globals['_BLOCKDEVICEWIPEDESCRIPTOR']._serialized_start=529
-  _globals['_BLOCKDEVICEWIPEDESCRIPTOR']._serialized_end=744
-  _globals['_BLOCKDEVICEWIPEDESCRIPTOR_METHOD']._serialized_start=714
-  _globals['_BLOCKDEVICEWIPEDESCRIPTOR_METHOD']._serialized_end=744
-  _globals['_BLOCKDEVICEWIPEREQUEST']._serialized_start=746
-  _globals['_BLOCKDEVICEWIPEREQUEST']._serialized_end=823
-  _globals['_BLOCKDEVICEWIPE']._serialized_start=825
-  _globals['_BLOCKDEVICEWIPE']._serialized_end=878
-  _globals['_BLOCKDEVICEWIPERESPONSE']._serialized_start=880
-  _globals['_BLOCKDEVICEWIPERESPONSE']._serialized_end=949
-  _globals['_STORAGESERVICE']._serialized_start=952
-  _globals['_STORAGESERVICE']._serialized_end=1111
-# @@protoc_insertion_point(module_scope)
+    _globals = globals()
+    _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
+    _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.storage_pb2', _globals)
+    if not _descriptor._USE_C_DESCRIPTORS:
+        DESCRIPTOR._loaded_options = None
+        _globals['_DISK']._serialized_start = 85
+        _globals['_DISK']._serialized_end = 400
+        _globals['_DISK_DISKTYPE']._serialized_start = 333
+        _globals['_DISK_DISKTYPE']._serialized_end = 400
+        _globals['_DISKS']._serialized_start = 402
+        _globals['_DISKS']._serialized_end = 475
+        _globals['_DISKSRESPONSE']._serialized_start = 477
+        _globals['_DISKSRESPONSE']._serialized_end = 526
+        _globals['_BLOCKDEVICEWIPEDESCRIPTOR']._serialized_start = 529
+        _globals['_BLOCKDEVICEWIPEDESCRIPTOR']._serialized_end = 744
+        _globals['_BLOCKDEVICEWIPEDESCRIPTOR_METHOD']._serialized_start = 714
+        _globals['_BLOCKDEVICEWIPEDESCRIPTOR_METHOD']._serialized_end = 744
+        _globals['_BLOCKDEVICEWIPEREQUEST']._serialized_start = 746
+        _globals['_BLOCKDEVICEWIPEREQUEST']._serialized_end = 823
+        _globals['_BLOCKDEVICEWIPE']._serialized_start = 825
+        _globals['_BLOCKDEVICEWIPE']._serialized_end = 878
+        _globals['_BLOCKDEVICEWIPERESPONSE']._serialized_start = 880
+        _globals['_BLOCKDEVICEWIPERESPONSE']._serialized_end = 949
+        _globals['_STORAGESERVICE']._serialized_start = 952
+        _globals['_STORAGESERVICE']._serialized_end = 1111
+    # @@protoc_insertion_point(module_scope)
