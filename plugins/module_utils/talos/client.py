@@ -30,7 +30,8 @@ try:
     from grpclib.exceptions import GRPCError, StreamTerminatedError
     from google.protobuf import empty_pb2
     from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import (
-        common_pb2, machine_pb2, machine_image_pb2, machine_lifecycle_pb2, storage_pb2, cosi_state_pb2)
+        common_pb2, machine_pb2, machine_image_pb2, machine_lifecycle_pb2, storage_pb2, cosi_state_pb2,
+        spec_config_pb2)
     HAS_DEPS = True
     IMPORT_ERROR = None
 except ImportError as _exc:  # reported by the module through missing_required_lib
@@ -260,9 +261,20 @@ def resource_request(resource_type, namespace, resource_id=None):
     return cosi_state_pb2.GetRequest(namespace=namespace, type=resource_type, id=resource_id)
 
 
+MACHINE_CONFIG_TYPE = "MachineConfigs.config.talos.dev"
+
+
 def resource_dict(resource):
-    """A COSI resource as {id, version, phase, spec}; the spec from its YAML form."""
-    spec = yaml.safe_load(resource.spec.yaml_spec) if resource.spec.yaml_spec else None
+    """A COSI resource as {id, version, phase, spec}; the spec from its YAML form.
+
+    The machine config is the exception: its spec is the whole multi-document config, taken
+    byte for byte from proto_spec (MachineConfigSpec.yaml_marshalled), not re-parsed.
+    """
+    if resource.metadata.type == MACHINE_CONFIG_TYPE:
+        config = spec_config_pb2.MachineConfigSpec.FromString(resource.spec.proto_spec)
+        spec = config.yaml_marshalled.decode("utf-8")
+    else:
+        spec = yaml.safe_load(resource.spec.yaml_spec) if resource.spec.yaml_spec else None
     return {"id": resource.metadata.id, "version": resource.metadata.version, "phase": resource.metadata.phase,
             "spec": spec}
 

@@ -104,7 +104,7 @@ _HINTS = {
     "UNIMPLEMENTED": "the machine does not offer this call in its current mode or version",
     "UNAVAILABLE": "the machine is not reachable or not serving; check the address and that it is up",
     "DEADLINE_EXCEEDED": "the call timed out; check the address and network, or raise the timeout",
-    "NOT_FOUND": "the machine has no such resource",
+    "NOT_FOUND": "the machine has no such object (resource, etcd member, ...)",
     "FAILED_PRECONDITION": "the machine is not in a state that allows this call",
     "ALREADY_EXISTS": "the operation was already done on this machine",
 }
