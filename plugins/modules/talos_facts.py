@@ -31,7 +31,7 @@ options:
   node:
     description:
       - Address of the machine to read (without port). Defaults to the endpoint itself.
-      - In an inventory of Talos machines this is usually C({{ ansible_host | default(inventory_hostname) }}).
+      - In an inventory of Talos machines this is usually the host's C(ansible_host).
     type: str
 """
 
