@@ -37,7 +37,7 @@ def main():
         with tc.TalosClient(talosconfig.load(lab.talosconfig), timeout=30) as client:
             client.run(machine.version(client, nodes[1]))  # connect once: measure calls, not the handshake
             one, serial, fanout = [], [], []
-            for _ in range(ROUNDS):
+            for _round in range(ROUNDS):
                 t = time.perf_counter()
                 client.run(machine.version(client, nodes[1]))
                 one.append(time.perf_counter() - t)

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -17,7 +17,7 @@ description:
   - The machine is addressed with O(node) through the talosconfig's endpoints (the C(node) gRPC metadata),
     as C(talosctl -n) does. Read-only.
 author:
-  - maesh.ichor contributors
+  - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
   - maesh.ichor.connection
 attributes:

@@ -207,6 +207,19 @@ def test_reset_to_maintenance_same_uuid_new_address(talos_lab):
     # it answers in maintenance (v1.14: Version allowed) at the new address
     assert call(new_addr, insecure_ssl(), MS + "Version").messages[0].version.tag == "v1.14.1"
 
+    # a non-graceful reset leaves a dead etcd member behind until it is removed by id
+    cp2 = lab.machine("cp-2")
+    call(cp2["address"], admin, MS + "Reset", mp.ResetRequest(graceful=False, reboot=True))
+    lab.wait_for("cp-2", lambda m: m["up"] and m["mode"] == "maintenance", timeout=15)
+    members = call(lab.address("cp-1"), admin, MS + "EtcdMemberList",
+                   P.machine().EtcdMemberListRequest()).messages[0].members
+    assert cp2["etcd_member_id"] in [m.id for m in members]
+    call(lab.address("cp-1"), admin, MS + "EtcdRemoveMemberByID",
+         mp.EtcdRemoveMemberByIDRequest(member_id=cp2["etcd_member_id"]))
+    members = call(lab.address("cp-1"), admin, MS + "EtcdMemberList",
+                   P.machine().EtcdMemberListRequest()).messages[0].members
+    assert [m.hostname for m in members] == ["cp-1"]
+
 
 def test_reset_interrupted_comes_back_configured(talos_lab):
     lab = talos_lab(controlplanes=1, workers=1)
@@ -374,8 +387,7 @@ def test_cosi_reads(talos_cluster):
         si.resource.spec.proto_spec).uuid == lab.machine("cp-1")["uuid"]
     assert si.resource.metadata.version.isdigit()
     with pytest.raises(GRPCError) as ei:
-        call(cp, reader, COSI + "Get", cs.GetRequest(namespace="x", type="Nope.talos.dev",
-                                                    id="x"))
+        call(cp, reader, COSI + "Get", cs.GetRequest(namespace="x", type="Nope.talos.dev", id="x"))
     assert grpc_code(ei) == Status.NOT_FOUND
     info = call(cp, reader, COSI + "Get", cs.GetRequest(
         namespace="cluster", type="Infos.cluster.talos.dev", id="current"))

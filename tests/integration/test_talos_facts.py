@@ -8,7 +8,6 @@ that AnsiballZ packs module_utils and the generated protos.
 
 import base64
 import glob
-import json
 import os
 import shutil
 import sys

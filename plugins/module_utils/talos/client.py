@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A Talos API client: channels to endpoints, node targeting, the calls the collection makes.
 
 - Configured mode: mTLS to the context's endpoints, the server verified against the context's

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Errors of the Talos client, and the redaction that keeps credentials out of them.
 
 Every error a caller sees is one line that says what was wrong and what to check. Transport

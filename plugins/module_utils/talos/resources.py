@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The COSI resources the collection reads (what ``talosctl get`` reads): type, namespace, id."""
 
 from __future__ import absolute_import, division, print_function

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The talosconfig file: contexts, endpoints, nodes and the client credential.
 
 Format (talosctl): ``context`` names the default context; ``contexts.<name>`` holds

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """TLS for the Talos API on Python's ssl module.
 
 Talos makes its API CA Ed25519 by default. grpcio's TLS (BoringSSL) offers no Ed25519

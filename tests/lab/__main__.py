@@ -1,0 +1,103 @@
+"""``python -m tests.lab up --workdir DIR ...``: start a simulated Talos lab and run until signalled.
+
+Examples::
+
+    python -m tests.lab up --workdir /tmp/lab --controlplanes 3 --workers 2 \\
+        --talos-version v1.14.1 --mode configured --ca ed25519
+    python -m tests.lab up --workdir /tmp/lab --mixed-versions --extra-maintenance
+    python -m tests.lab up --workdir /tmp/lab --set worker-1:version=v1.12.11,mode=maintenance \\
+        --add name=spare,role=worker,version=v1.12.11,mode=maintenance
+
+Prints the path of DIR/lab.json once every machine listens, then serves until SIGTERM/SIGINT.
+"""
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+
+if __package__ in (None, ""):  # pragma: no cover - run as a script
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+        __file__)))))
+    __package__ = "tests.lab"
+
+from tests import collection_path  # noqa: E402
+
+collection_path.ensure()
+
+from tests.lab.talos_sim import runner  # noqa: E402
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="python -m tests.lab")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="start a lab of simulated Talos machines")
+    up.add_argument("--workdir", required=True)
+    up.add_argument("--controlplanes", type=int, default=3)
+    up.add_argument("--workers", type=int, default=2)
+    up.add_argument("--talos-version", default="v1.14.1")
+    up.add_argument("--mode", choices=["configured", "maintenance"], default="configured")
+    up.add_argument("--ca", choices=["ed25519", "ecdsa"], default="ed25519")
+    up.add_argument("--latency-ms", type=int, default=0,
+                    help="latency fault set on every machine at start")
+    up.add_argument("--index", type=int, default=None,
+                    help="lab index: machines live on 127.(10+K//256).(K%%256).0/24")
+    up.add_argument("--name", default="lab", help="cluster name and talosconfig context")
+    up.add_argument("--mixed-versions", action="store_true",
+                    help="first worker runs v1.12.11, second worker v1.13.9")
+    up.add_argument("--extra-maintenance", action="store_true",
+                    help="add maintenance machines m-112 (v1.12.11) and m-114 (--talos-version)")
+    up.add_argument("--set", action="append", default=[], metavar="NAME:k=v,...",
+                    help="per-machine override: version, mode, role, address")
+    up.add_argument("--add", action="append", default=[], metavar="name=N,role=R,...",
+                    help="add a machine: name, role, version, mode, address")
+    up.add_argument("--no-bootstrap", action="store_true",
+                    help="configured control planes start with etcd not bootstrapped")
+    up.add_argument("--reboot-seconds", type=float, default=None)
+    up.add_argument("--upgrade-seconds", type=float, default=None)
+    up.add_argument("--install-seconds", type=float, default=None)
+    up.add_argument("--kubeconfig-server", default=None)
+    up.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+                        stream=sys.stderr)
+    logging.getLogger("grpclib").setLevel(logging.WARNING if not args.verbose else logging.INFO)
+    plan = runner.plan_machines(args.controlplanes, args.workers, args.talos_version, args.mode,
+                                args.mixed_versions, args.extra_maintenance, args.set, args.add)
+    if not plan:
+        print("no machines requested", file=sys.stderr)
+        return 2
+    explicit = args.index is not None
+    attempts = 1 if explicit else 5
+    last = None
+    for _ in range(attempts):
+        index = args.index if explicit else runner.auto_index()
+        lab = runner.build_lab(args.workdir, plan, index=index, ca=args.ca,
+                               latency_ms=args.latency_ms, bootstrapped=not args.no_bootstrap,
+                               reboot_seconds=args.reboot_seconds,
+                               upgrade_seconds=args.upgrade_seconds,
+                               install_seconds=args.install_seconds, name=args.name,
+                               kubeconfig_server=args.kubeconfig_server)
+
+        def ready(lab):
+            print(lab.lab_json, flush=True)
+            logging.getLogger("talos_sim").info("lab %s ready on %s.0/24, control %s",
+                                                lab.name, lab.subnet, lab.control_url)
+        try:
+            asyncio.run(runner.serve(lab, ready))
+            return 0
+        except RuntimeError as exc:
+            last = exc
+            print("lab index %d: %s" % (index, exc), file=sys.stderr)
+    print("refusing to start: %s" % last, file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""Client of the simulator's control API (stdlib only)."""
+
+import json
+import time
+import urllib.error
+import urllib.request
+
+
+class ControlError(RuntimeError):
+    pass
+
+
+class LabControl:
+    def __init__(self, url, timeout=10.0):
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def _call(self, method, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return json.loads(resp.read().decode() or "null")
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")
+            raise ControlError("%s %s -> %d: %s" % (method, path, exc.code, detail))
+
+    def state(self, full=False):
+        return self._call("GET", "/state?full=1" if full else "/state")
+
+    def machines(self):
+        return self.state()["machines"]
+
+    def machine(self, name):
+        return self._call("GET", "/machines/%s" % name)
+
+    def set_faults(self, name, **faults):
+        """unreachable, latency_ms, fail_call + fail_code (+ fail_message, fail_count),
+        new_address_on_reboot (an address or True for a free one), interrupt_reset."""
+        return self._call("POST", "/machines/%s/faults" % name, faults)["faults"]
+
+    def clear_faults(self, name):
+        return self._call("POST", "/machines/%s/faults" % name, {})["faults"]
+
+    def set_timing(self, name, **timing):
+        return self._call("POST", "/machines/%s/timing" % name, timing)["timing"]
+
+    def power(self, name, on=True):
+        return self._call("POST", "/machines/%s/power" % name, {"on": on})
+
+    def settings(self, **settings):
+        return self._call("POST", "/settings", settings)["settings"]
+
+    def add_ca(self, crt_pem, key_pem):
+        """Let the lab sign server certificates with this CA (PEM strings or bytes)."""
+        dec = lambda v: v.decode() if isinstance(v, bytes) else v  # noqa: E731
+        return self._call("POST", "/cas", {"crt": dec(crt_pem), "key": dec(key_pem)})
+
+    def wait_for(self, name, predicate, timeout=30.0, interval=0.05):
+        """Poll the machine until ``predicate(machine_dict)``; return that dict."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = self.machine(name)
+            if predicate(last):
+                return last
+            time.sleep(interval)
+        raise TimeoutError("machine %s did not reach the expected state; last: %r"
+                           % (name, {k: last.get(k) for k in ("mode", "stage", "up", "address",
+                                                              "version")} if last else None))

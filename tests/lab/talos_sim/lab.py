@@ -1,0 +1,476 @@
+"""The lab runtime: machines, their gRPC servers on loopback, lifecycle (reboot, reset, ...)."""
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+
+from grpclib.const import Status
+from grpclib.server import Server
+
+from .. import pki
+from . import config as cfg
+from . import state as st
+
+log = logging.getLogger("talos_sim")
+
+PORT = 50000
+
+
+def subnet_for_index(index):
+    """Loopback /24 of lab ``index``: 127.(10 + index // 256).(index % 256).0."""
+    index = int(index)
+    if not 0 <= index < 256 * 200:
+        raise ValueError("lab index out of range: %d" % index)
+    return "127.%d.%d" % (10 + index // 256, index % 256)
+
+
+class _TrackingServer(Server):
+    """A grpclib Server that can drop its established connections (a machine going down)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._protocols = []
+
+    def _protocol_factory(self):
+        proto = super()._protocol_factory()
+        alive = []
+        for p in self._protocols:
+            try:
+                transport = p.connection._transport
+            except AttributeError:
+                transport = None
+            if transport is None or not transport.is_closing():
+                alive.append(p)
+        self._protocols = alive[-200:]
+        self._protocols.append(proto)
+        return proto
+
+    def abort_connections(self):
+        for p in self._protocols:
+            conn = getattr(p, "connection", None)
+            if conn is not None:
+                try:
+                    conn._transport.abort()
+                except Exception:  # pragma: no cover - best effort
+                    pass
+        self._protocols = []
+
+
+class Caller:
+    """Who is calling: roles and whether the call came through another node."""
+
+    def __init__(self, roles, proxied=False, via=None):
+        self.roles = set(roles)
+        self.proxied = proxied
+        self.via = via
+
+
+def _peer_der(stream):
+    transport = getattr(stream.peer, "_transport", None)
+    if transport is None:
+        return None
+    ssl_object = transport.get_extra_info("ssl_object")
+    if ssl_object is None:
+        return None
+    return ssl_object.getpeercert(binary_form=True)
+
+
+class Node:
+    """Runtime of one machine: its gRPC server and lifecycle tasks."""
+
+    def __init__(self, lab, machine):
+        self.lab = lab
+        self.m = machine
+        self.server = None
+        self.bound_address = None
+        self._ssl_dir = os.path.join(lab.workdir, "machines", machine.name)
+        os.makedirs(self._ssl_dir, exist_ok=True)
+        self.task = None
+
+    # --- server ------------------------------------------------------------------------
+    def _ssl_context(self):
+        m = self.m
+        if m.mode == st.MAINTENANCE:
+            if m.maintenance_pair is None:
+                m.maintenance_pair = pki.maintenance_certificate([m.address])
+            return pki.server_ssl_context(m.maintenance_pair, None, self._ssl_dir, "maintenance")
+        ca = self.lab.ca_for(m.trusted_cas[0] if m.trusted_cas else None)
+        if ca is None:
+            log.warning("%s: no key known for the OS CA of its config; serving with an "
+                        "untrusted certificate", m.name)
+            ca = self.lab.orphan_ca()
+        if m.server_pair is None:
+            m.server_pair = pki.issue_server(ca, m.hostname, [m.address])
+        return pki.server_ssl_context(m.server_pair, m.trusted_cas or [ca.cert_pem],
+                                      self._ssl_dir, "server")
+
+    async def start(self):
+        if self.server is not None:
+            return
+        from . import api
+        ctx = self._ssl_context()
+        server = _TrackingServer([api.Handlers(self)])
+        try:
+            await server.start(self.m.address, PORT, ssl=ctx, reuse_address=True)
+        except OSError as exc:
+            raise RuntimeError("cannot listen on %s:%d: %s" % (self.m.address, PORT, exc))
+        self.server = server
+        self.bound_address = self.m.address
+        self.m.up = True
+        log.info("%s up at %s:%d (%s, %s)", self.m.name, self.m.address, PORT, self.m.mode,
+                 self.m.version)
+
+    async def stop(self):
+        self.m.up = False
+        server, self.server = self.server, None
+        if server is None:
+            return
+        server.close()
+        server.abort_connections()
+        try:
+            await asyncio.wait_for(server.wait_closed(), 2)
+        except (asyncio.TimeoutError, Exception):  # pragma: no cover
+            pass
+        log.info("%s down", self.m.name)
+
+    def should_listen(self):
+        return (self.m.powered and not self.m.faults.get("unreachable")
+                and self.m.busy is None)
+
+    async def sync_listening(self):
+        if self.should_listen() and self.server is None:
+            await self.start()
+        elif not self.should_listen() and self.server is not None and self.m.busy is None:
+            await self.stop()
+
+    # --- lifecycle ---------------------------------------------------------------------
+    def schedule(self, coro_fn, *args):
+        """Run a lifecycle operation after the current reply has gone out."""
+        async def runner():
+            await asyncio.sleep(0.1)
+            try:
+                await coro_fn(*args)
+            except Exception:
+                log.exception("%s: lifecycle operation failed", self.m.name)
+        self.task = asyncio.ensure_future(runner())
+        return self.task
+
+    async def power_cycle(self, stage, seconds, before_boot=None):
+        """Go down (stage ``stage``), stay down ``seconds``, run ``before_boot``, boot."""
+        m = self.m
+        m.busy = stage
+        m.stage = stage
+        await self.stop()
+        await asyncio.sleep(max(0.0, float(seconds)))
+        if before_boot is not None:
+            before_boot()
+        self._boot_changes()
+        m.busy = None
+        if m.powered:
+            await self.sync_listening()
+
+    def _boot_changes(self):
+        m = self.m
+        m.boots += 1
+        new_addr = m.faults.pop("new_address_on_reboot", None)
+        if new_addr:
+            if new_addr is True or new_addr == "auto":
+                new_addr = self.lab.allocate_address()
+            self.lab.move(m, new_addr)
+        if m.staged_config is not None and m.mode == st.CONFIGURED:
+            data, m.staged_config = m.staged_config, None
+            self.lab.set_machine_config(m, data)
+        if m.pending_version:
+            m.version, m.pending_version = m.pending_version, None
+        if m.try_task is not None:
+            m.try_task.cancel()
+            m.try_task = None
+        m.server_pair = None
+        m.maintenance_pair = None
+        m.boot_time = time.time()
+        if m.mode == st.CONFIGURED:
+            m.stage = "running"
+            self.lab.on_configured_boot(m)
+        else:
+            m.stage = "maintenance"
+        self.lab.changed()
+
+    async def reboot(self, seconds=None, stage="rebooting"):
+        if seconds is None:
+            key = "upgrade_seconds" if self.m.pending_version else "reboot_seconds"
+            seconds = self.m.timing[key]
+        await self.power_cycle(stage, seconds)
+
+    async def shutdown(self):
+        self.m.powered = False
+        self.m.stage = "shutting down"
+        await self.stop()
+        self.m.stage = "stopped"
+
+
+class Lab:
+    """All machines of one lab, served by one asyncio loop."""
+
+    def __init__(self, workdir, index=0, name="lab", ca_algorithm=pki.ED25519):
+        self.workdir = os.path.abspath(workdir)
+        os.makedirs(self.workdir, exist_ok=True)
+        self.index = index
+        self.subnet = subnet_for_index(index)
+        self.name = name
+        self.context = name
+        self.ca_algorithm = ca_algorithm
+        self.ca = pki.new_ca(ca_algorithm)
+        self._ca_keys = {}
+        self.remember_ca(self.ca)
+        self._orphan_ca = None
+        self.secrets = cfg.new_cluster_secrets(name, self.ca)
+        self.machines = []
+        self.nodes = {}
+        self.clusters = {}
+        self.settings = {"kubeconfig_server": "https://127.0.0.1:6443", "kubeconfig_path": ""}
+        self.control_url = ""
+        self.talosconfig = os.path.join(self.workdir, "talosconfig")
+        self.lab_json = os.path.join(self.workdir, "lab.json")
+        self._used = set()
+        self.default_timing = {}
+        self.default_latency_ms = 0
+
+    # --- CAs ---------------------------------------------------------------------------
+    @staticmethod
+    def _fp(cert_pem):
+        cert = pki.load_cert_pem(cert_pem)
+        from cryptography.hazmat.primitives import serialization
+        return hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
+
+    def remember_ca(self, pair):
+        self._ca_keys[self._fp(pair.cert_pem)] = pair
+
+    def ca_for(self, cert_pem):
+        if cert_pem is None:
+            return None
+        try:
+            return self._ca_keys.get(self._fp(cert_pem))
+        except ValueError:
+            return None
+
+    def orphan_ca(self):
+        if self._orphan_ca is None:
+            self._orphan_ca = pki.new_ca(self.ca_algorithm, organization="orphan")
+        return self._orphan_ca
+
+    # --- addresses ---------------------------------------------------------------------
+    def address(self, n):
+        return "%s.%d" % (self.subnet, n)
+
+    def allocate_address(self):
+        for n in range(101, 255):
+            a = self.address(n)
+            if a not in self._used:
+                return a
+        raise RuntimeError("no free address in %s.0/24" % self.subnet)
+
+    def move(self, machine, new_addr):
+        self._used.discard(machine.address)
+        machine.address = new_addr
+        self._used.add(new_addr)
+
+    def machine(self, name):
+        for m in self.machines:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+    def node_at(self, address):
+        for m in self.machines:
+            if m.address == address:
+                return self.nodes[m.name]
+        return None
+
+    # --- building ----------------------------------------------------------------------
+    def cluster(self, cluster_id, name):
+        c = self.clusters.get(cluster_id)
+        if c is None:
+            c = self.clusters[cluster_id] = st.Cluster(cluster_id, name)
+        elif name:
+            c.name = name
+        return c
+
+    def add_machine(self, name, role, version, mode=st.CONFIGURED, address=None,
+                    endpoint=None):
+        address = address or self.address(len(self.machines) + 1)
+        m = st.Machine(name, address, role, version, mode)
+        self._used.add(address)
+        m.timing.update(self.default_timing)
+        if self.default_latency_ms:
+            m.faults["latency_ms"] = self.default_latency_ms
+        if mode == st.CONFIGURED:
+            data = cfg.generate_machine_config(self.secrets, role, name, endpoint or address,
+                                               version=version)
+            self.set_machine_config(m, data)
+        self.machines.append(m)
+        self.nodes[name] = Node(self, m)
+        return m
+
+    def set_machine_config(self, m, data):
+        facts = cfg.ConfigFacts(data)
+        pair = facts.ca_pair()
+        if pair is not None:
+            self.remember_ca(pair)
+        m.set_config(data, facts)
+        if m.cluster_id:
+            self.cluster(m.cluster_id, m.cluster_name)
+        return facts
+
+    def bootstrap_all(self):
+        """Mark every cluster bootstrapped with all configured control planes as members."""
+        for c in self.clusters.values():
+            c.bootstrapped = True
+        for m in self.machines:
+            self.on_configured_boot(m)
+
+    def on_configured_boot(self, m):
+        """A configured control plane of a bootstrapped cluster runs etcd (joins if needed)."""
+        if not m.is_controlplane or not m.cluster_id:
+            return
+        c = self.cluster(m.cluster_id, m.cluster_name)
+        if c.bootstrapped and m.etcd_member_id not in c.etcd_members:
+            c.add_member(m)
+
+    def cluster_of(self, m):
+        if not m.cluster_id:
+            return None
+        return self.clusters.get(m.cluster_id)
+
+    def cluster_machines(self, m):
+        """Configured machines of the same cluster (discovery members)."""
+        if not m.cluster_id:
+            return []
+        return [x for x in self.machines
+                if x.mode == st.CONFIGURED and x.cluster_id == m.cluster_id]
+
+    # --- running -----------------------------------------------------------------------
+    async def start(self):
+        for m in self.machines:
+            await self.nodes[m.name].sync_listening()
+        self.write_talosconfig()
+        self.changed()
+
+    async def stop(self):
+        for n in self.nodes.values():
+            if n.task is not None:
+                n.task.cancel()
+            await n.stop()
+
+    def write_talosconfig(self):
+        cps = [m for m in self.machines if m.planned_role == "controlplane"]
+        first = (cps or self.machines)[0]
+        nodes = [m.address for m in self.machines]
+        admin = pki.issue_client(self.ca, ["os:admin"])
+        reader = pki.issue_client(self.ca, ["os:reader"])
+        self.admin_client, self.reader_client = admin, reader
+        pki.write_talosconfig(self.talosconfig, {
+            self.context: {"endpoints": [first.address], "nodes": nodes, "ca": self.ca,
+                           "client": admin},
+            self.context + "-reader": {"endpoints": [first.address], "nodes": nodes,
+                                       "ca": self.ca, "client": reader},
+        }, self.context)
+        # the raw CA for tests that build their own certificates
+        with open(os.path.join(self.workdir, "ca.crt"), "wb") as fh:
+            fh.write(self.ca.cert_pem)
+        fd = os.open(os.path.join(self.workdir, "ca.key"),
+                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(self.ca.key_pem)
+
+    def state(self, full=False):
+        machines = []
+        for m in self.machines:
+            j = m.to_json()
+            if not full:
+                for k in ("faults", "timing", "pending_version", "staged_config"):
+                    j.pop(k, None)
+            machines.append(j)
+        return {
+            "control": self.control_url,
+            "talosconfig": self.talosconfig,
+            "context": self.context,
+            "ca_algorithm": self.ca_algorithm,
+            "cluster": {"name": self.secrets["cluster_name"], "id": self.secrets["cluster_id"]},
+            "machines": machines,
+        }
+
+    def changed(self):
+        """Rewrite lab.json (atomically)."""
+        if not self.control_url:
+            return
+        fd, tmp = tempfile.mkstemp(dir=self.workdir, prefix=".lab.json.")
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(self.state(), fh, indent=1)
+        os.replace(tmp, self.lab_json)
+
+    # --- control API operations --------------------------------------------------------
+    async def set_faults(self, name, faults):
+        m = self.machine(name)
+        allowed = {"unreachable", "latency_ms", "fail_call", "fail_code", "fail_message",
+                   "fail_count", "new_address_on_reboot", "interrupt_reset"}
+        unknown = set(faults) - allowed
+        if unknown:
+            raise ValueError("unknown faults: %s" % ", ".join(sorted(unknown)))
+        if not faults:
+            m.faults = {}
+        else:
+            for k, v in faults.items():
+                if v in (None, False, 0, ""):
+                    m.faults.pop(k, None)
+                else:
+                    m.faults[k] = v
+            if "fail_call" in m.faults and "fail_code" not in m.faults:
+                m.faults["fail_code"] = "UNAVAILABLE"
+            if "fail_code" in m.faults:
+                status_code(m.faults["fail_code"])  # validate
+        await self.nodes[name].sync_listening()
+        self.changed()
+        return dict(m.faults)
+
+    def set_timing(self, name, timing):
+        m = self.machine(name)
+        for k, v in timing.items():
+            if k not in m.timing:
+                raise ValueError("unknown timing: %s" % k)
+            m.timing[k] = float(v)
+        return dict(m.timing)
+
+    async def set_power(self, name, on):
+        m = self.machine(name)
+        node = self.nodes[name]
+        if on and not m.powered:
+            m.powered = True
+            node._boot_changes()
+            await node.sync_listening()
+        elif not on and m.powered:
+            await node.shutdown()
+        self.changed()
+
+
+def status_code(code):
+    """A grpclib Status from a name (``UNAVAILABLE``, ``Unavailable``) or a number."""
+    if isinstance(code, Status):
+        return code
+    if isinstance(code, int) or (isinstance(code, str) and code.isdigit()):
+        return Status(int(code))
+    name = str(code).upper().replace(" ", "_")
+    aliases = {"PERMISSIONDENIED": "PERMISSION_DENIED", "NOTFOUND": "NOT_FOUND",
+               "ALREADYEXISTS": "ALREADY_EXISTS", "FAILEDPRECONDITION": "FAILED_PRECONDITION",
+               "DEADLINEEXCEEDED": "DEADLINE_EXCEEDED", "INVALIDARGUMENT": "INVALID_ARGUMENT",
+               "RESOURCEEXHAUSTED": "RESOURCE_EXHAUSTED", "DATALOSS": "DATA_LOSS",
+               "OUTOFRANGE": "OUT_OF_RANGE"}
+    name = aliases.get(name, name)
+    try:
+        return Status[name]
+    except KeyError:
+        raise ValueError("unknown gRPC status code %r" % (code,))
