@@ -76,7 +76,7 @@ def main(argv=None):
     explicit = args.index is not None
     attempts = 1 if explicit else 5
     last = None
-    for _ in range(attempts):
+    for _attempt in range(attempts):
         index = args.index if explicit else runner.auto_index()
         lab = runner.build_lab(args.workdir, plan, index=index, ca=args.ca,
                                latency_ms=args.latency_ms, bootstrapped=not args.no_bootstrap,

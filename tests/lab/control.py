@@ -54,8 +54,9 @@ class LabControl:
 
     def add_ca(self, crt_pem, key_pem):
         """Let the lab sign server certificates with this CA (PEM strings or bytes)."""
-        dec = lambda v: v.decode() if isinstance(v, bytes) else v  # noqa: E731
-        return self._call("POST", "/cas", {"crt": dec(crt_pem), "key": dec(key_pem)})
+        def text(value):
+            return value.decode() if isinstance(value, bytes) else value
+        return self._call("POST", "/cas", {"crt": text(crt_pem), "key": text(key_pem)})
 
     def wait_for(self, name, predicate, timeout=30.0, interval=0.05):
         """Poll the machine until ``predicate(machine_dict)``; return that dict."""

@@ -82,7 +82,7 @@ class LabProcess:
     # --- process -----------------------------------------------------------------------
     def start(self, timeout=30.0, attempts=4):
         last = None
-        for _ in range(attempts):
+        for _attempt in range(attempts):
             index = self.index if self.index is not None else _next_index()
             try:
                 self._start_once(index, timeout)

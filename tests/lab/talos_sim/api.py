@@ -244,7 +244,7 @@ def _fail_matches(fault, path):
         return False
     fault = str(fault)
     return fault in (path, path.lstrip("/"), path.rsplit("/", 1)[1]) or (
-        path.endswith("/" + fault.split("/")[-1]) and fault.lstrip("/") in path)
+        path.endswith("/" + fault.rsplit("/", maxsplit=1)[-1]) and fault.lstrip("/") in path)
 
 
 async def execute(node, path, request, caller):

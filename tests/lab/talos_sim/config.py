@@ -14,7 +14,7 @@ _ALNUM = string.ascii_lowercase + string.digits
 
 
 def _token(n):
-    return "".join(_secrets.choice(_ALNUM) for _ in range(n))
+    return "".join(_secrets.choice(_ALNUM) for _i in range(n))
 
 
 def new_cluster_secrets(name="lab", ca=None):

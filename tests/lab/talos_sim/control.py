@@ -52,7 +52,7 @@ class ControlServer:
                     h = await reader.readline()
                     if h in (b"\r\n", b"\n", b""):
                         break
-                    k, _, v = h.decode("latin-1").partition(":")
+                    k, _sep, v = h.decode("latin-1").partition(":")
                     headers[k.strip().lower()] = v.strip()
                 n = int(headers.get("content-length") or 0)
                 body = await reader.readexactly(n) if n else b""

@@ -277,7 +277,7 @@ def build(lab, m):
                                                      dev_path=sd["dev_path"]).SerializeToString(),
                                 _yaml({"diskID": sd["name"], "devPath": sd["dev_path"]})))
     for pid, d in _partitions(m):
-        spec = block.DiscoveredVolumeSpec(**{k: v for k, v in d.items()})
+        spec = block.DiscoveredVolumeSpec(**dict(d.items()))
         y = {k: d.get(k, "" if k not in _DV_INT else 0) for k in _DV_ORDER}
         y = {k: v for k, v in y.items() if v or k not in _DV_OMITEMPTY}
         out.append(Resource("DiscoveredVolumes.block.talos.dev", pid, "block.DiscoveryController",

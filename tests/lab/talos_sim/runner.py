@@ -22,7 +22,7 @@ def _parse_kv(spec):
     for part in spec.split(","):
         if not part.strip():
             continue
-        k, _, v = part.partition("=")
+        k, _sep, v = part.partition("=")
         out[k.strip()] = v.strip()
     return out
 
@@ -51,7 +51,7 @@ def plan_machines(controlplanes=3, workers=2, version="v1.14.1", mode=st.CONFIGU
     by_name = {p["name"]: p for p in plan}
     for spec in overrides:
         if isinstance(spec, str):
-            name, _, rest = spec.partition(":")
+            name, _sep, rest = spec.partition(":")
             kv = _parse_kv(rest)
         else:
             kv = dict(spec)
