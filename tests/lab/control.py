@@ -54,6 +54,7 @@ class LabControl:
 
     def add_ca(self, crt_pem, key_pem):
         """Let the lab sign server certificates with this CA (PEM strings or bytes)."""
+
         def text(value):
             return value.decode() if isinstance(value, bytes) else value
         return self._call("POST", "/cas", {"crt": text(crt_pem), "key": text(key_pem)})

@@ -19,6 +19,7 @@ def talosconfig_context(path, context=None):
     with open(path) as fh:
         tc = yaml.safe_load(fh)
     ctx = tc["contexts"][context or tc["context"]]
+
     def dec(key):
         return base64.b64decode(ctx[key])
     return ctx["endpoints"], ctx["nodes"], dec("ca"), dec("crt"), dec("key")
