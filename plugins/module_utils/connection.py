@@ -9,6 +9,7 @@ __metaclass__ = type
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import client as kube
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, talosconfig
 
@@ -51,4 +52,15 @@ def talos_client_for(module, maintenance=False, dial_only=None):
         return talos_client.TalosClient(context=context, endpoint=params.get("endpoint"), dial_only=dial_only,
                                         maintenance=maintenance, timeout=params.get("timeout"))
     except errors.TalosError as exc:
+        fail(module, exc)
+
+
+def kube_client_for(module):
+    """A KubeClient from the module's kubeconfig options; failures end the module cleanly."""
+    if not kube.HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"))
+    params = module.params
+    try:
+        return kube.KubeClient(kubeconfig=params.get("kubeconfig"), kubeconfig_content=params.get("kubeconfig_content"))
+    except kube.KubeError as exc:
         fail(module, exc)

@@ -1,0 +1,107 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The cluster record: ConfigMap ``ichor-cluster`` in ``ichor-system``.
+
+It holds what Ichor keeps in its TalosCluster status: stored versions, adoption, CNI mode,
+pending machines. One JSON document under the key ``record`` with a ``schema`` number.
+Every write is conditional on the resourceVersion that was read, so two runs never
+overwrite each other: the second one fails with a conflict and is rerun.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Conflict
+
+NAMESPACE = "ichor-system"
+NAME = "ichor-cluster"
+KEY = "record"
+SCHEMA = 1
+
+
+class RecordError(Exception):
+    """The record cannot be used (newer schema, not JSON)."""
+
+
+class ClusterRecord:
+    """The record's data and the resourceVersion it was read at (None: it does not exist yet)."""
+
+    def __init__(self, data=None, resource_version=None):
+        self.data = data if data is not None else {"schema": SCHEMA}
+        self.resource_version = resource_version
+
+    @property
+    def exists(self):
+        return self.resource_version is not None
+
+    def get(self, key, default=None):
+        return self.data.get(key, default)
+
+
+def decode(configmap):
+    """A ConfigMap (dict) -> ClusterRecord. Refuses a record of a newer schema than this collection knows."""
+    text = ((configmap or {}).get("data") or {}).get(KEY)
+    if text is None:
+        return ClusterRecord(resource_version=configmap["metadata"]["resourceVersion"])
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise RecordError("ConfigMap %s/%s: key %r is not JSON; fix or delete the record" % (NAMESPACE, NAME, KEY))
+    if not isinstance(data, dict):
+        raise RecordError("ConfigMap %s/%s: key %r is not a JSON object" % (NAMESPACE, NAME, KEY))
+    schema = data.get("schema", 0)
+    if not isinstance(schema, int) or schema > SCHEMA:
+        raise RecordError("the cluster record has schema %r, newer than this collection's %d; "
+                          "use a newer maesh.ichor" % (schema, SCHEMA))
+    data["schema"] = SCHEMA
+    return ClusterRecord(data, configmap["metadata"]["resourceVersion"])
+
+
+def encode(record):
+    """The ConfigMap for a record, conditional on the resourceVersion it was read at."""
+    meta = {"name": NAME, "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/managed-by": "maesh.ichor"}}
+    if record.resource_version is not None:
+        meta["resourceVersion"] = record.resource_version
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+            "data": {KEY: json.dumps(record.data, sort_keys=True, indent=2)}}
+
+
+def read(client):
+    """Read the record (an empty one when the ConfigMap does not exist)."""
+    configmap = client.get("v1", "ConfigMap", NAME, NAMESPACE)
+    return decode(configmap) if configmap is not None else ClusterRecord()
+
+
+def update(client, mutate, dry_run=False):
+    """Read, apply ``mutate(data)`` to a copy, write conditionally. Returns (before, after, changed).
+
+    A write that finds the record changed since it was read raises Conflict; nothing is retried
+    here, since the caller's decision was made on what it read.
+    """
+    record = read(client)
+    before = copy.deepcopy(record.data)
+    after = copy.deepcopy(record.data)
+    mutate(after)
+    after["schema"] = SCHEMA
+    if after == before and record.exists:
+        return before, after, False
+    new = ClusterRecord(after, record.resource_version)
+    body = encode(new)
+    try:
+        if record.exists:
+            client.replace(body, dry_run=dry_run)
+        else:
+            if client.get("v1", "Namespace", NAMESPACE) is None:
+                client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+                              dry_run=dry_run)
+            client.create(body, dry_run=dry_run)
+    except Conflict:
+        raise Conflict("the cluster record %s/%s changed since this run read it (another run is writing it); "
+                       "rerun" % (NAMESPACE, NAME), status=409)
+    return before, after, True

@@ -1,0 +1,136 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: installer_prune
+short_description: Delete what the installer's last run installed and this bundle drops (ADR 0111)
+version_added: 0.1.0
+description:
+  - The last stage of an installer run, after M(maesh.ichor.installer_apply) and the checks.
+  - "Candidates: objects in the previous run's inventory (ConfigMap C(ichor-installer-inventory)) that the bundle no
+    longer ships, of a prunable kind (ClusterRole, ClusterRoleBinding, Role, RoleBinding, ServiceAccount, Service,
+    Deployment, MutatingWebhookConfiguration, ValidatingWebhookConfiguration, ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding), cluster-scoped or in the installer's namespace, name not starting with
+    C(ichor-installer); plus the ClusterRole C(ichor-ichor-break-glass-role) renamed by ADR 0109."
+  - Each candidate is read again and deleted only if it still carries C(ichor.maesh.dev/installed-by=ichor-installer)
+    (the renamed role C(app.kubernetes.io/name=ichor)), with a UID precondition. CRDs, Namespaces, Secrets,
+    PriorityClasses, CiliumNetworkPolicies, PersistentVolumeClaims and unmarked objects are never deleted.
+  - Only objects in the run's snapshot are deleted; if a delete fails, everything is restored from the snapshot.
+  - Then writes the new inventory (delete and create, only when it changed) and removes the snapshot.
+author:
+  - maesh.ichor developers (@maesh-ichor)
+extends_documentation_fragment:
+  - maesh.ichor.connection
+attributes:
+  check_mode:
+    support: full
+    description: Lists what would be pruned and what is kept, and why; nothing is written.
+  diff_mode:
+    support: full
+    description: The objects that would be deleted, as they are.
+options:
+  bundle:
+    description: The same bundle given to M(maesh.ichor.installer_apply).
+    type: list
+    elements: path
+    required: true
+  namespace:
+    description: The installer's namespace.
+    type: str
+    default: ichor-system
+  snapshot_file:
+    description: The snapshot file given to M(maesh.ichor.installer_apply), if any.
+    type: path
+"""
+
+EXAMPLES = r"""
+- name: Prune what the bundle no longer ships
+  maesh.ichor.installer_prune:
+    kubeconfig: "{{ ichor_kubeconfig }}"
+    bundle:
+      - "{{ role_path }}/files/bundle"
+"""
+
+RETURN = r"""
+plan:
+  description: One line per object pruned or kept (with why), and warnings.
+  returned: always
+  type: list
+  elements: str
+pruned:
+  description: The objects deleted.
+  returned: always
+  type: list
+  elements: str
+kept:
+  description: The candidates kept, with why.
+  returned: always
+  type: list
+  elements: dict
+restored:
+  description: On failure, the objects that had to be re-created while restoring.
+  returned: failure
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.maesh.ichor.plugins.module_utils import installer, installer_module as common
+from ansible_collections.maesh.ichor.plugins.module_utils.connection import fail
+
+
+def main():
+    module = AnsibleModule(argument_spec=common.argument_spec(), supports_check_mode=True)
+    run = common.installer_for(module)
+    try:
+        steps = run.plan_prune()
+        inventory_changed = run.inventory_changed()
+        snapshot = run.load_snapshot()
+    except Exception as exc:  # pylint: disable=broad-except
+        fail(module, exc, plan=[])
+    result = dict(plan=common.lines(steps, run.warnings), pruned=[],
+                  kept=[{"object": str(s.ref), "reason": s.reason} for s in steps if s.action == "keep"])
+    if module._diff:  # pylint: disable=protected-access
+        result["diff"] = common.diffs(steps)
+    to_prune = [s for s in steps if s.action == "prune"]
+    if inventory_changed:
+        result["plan"].append("write the inventory %s/%s (%d objects)" % (
+            module.params["namespace"], installer.INVENTORY_NAME, len(run.refs)))
+    if module.check_mode:
+        common.finish(module, run, changed=bool(to_prune or inventory_changed), **result)
+    try:
+        done, kept = run.prune(steps, snapshot)
+    except Exception as exc:  # pylint: disable=broad-except
+        message = "prune failed: %s" % exc
+        try:
+            recreated = run.restore(snapshot)
+            run.delete_snapshot()
+            result["restored"] = [str(r) for r in recreated]
+            message += "; the cluster was restored to what it was before the run"
+            if recreated:
+                message += " (re-created: %s)" % ", ".join(str(r) for r in recreated)
+        except Exception as again:  # pylint: disable=broad-except
+            message += "; RESTORE FAILED (%s): the snapshot is kept for installer_restore" % again
+        fail(module, message, **result)
+    result["pruned"] = [str(r) for r in done]
+    result["kept"] += [{"object": str(r), "reason": why} for r, why in kept]
+    result["plan"] = ["pruned %s" % r for r in done] + ["kept %s: %s" % (r, why) for r, why in kept] + \
+        [s.line() for s in steps if s.action == "keep"]
+    if inventory_changed:
+        result["plan"].append("wrote the inventory %s/%s (%d objects)" % (
+            module.params["namespace"], installer.INVENTORY_NAME, len(run.refs)))
+        run.write_inventory()
+    if snapshot is not None:
+        run.delete_snapshot()
+    common.finish(module, run, changed=bool(done or inventory_changed or snapshot is not None), **result)
+
+
+if __name__ == "__main__":
+    main()
