@@ -75,3 +75,87 @@ def finish(module, run, **result):
     for warning in run.warnings:
         module.warn(warning)
     module.exit_json(**result)
+
+
+class RunFailed(Exception):
+    """A failed stage; ``result`` holds what the module returns with the failure."""
+
+    def __init__(self, message, result):
+        super(RunFailed, self).__init__(message)
+        self.result = result
+
+
+def _restore_after(run, snapshot, message, result):
+    """Restore from the snapshot after a failed stage and say so in the message."""
+    if snapshot is None:
+        raise RunFailed(message + "; nothing was written", result)
+    try:
+        recreated = run.restore(snapshot)
+        run.delete_snapshot()
+    except Exception as again:  # pylint: disable=broad-except
+        raise RunFailed(message + "; RESTORE FAILED (%s): the snapshot is kept for installer_restore" % again, result)
+    result["restored"] = [str(r) for r in recreated]
+    message += "; the cluster was restored to what it was before the run"
+    if recreated:
+        message += " (re-created: %s)" % ", ".join(str(r) for r in recreated)
+    raise RunFailed(message, result)
+
+
+def apply_run(run, check_mode, diff):
+    """Plan, and unless check_mode: snapshot, read back, apply. Returns the module result."""
+    apply_steps = run.plan_apply()
+    prune_steps = run.plan_prune()
+    inventory_changed = run.inventory_changed()
+    writes = [s for s in apply_steps if s.action in ("create", "update")]
+    prunes = [s for s in prune_steps if s.action == "prune"]
+    result = dict(plan=lines(apply_steps + prune_steps, run.warnings),
+                  changes=step_dicts(apply_steps, ("create", "update")),
+                  prune=step_dicts(prune_steps, ("prune", "keep")))
+    if diff:
+        result["diff"] = diffs(apply_steps + prune_steps)
+    if check_mode:
+        result["changed"] = bool(writes or prunes or inventory_changed)
+        return result
+    result["changed"] = False
+    if not (writes or prunes):
+        return result
+    snapshot = None
+    try:
+        snapshot = run.save_snapshot(run.snapshot_entries(apply_steps, prune_steps))
+        run.apply(apply_steps)
+    except Exception as exc:  # pylint: disable=broad-except
+        _restore_after(run, snapshot, "apply failed: %s" % exc, result)
+    result["changed"] = True
+    return result
+
+
+def prune_run(run, check_mode, diff):
+    """Plan the prune, and unless check_mode: delete, write the inventory, drop the snapshot."""
+    steps = run.plan_prune()
+    inventory_changed = run.inventory_changed()
+    snapshot = run.load_snapshot()
+    result = dict(plan=lines(steps, run.warnings), pruned=[],
+                  kept=[{"object": str(s.ref), "reason": s.reason} for s in steps if s.action == "keep"])
+    if diff:
+        result["diff"] = diffs(steps)
+    inventory_line = "the inventory %s/%s (%d objects)" % (run.namespace, installer.INVENTORY_NAME, len(run.refs))
+    if check_mode:
+        if inventory_changed:
+            result["plan"].append("write " + inventory_line)
+        result["changed"] = bool(any(s.action == "prune" for s in steps) or inventory_changed)
+        return result
+    try:
+        done, kept = run.prune(steps, snapshot)
+    except Exception as exc:  # pylint: disable=broad-except
+        _restore_after(run, snapshot, "prune failed: %s" % exc, result)
+    result["pruned"] = [str(r) for r in done]
+    result["kept"] += [{"object": str(r), "reason": why} for r, why in kept]
+    result["plan"] = (["pruned %s" % r for r in done] + ["kept %s: %s" % (r, why) for r, why in kept]
+                      + [s.line() for s in steps if s.action == "keep"] + ["WARNING: %s" % w for w in run.warnings])
+    if inventory_changed:
+        run.write_inventory()
+        result["plan"].append("wrote " + inventory_line)
+    if snapshot is not None:
+        run.delete_snapshot()
+    result["changed"] = bool(done or inventory_changed or snapshot is not None)
+    return result

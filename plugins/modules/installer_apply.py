@@ -87,40 +87,12 @@ def main():
     module = AnsibleModule(argument_spec=common.argument_spec(), supports_check_mode=True)
     run = common.installer_for(module)
     try:
-        apply_steps = run.plan_apply()
-        prune_steps = run.plan_prune()
-        inventory_changed = run.inventory_changed()
+        result = common.apply_run(run, module.check_mode, module._diff)  # pylint: disable=protected-access
+    except common.RunFailed as exc:
+        fail(module, str(exc), **exc.result)
     except Exception as exc:  # pylint: disable=broad-except
         fail(module, exc, plan=[])
-    steps = apply_steps + prune_steps
-    writes = [s for s in apply_steps if s.action in ("create", "update")]
-    result = dict(plan=common.lines(steps, run.warnings), changes=common.step_dicts(apply_steps, ("create", "update")),
-                  prune=common.step_dicts(prune_steps, ("prune", "keep")))
-    if module._diff:  # pylint: disable=protected-access
-        result["diff"] = common.diffs(steps)
-    changed = bool(writes or any(s.action == "prune" for s in prune_steps) or inventory_changed)
-    if module.check_mode or not (writes or any(s.action == "prune" for s in prune_steps)):
-        common.finish(module, run, changed=changed if module.check_mode else False, **result)
-    snapshot = None
-    try:
-        snapshot = run.save_snapshot(run.snapshot_entries(apply_steps, prune_steps))
-        run.apply(apply_steps)
-    except Exception as exc:  # pylint: disable=broad-except
-        message = "apply failed: %s" % exc
-        if snapshot is not None:
-            try:
-                recreated = run.restore(snapshot)
-                run.delete_snapshot()
-                result["restored"] = [str(r) for r in recreated]
-                message += "; the cluster was restored to what it was before the run"
-                if recreated:
-                    message += " (re-created: %s)" % ", ".join(str(r) for r in recreated)
-            except Exception as again:  # pylint: disable=broad-except
-                message += "; RESTORE FAILED (%s): the snapshot is kept for installer_restore" % again
-        else:
-            message += "; nothing was written"
-        fail(module, message, **result)
-    common.finish(module, run, changed=True, **result)
+    common.finish(module, run, **result)
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ restored:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.maesh.ichor.plugins.module_utils import installer, installer_module as common
+from ansible_collections.maesh.ichor.plugins.module_utils import installer_module as common
 from ansible_collections.maesh.ichor.plugins.module_utils.connection import fail
 
 
@@ -90,46 +90,12 @@ def main():
     module = AnsibleModule(argument_spec=common.argument_spec(), supports_check_mode=True)
     run = common.installer_for(module)
     try:
-        steps = run.plan_prune()
-        inventory_changed = run.inventory_changed()
-        snapshot = run.load_snapshot()
+        result = common.prune_run(run, module.check_mode, module._diff)  # pylint: disable=protected-access
+    except common.RunFailed as exc:
+        fail(module, str(exc), **exc.result)
     except Exception as exc:  # pylint: disable=broad-except
         fail(module, exc, plan=[])
-    result = dict(plan=common.lines(steps, run.warnings), pruned=[],
-                  kept=[{"object": str(s.ref), "reason": s.reason} for s in steps if s.action == "keep"])
-    if module._diff:  # pylint: disable=protected-access
-        result["diff"] = common.diffs(steps)
-    to_prune = [s for s in steps if s.action == "prune"]
-    if inventory_changed:
-        result["plan"].append("write the inventory %s/%s (%d objects)" % (
-            module.params["namespace"], installer.INVENTORY_NAME, len(run.refs)))
-    if module.check_mode:
-        common.finish(module, run, changed=bool(to_prune or inventory_changed), **result)
-    try:
-        done, kept = run.prune(steps, snapshot)
-    except Exception as exc:  # pylint: disable=broad-except
-        message = "prune failed: %s" % exc
-        try:
-            recreated = run.restore(snapshot)
-            run.delete_snapshot()
-            result["restored"] = [str(r) for r in recreated]
-            message += "; the cluster was restored to what it was before the run"
-            if recreated:
-                message += " (re-created: %s)" % ", ".join(str(r) for r in recreated)
-        except Exception as again:  # pylint: disable=broad-except
-            message += "; RESTORE FAILED (%s): the snapshot is kept for installer_restore" % again
-        fail(module, message, **result)
-    result["pruned"] = [str(r) for r in done]
-    result["kept"] += [{"object": str(r), "reason": why} for r, why in kept]
-    result["plan"] = ["pruned %s" % r for r in done] + ["kept %s: %s" % (r, why) for r, why in kept] + \
-        [s.line() for s in steps if s.action == "keep"]
-    if inventory_changed:
-        result["plan"].append("wrote the inventory %s/%s (%d objects)" % (
-            module.params["namespace"], installer.INVENTORY_NAME, len(run.refs)))
-        run.write_inventory()
-    if snapshot is not None:
-        run.delete_snapshot()
-    common.finish(module, run, changed=bool(done or inventory_changed or snapshot is not None), **result)
+    common.finish(module, run, **result)
 
 
 if __name__ == "__main__":
