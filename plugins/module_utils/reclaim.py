@@ -699,9 +699,9 @@ def _wait_and_register(opts, io, audit, result, uuid, stop, managed, clock):
     return _register(opts, io, audit, result, uuid, stop, managed, clock, "")
 
 
-def _register(opts, io, audit, result, uuid, stop, managed, clock, prefix, dry_run=False):
+def _register(opts, io, audit, result, uuid, stop, managed, clock, prefix):
     try:
-        wrote = io.register(uuid, opts.address, utc(clock()), dry_run)
+        wrote = io.register(uuid, opts.address, utc(clock()))
     except Exception as exc:  # pylint: disable=broad-except
         stop("%s is in maintenance mode with UUID %s, but recording it in cluster %s's record failed: %s"
              % (opts.address, uuid, _quoted(managed.get("name")), errors.redact_text(str(exc))),
@@ -709,9 +709,8 @@ def _register(opts, io, audit, result, uuid, stop, managed, clock, prefix, dry_r
     result["changed"] = result["changed"] or bool(wrote)
     result["registered"] = {"cluster": managed.get("name"), "uuid": uuid, "address": opts.address,
                             "state": "pending"}
-    if not dry_run:
-        audit.completed("%s%s is in maintenance mode with UUID %s; registered as a pending machine of cluster %s"
-                        % (prefix, opts.address, uuid, _quoted(managed.get("name"))))
+    audit.completed("%s%s is in maintenance mode with UUID %s; registered as a pending machine of cluster %s"
+                    % (prefix, opts.address, uuid, _quoted(managed.get("name"))))
     return result
 
 
@@ -737,7 +736,12 @@ def _maintenance_path(opts, io, audit, result, first, check_mode, stop, managed,
                       "%s it as a pending machine of cluster %s" % ("would register" if check_mode else "registers",
                                                                    _quoted(managed.get("name")))]
     if check_mode:
-        return _register(opts, io, audit, result, uuid, stop, managed, clock, "", dry_run=True)
+        after = {"machines": list(managed.get("machines") or [])}
+        add_pending(after, uuid, opts.address, "")
+        result["changed"] = after["machines"] != list(managed.get("machines") or [])
+        result["registered"] = {"cluster": managed.get("name"), "uuid": uuid, "address": opts.address,
+                                "state": "pending"}
+        return result
     try:
         consent(opts.confirm_uuid, uuid)
     except ReclaimError as exc:
@@ -749,21 +753,26 @@ def _maintenance_path(opts, io, audit, result, first, check_mode, stop, managed,
 # --- the live world ---------------------------------------------------------------------------------
 
 class LiveIO:
-    """The real adapters: a dial-only foreign client, the managed cluster's Talos and Kubernetes APIs."""
+    """The real adapters: a dial-only foreign client, the managed cluster's Talos and Kubernetes APIs.
 
-    def __init__(self, address, foreign_context, managed_talos, kube, timeout=30.0, probe_timeout=5.0):
+    ``foreign`` and ``managed_clients`` are callables, so that a bad credential is a failure of the
+    run (with its audit lines), not of the module's setup: ``foreign()`` -> the foreign Context,
+    ``managed_clients()`` -> (managed TalosClient, KubeClient).
+    """
+
+    def __init__(self, address, foreign, managed_clients, timeout=30.0, probe_timeout=5.0):
         self.address = address
-        self.foreign_context = foreign_context
-        self.managed_talos = managed_talos      # a TalosClient of the managed cluster (its own talosconfig)
-        self.kube = kube                        # a KubeClient of the managed cluster
+        self.foreign = foreign
+        self.managed_clients = managed_clients
         self.timeout = timeout
         self.probe_timeout = probe_timeout
         self._client = None
+        self._managed = None
 
     def _foreign(self):
         from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
         if self._client is None:
-            self._client = talos_client.TalosClient(context=self.foreign_context, dial_only=self.address,
+            self._client = talos_client.TalosClient(context=self.foreign(), dial_only=self.address,
                                                     timeout=self.timeout)
         return self._client
 
@@ -771,11 +780,25 @@ class LiveIO:
         if self._client is not None:
             self._client.close()
             self._client = None
+        if self._managed is not None:
+            talos, kube = self._managed
+            talos.close()
+            kube.close()
+            self._managed = None
+
+    def _clients(self):
+        if self._managed is None:
+            self._managed = self.managed_clients()
+        return self._managed
 
     def managed(self):
         from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
         from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
-        client = self.managed_talos
+        from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
+        try:
+            client, kube = self._clients()
+        except KubeError as exc:
+            raise ReclaimError("cannot use the managed cluster's kubeconfig: %s; nothing was sent" % exc)
         facts = client.run(machine.machine_facts(client))
         addresses = [m["addresses"][0] for m in facts["members"] if m.get("addresses")]
         uuids = set([facts["uuid"]]) if facts["uuid"] else set()
@@ -785,7 +808,10 @@ class LiveIO:
                 uuid = _spec(item.message).get("uuid")
                 if uuid:
                     uuids.add(uuid)
-        record = cluster_record.read(self.kube)
+        try:
+            record = cluster_record.read(kube)
+        except (KubeError, cluster_record.RecordError) as exc:
+            raise ReclaimError("cannot read the managed cluster's record: %s; nothing was sent" % exc)
         record_cluster = record.get("cluster") or {}
         return {"name": facts["cluster"]["name"], "id": facts["cluster"]["id"],
                 "record_id": record_cluster.get("id") if isinstance(record_cluster, dict) else None,
@@ -801,23 +827,26 @@ class LiveIO:
             return client.run(maintenance_identity(client))
 
     def send_reset(self, graceful):
-        client = self._foreign()
         from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
+        client = self._foreign()
         request = reset_request(talos_client.request_type("Reset"), graceful)
-        client.call("Reset", request)
-        self.close()  # the foreign credential is not needed any more
+        try:
+            client.call("Reset", request)
+        finally:
+            # the foreign credential is not needed any more, whatever the answer
+            client.close()
+            self._client = None
 
     def probe(self):
         return self.maintenance()
 
-    def register(self, uuid, address, at, dry_run=False):
+    def register(self, uuid, address, at):
         from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
         from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Conflict
+        _talos, kube = self._clients()
         for attempt in range(3):
             try:
-                _before, _after, changed = cluster_record.update(
-                    self.kube, lambda data: add_pending(data, uuid, address, at), dry_run=dry_run)
-                return changed
+                return cluster_record.update(kube, lambda data: add_pending(data, uuid, address, at))[2]
             except Conflict:
                 if attempt == 2:
                     raise

@@ -168,6 +168,11 @@ class KubeClient:
     def raw_get(self, path):
         """GET a raw path (for example /metrics or /version) and return the text."""
         try:
+            if hasattr(self.api, "param_serialize"):  # kubernetes >= 31 (openapi-generator 7)
+                params = self.api.param_serialize(method="GET", resource_path=path, auth_settings=["BearerToken"])
+                resp = self.api.call_api(*params)
+                resp.read()
+                return resp.data.decode("utf-8")
             resp = self.api.call_api(path, "GET", auth_settings=["BearerToken"], _preload_content=False,
                                      response_type="str")
             return resp[0].data.decode("utf-8")
