@@ -14,7 +14,6 @@ __metaclass__ = type
 
 try:
     import yaml
-    from kubernetes import client as k8s_client
     from kubernetes import config as k8s_config
     from kubernetes.client.rest import ApiException
     from kubernetes.dynamic import DynamicClient
@@ -61,6 +60,11 @@ def api_error(exc, what):
     status, text = _reason(exc)
     cls = Conflict if status == 409 else NotFound if status == 404 else KubeError
     return cls("%s: %s" % (what, text), status=status)
+
+
+def _obj_text(obj):
+    meta = obj.get("metadata") or {}
+    return ref_text(obj.get("apiVersion"), obj.get("kind"), meta.get("name"), meta.get("namespace"))
 
 
 def ref_text(api_version, kind, name, namespace=None):
@@ -119,8 +123,7 @@ class KubeClient:
             return res.create(body=obj, namespace=meta.get("namespace"),
                               **({"dry_run": "All"} if dry_run else {})).to_dict()
         except DynamicApiException as exc:
-            raise api_error(exc, "create " + ref_text(obj["apiVersion"], obj["kind"], meta["name"],
-                                                       meta.get("namespace")))
+            raise api_error(exc, "create " + _obj_text(obj))
 
     def replace(self, obj, dry_run=False):
         """PUT: conditional on obj.metadata.resourceVersion when it is set (409 if it changed)."""
@@ -130,8 +133,7 @@ class KubeClient:
             return res.replace(body=obj, name=meta["name"], namespace=meta.get("namespace"),
                                **({"dry_run": "All"} if dry_run else {})).to_dict()
         except DynamicApiException as exc:
-            raise api_error(exc, "update " + ref_text(obj["apiVersion"], obj["kind"], meta["name"],
-                                                       meta.get("namespace")))
+            raise api_error(exc, "update " + _obj_text(obj))
 
     def apply(self, obj, field_manager, dry_run=False, force=True):
         """Server-side apply under ``field_manager``; returns the object as the server has (or would have) it."""
@@ -144,8 +146,7 @@ class KubeClient:
             return res.server_side_apply(body=obj, name=meta["name"], namespace=meta.get("namespace"),
                                          **kwargs).to_dict()
         except DynamicApiException as exc:
-            raise api_error(exc, "apply " + ref_text(obj["apiVersion"], obj["kind"], meta["name"],
-                                                      meta.get("namespace")))
+            raise api_error(exc, "apply " + _obj_text(obj))
 
     def delete(self, api_version, kind, name, namespace=None, uid=None, resource_version=None, dry_run=False):
         """Delete, only if the object is still the one read (UID / resourceVersion preconditions)."""
