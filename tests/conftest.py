@@ -4,4 +4,4 @@ from tests import collection_path
 
 collection_path.ensure()
 
-pytest_plugins = ["tests.lab.fixtures"]
+pytest_plugins = ["tests.lab.fixtures", "tests.lab.kube.fixtures", "tests.lab.cluster_fixtures"]

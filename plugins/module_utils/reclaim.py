@@ -499,8 +499,8 @@ def plan_lines(insp, found, graceful, managed, wait, check_mode):
         insp.get("version") or "?", insp.get("stage") or "?")]
     lines.append("cluster %s (ID %s) loses this machine" % (_quoted(cluster.get("name")), cluster.get("id") or "?"))
     if insp.get("disks"):
-        lines.append("disks: " + ", ".join("%s %s%s" % (d["dev_path"], d["size"], " (system)" if d["system_disk"]
-                                                         else "") for d in insp["disks"]))
+        lines.append("disks: " + ", ".join(
+            "%s %s%s" % (d["dev_path"], d["size"], " (system)" if d["system_disk"] else "") for d in insp["disks"]))
     users = insp.get("volumes") or []
     if users:
         lines.append("user volumes left on disk, orphaned (not wiped): " + ", ".join(
@@ -714,11 +714,30 @@ def _register(opts, io, audit, result, uuid, stop, managed, clock, prefix):
     return result
 
 
+def _managed_machine(opts, io, result, check_mode, stop, managed):
+    """A machine that takes neither the foreign credential nor an insecure call: does it take the managed
+    cluster's own? Then it carries that cluster's CAs and is refused (state iii of the seed)."""
+    try:
+        uuid = io.managed_identity()
+    except errors.TalosError:
+        return
+    if not uuid:
+        return
+    text = managed_refusal({"uuid": uuid, "cluster": {"id": managed.get("id")}}, managed)
+    result["inspection"] = {"address": opts.address, "mode": "configured", "uuid": uuid,
+                            "cluster": {"name": managed.get("name"), "id": managed.get("id")}}
+    result["refusals"] = [text]
+    result["plan"] = ["reclaim %s: UUID %s answers to the managed cluster's own talosconfig" % (opts.address, uuid),
+                      "refused: " + text]
+    stop(text)
+
+
 def _maintenance_path(opts, io, audit, result, first, check_mode, stop, managed, clock):
     """The address did not take the foreign credential: is it already in maintenance mode?"""
     try:
         uuid, stage = io.maintenance()
     except errors.TalosError:
+        _managed_machine(opts, io, result, check_mode, stop, managed)
         stop("cannot inspect %s with the foreign talosconfig: %s; nothing was sent" % (opts.address, first.message))
     if stage not in ("maintenance", ""):
         stop("cannot inspect %s with the foreign talosconfig: %s; nothing was sent" % (opts.address, first.message))
@@ -732,9 +751,9 @@ def _maintenance_path(opts, io, audit, result, first, check_mode, stop, managed,
             result["plan"] = ["reclaim %s: UUID %s in maintenance mode" % (opts.address, uuid), "refused: " + text]
             return result
         stop(text)
+    verb = "would register" if check_mode else "registers"
     result["plan"] = ["reclaim %s: UUID %s is already in maintenance mode; no reset is needed" % (opts.address, uuid),
-                      "%s it as a pending machine of cluster %s" % ("would register" if check_mode else "registers",
-                                                                   _quoted(managed.get("name")))]
+                      "%s it as a pending machine of cluster %s" % (verb, _quoted(managed.get("name")))]
     if check_mode:
         after = {"machines": list(managed.get("machines") or [])}
         add_pending(after, uuid, opts.address, "")
@@ -757,10 +776,11 @@ class LiveIO:
 
     ``foreign`` and ``managed_clients`` are callables, so that a bad credential is a failure of the
     run (with its audit lines), not of the module's setup: ``foreign()`` -> the foreign Context,
-    ``managed_clients()`` -> (managed TalosClient, KubeClient).
+    ``managed_clients()`` -> (managed Context, TalosClient, KubeClient).
     """
 
     def __init__(self, address, foreign, managed_clients, timeout=30.0, probe_timeout=5.0):
+        # managed_clients() -> (the managed cluster's Context, its TalosClient, its KubeClient)
         self.address = address
         self.foreign = foreign
         self.managed_clients = managed_clients
@@ -781,7 +801,7 @@ class LiveIO:
             self._client.close()
             self._client = None
         if self._managed is not None:
-            talos, kube = self._managed
+            _context, talos, kube = self._managed
             talos.close()
             kube.close()
             self._managed = None
@@ -796,7 +816,7 @@ class LiveIO:
         from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
         from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
         try:
-            client, kube = self._clients()
+            _context, client, kube = self._clients()
         except KubeError as exc:
             raise ReclaimError("cannot use the managed cluster's kubeconfig: %s; nothing was sent" % exc)
         facts = client.run(machine.machine_facts(client))
@@ -826,6 +846,14 @@ class LiveIO:
         with talos_client.TalosClient(dial_only=self.address, maintenance=True, timeout=self.probe_timeout) as client:
             return client.run(maintenance_identity(client))
 
+    def managed_identity(self):
+        """The UUID of the machine at the address when it takes the managed cluster's own credential."""
+        from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
+        from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
+        context = self._clients()[0]
+        with talos_client.TalosClient(context=context, dial_only=self.address, timeout=self.probe_timeout) as client:
+            return _spec(client.run(machine.get_resource(client, res.SYSTEM_INFORMATION))).get("uuid", "")
+
     def send_reset(self, graceful):
         from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
         client = self._foreign()
@@ -843,7 +871,7 @@ class LiveIO:
     def register(self, uuid, address, at):
         from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
         from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Conflict
-        _talos, kube = self._clients()
+        kube = self._clients()[2]
         for attempt in range(3):
             try:
                 return cluster_record.update(kube, lambda data: add_pending(data, uuid, address, at))[2]

@@ -25,6 +25,9 @@ description:
     UUID is one of the managed cluster's machines that is not merely pending); a control plane whose removal loses
     its cluster's etcd quorum, and the last control plane of a reachable cluster (these two only with O(force) and
     the cluster name typed as O(confirm_cluster)); a reset that cannot be graceful (only with O(force_ungraceful)).
+  - The foreign cluster is healthy and reachable when, for a control plane, its etcd keeps quorum (the dialled member
+    judged by its own etcd status, the others by whether their peer port answers) and, for a worker, when most of its
+    control planes' etcd peer ports answer.
   - The reset request wipes STATE and EPHEMERAL and reboots; user disks and other volumes are not touched but are
     listed as orphaned, and encrypted ones are called out since their data becomes unreadable. It is graceful
     (cordon, drain, leave etcd) when the foreign cluster is healthy and reachable, and not graceful only with
@@ -102,8 +105,8 @@ options:
     type: str
   talosconfig:
     description:
-      - Path of the managed cluster's talosconfig. Unlike other modules there is no E(TALOSCONFIG) fallback here: that
-        variable names the foreign cluster's talosconfig.
+      - Path of the managed cluster's talosconfig. Unlike other modules there is no E(TALOSCONFIG) fallback here, since
+        that variable names the foreign cluster's talosconfig.
     type: path
   talosconfig_content:
     description:
@@ -186,9 +189,9 @@ plan:
     - "would send the reset: STATE and EPHEMERAL, reboot, graceful: true"
 audit:
   description:
-    - The audit lines, C(<time> <Event>: <what>) with the events C(ReclaimRequested), C(ReclaimInspected),
+    - "The audit lines, C(<time> <Event>: <what>), with the events C(ReclaimRequested), C(ReclaimInspected),
       C(ReclaimConfirmed), C(ReclaimReset), C(ReclaimCompleted), C(ReclaimExpired) (the wait ran out) and
-      C(ReclaimFailed). They name the requesting user, the UUID and the foreign cluster; never a credential.
+      C(ReclaimFailed). They name the requesting user, the UUID and the foreign cluster; never a credential."
   returned: always
   type: list
   elements: str
@@ -301,7 +304,7 @@ def main():
         except k8s_client.KubeError:
             talos.close()
             raise
-        return talos, kube
+        return context, talos, kube
 
     opts = reclaim.Options(params["address"], confirm_uuid=params["confirm_uuid"], force=params["force"],
                            confirm_cluster=params["confirm_cluster"], force_ungraceful=params["force_ungraceful"],

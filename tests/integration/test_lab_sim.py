@@ -479,3 +479,37 @@ def test_fan_out(talos_cluster):
     with pytest.raises(GRPCError) as ei:
         asyncio.run(go(COSI + "List"))
     assert grpc_code(ei) == Status.INVALID_ARGUMENT
+
+
+# --- call counters and the etcd peer port ---------------------------------------------------
+
+def test_call_counters_and_peer_port(talos_lab):
+    import socket
+    lab = talos_lab(controlplanes=2, workers=1)
+    cp1, cp2, w1 = lab.address("cp-1"), lab.address("cp-2"), lab.address("worker-1")
+    assert lab.control.calls("cp-1") == {}
+    call(cp1, lab.ssl(), MS + "Version")
+    call(cp1, lab.ssl(), MS + "Version")
+    # proxied through cp-1 to worker-1: counted on both machines
+    call(cp1, lab.ssl(), MS + "Hostname", node=w1)
+    assert lab.control.calls("cp-1") == {"Version": 2, "Hostname": 1}
+    assert lab.control.calls("worker-1") == {"Hostname": 1}
+    assert lab.control.calls("cp-2") == {}
+    # a refused call still reached the machine
+    with pytest.raises(GRPCError):
+        call(cp1, lab.ssl(lab.context + "-reader"), MS + "Reset", P.machine().ResetRequest())
+    assert lab.control.calls("cp-1")["Reset"] == 1
+    assert lab.control.reset_calls("cp-1") == {}
+    assert lab.control.calls("cp-1") == {}
+
+    def peer_open(address):
+        try:
+            socket.create_connection((address, 2380), timeout=0.5).close()
+            return True
+        except OSError:
+            return False
+    # etcd members answer on their peer port, a worker does not
+    assert peer_open(cp1) and peer_open(cp2)
+    assert not peer_open(w1)
+    lab.control.power("cp-2", on=False)
+    assert not peer_open(cp2)

@@ -35,6 +35,13 @@ class LabControl:
     def machine(self, name):
         return self._call("GET", "/machines/%s" % name)
 
+    def calls(self, name):
+        """{method name: count} of the calls that reached the machine (``Reset``, ``Version``, ...)."""
+        return self._call("GET", "/machines/%s/calls" % name)
+
+    def reset_calls(self, name):
+        return self._call("DELETE", "/machines/%s/calls" % name)
+
     def set_faults(self, name, **faults):
         """unreachable, latency_ms, fail_call + fail_code (+ fail_message, fail_count),
         new_address_on_reboot (an address or True for a free one), interrupt_reset."""

@@ -63,7 +63,7 @@ def _case_dirs():
             for case in CASES:
                 dirs.append(("%s/%s/%s" % (contract, gen, case), contract, gen, False))
     for up in UPGRADED:
-        old = up.split("-to-")[0]
+        old = up.split("-to-", maxsplit=1)[0]
         contract = "v1." + old.split(".")[1]
         for case in CASES:
             dirs.append(("upgraded/%s/%s" % (up, case), contract, old, True))
@@ -272,8 +272,8 @@ def test_versions_and_install(fx):
         else:
             assert v1["machine"]["kubelet"]["image"] == "ghcr.io/siderolabs/kubelet:v" + k8s
             inst = v1["machine"]["install"]
-            assert (inst["disk"], inst["image"], inst["wipe"]) == (c["install_disk"], c["install_image"],
-                                                                  c["install_wipe"])
+            want = (c["install_disk"], c["install_image"], c["install_wipe"])
+            assert (inst["disk"], inst["image"], inst["wipe"]) == want
             assert inst["grubUseUKICmdline"] is True
     if fx.typed:
         assert fx.doc("controlplane", "KubeAPIServerConfig")["image"] == "registry.k8s.io/kube-apiserver:v" + k8s
@@ -403,7 +403,7 @@ def test_inline_manifest_kinds_present():
 def test_upgraded_configs_keep_the_legacy_form():
     """A v1.12/v1.13 config loaded and re-encoded by v1.14.1 machinery is unchanged (no migration)."""
     for up in UPGRADED:
-        old = up.split("-to-")[0]
+        old = up.split("-to-", maxsplit=1)[0]
         contract = "v1." + old.split(".")[1]
         for case in CASES:
             for role in ("controlplane", "worker"):

@@ -136,8 +136,15 @@ def _endpoint_caller(node, stream):
     return Caller(roles)
 
 
+def count_call(m, path):
+    """Count a call that reached machine ``m`` (``GET /machines/<name>/calls``)."""
+    name = path.rsplit("/", 1)[1]
+    m.calls[name] = m.calls.get(name, 0) + 1
+
+
 async def handle(node, path, stream):
     request = await stream.recv_message()
+    count_call(node.m, path)
     md = stream.metadata
     caller = _endpoint_caller(node, stream)
     lat = node.m.faults.get("latency_ms")
@@ -172,6 +179,7 @@ async def handle(node, path, stream):
                           "connection error: desc = \"transport: Error while dialing: dial tcp "
                           "%s:50000: connect: connection refused\"" % addr)
             caller = Caller(caller.roles, proxied=True, via=node.m.name)
+            count_call(target.m, path)
             if target.m.mode == st.MAINTENANCE:
                 caller = Caller({"os:reader"}, proxied=True, via=node.m.name)
             tlat = target.m.faults.get("latency_ms")
@@ -212,6 +220,8 @@ async def fan_out(node, path, request, caller, addrs):
             tcaller = caller
             if target.m.mode == st.MAINTENANCE:
                 tcaller = Caller({"os:reader"}, proxied=True, via=node.m.name)
+            if target is not node:
+                count_call(target.m, path)
             if target is not node and target.m.faults.get("latency_ms"):
                 await asyncio.sleep(float(target.m.faults["latency_ms"]) / 1000.0)
             reply = await execute(target, path, request, tcaller)

@@ -2,6 +2,8 @@
 
 GET  /state                       the lab JSON (live); ``/state?full=1`` adds faults/timing/...
 GET  /machines/<name>             one machine (full form)
+GET  /machines/<name>/calls       {"Reset": 1, "Version": 3, ...}: calls that reached the machine
+                                  (dialled, or proxied to it); DELETE clears them
 POST /machines/<name>/faults      {"unreachable", "latency_ms", "fail_call", "fail_code",
                                    "fail_message", "fail_count", "new_address_on_reboot",
                                    "interrupt_reset"}; ``{}`` clears all
@@ -82,6 +84,12 @@ class ControlServer:
             if parts == ["state"] and method == "GET":
                 full = query.get("full", ["0"])[0] not in ("0", "false", "")
                 return 200, self.lab.state(full=full)
+            if len(parts) == 3 and parts[0] == "machines" and parts[2] == "calls" and \
+                    method in ("GET", "DELETE"):
+                m = self.lab.machine(parts[1])
+                if method == "DELETE":
+                    m.calls = {}
+                return 200, dict(m.calls)
             if len(parts) == 2 and parts[0] == "machines" and method == "GET":
                 m = self.lab.machine(parts[1])
                 return 200, m.to_json()

@@ -18,6 +18,7 @@ from . import state as st
 log = logging.getLogger("talos_sim")
 
 PORT = 50000
+ETCD_PEER_PORT = 2380
 
 
 def subnet_for_index(index):
@@ -90,6 +91,7 @@ class Node:
         self._ssl_dir = os.path.join(lab.workdir, "machines", machine.name)
         os.makedirs(self._ssl_dir, exist_ok=True)
         self.task = None
+        self.peer_server = None
 
     # --- server ------------------------------------------------------------------------
     def _ssl_context(self):
@@ -121,11 +123,30 @@ class Node:
         self.server = server
         self.bound_address = self.m.address
         self.m.up = True
+        await self._open_peer_port()
         log.info("%s up at %s:%d (%s, %s)", self.m.name, self.m.address, PORT, self.m.mode,
                  self.m.version)
 
+    async def _open_peer_port(self):
+        """An etcd member answers on its peer port (2380): a listener that accepts and closes,
+        so a health probe of the member's peer URL sees it while the machine is up."""
+        m = self.m
+        if not (m.is_controlplane and m.etcd_member_id):
+            return
+
+        async def accept(_reader, writer):
+            writer.close()
+        try:
+            self.peer_server = await asyncio.start_server(accept, m.address, ETCD_PEER_PORT,
+                                                          reuse_address=True)
+        except OSError as exc:  # pragma: no cover - the port is the machine's own
+            log.warning("%s: cannot listen on the etcd peer port: %s", m.name, exc)
+
     async def stop(self):
         self.m.up = False
+        peer, self.peer_server = self.peer_server, None
+        if peer is not None:
+            peer.close()
         server, self.server = self.server, None
         if server is None:
             return

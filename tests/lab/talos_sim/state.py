@@ -161,6 +161,7 @@ class Machine:
         self.try_task = None
         self.previous_config = None
         self.pulled_images = []
+        self.calls = {}          # method name -> calls that reached this machine (control API)
 
     # --- derived -----------------------------------------------------------------------
     @property
