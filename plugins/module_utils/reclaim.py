@@ -557,7 +557,7 @@ def add_pending(data, uuid, address, at):
 
 # --- the wait -----------------------------------------------------------------------------------
 
-def wait_for_maintenance(probe, address, uuid, wait, clock=time.monotonic, sleep=time.sleep, interval=1.0):
+def wait_for_maintenance(probe, address, uuid, wait, clock=time.monotonic, sleep=time.sleep, interval=0.5):
     """Poll ``probe()`` -> (uuid, stage) until the address answers in maintenance mode with ``uuid``.
 
     Returns None on success, else the last probe's text (a one-line reason).
@@ -612,8 +612,10 @@ def run(opts, io, check_mode=False, clock=time.time):
 
     ``io`` offers: ``managed()`` -> {name, id, record_id, uuids, machines}; ``inspect()`` -> the
     inspection of a configured machine, or raises errors.TalosError; ``maintenance()`` -> (uuid,
-    stage) of the address in maintenance mode or raises; ``send_reset(graceful)``;
-    ``probe()`` for the wait; ``register(uuid, address, at, dry_run)`` -> changed (bool).
+    stage) of the address in maintenance mode or raises; ``managed_identity()`` -> the UUID when the
+    address takes the managed cluster's own credential, or raises; ``send_reset(graceful)``;
+    ``probe()`` -> (uuid, stage) for the wait; ``register(uuid, address, at)`` -> changed (bool).
+    Check mode calls only ``managed``, ``inspect``, ``maintenance`` and ``managed_identity``.
     """
     result = {"changed": False, "plan": [], "audit": [], "inspection": {}, "refusals": [], "reset_sent": False,
               "graceful": None, "registered": None, "hint": ""}
@@ -660,6 +662,8 @@ def run(opts, io, check_mode=False, clock=time.time):
     result["plan"] = plan_lines(insp, found, graceful, managed, opts.wait, check_mode)
     if opts.confirm_uuid not in (None, "") and opts.confirm_uuid != insp["uuid"]:
         result["plan"].append("consent: " + MISMATCH)
+    elif check_mode and opts.confirm_uuid in (None, "") and not blocking(found):
+        result["plan"].append("consent: type the node's UUID as confirm_uuid to send the reset")
     if check_mode:
         result["changed"] = not blocking(found)
         return result
