@@ -1,0 +1,270 @@
+"""The installer (ADR 0111) against the real kube-apiserver of the lab: apply, inventory, prune,
+owner check, rollback, check mode and idempotence seen in the API server's audit log."""
+
+import os
+import time
+
+import pytest
+import yaml
+
+from ansible_collections.maesh.ichor.plugins.module_utils import installer
+from ansible_collections.maesh.ichor.plugins.module_utils import installer_module as runner
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient, KubeError
+
+from tests.integration.ansible_env import REPO, ansible_playbook
+
+pytestmark = pytest.mark.lab
+
+DEFAULT_BUNDLE = os.path.join(REPO, "roles", "installer", "files", "bundle")
+MARK = {installer.MARK_KEY: installer.MARK_VALUE}
+
+
+def _write_bundle(path, objects):
+    os.makedirs(str(path), exist_ok=True)
+    with open(os.path.join(str(path), "bundle.yaml"), "w") as handle:
+        yaml.safe_dump_all(objects, handle)
+    return [str(path)]
+
+
+def _sa(name, ns):
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": ns}}
+
+
+def _cm(name, ns, value="1"):
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": {"v": value}}
+
+
+def _cr(name):
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}
+
+
+@pytest.fixture
+def client(kube_lab):
+    c = KubeClient(kubeconfig=kube_lab.kubeconfig)
+    yield c
+    c.close()
+
+
+def _run(client, bundle, ns, check=False):
+    """One installer run (apply then prune), as the role does; returns (apply, prune) results."""
+    applied = runner.apply_run(installer.Installer(client, bundle, namespace=ns), check, True)
+    pruned = runner.prune_run(installer.Installer(client, bundle, namespace=ns), check, True)
+    return applied, pruned
+
+
+def _exists(client, api_version, kind, name, ns=None):
+    return client.get(api_version, kind, name, ns) is not None
+
+
+def test_rename_prunes_the_old_object_and_keeps_what_it_must(client, kube_lab, kube_namespace, tmp_path):
+    ns = kube_namespace
+    other = kube_lab.new_namespace("other")
+    crd_name = "widgets%s.example.com" % ns.replace("-", "")
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": crd_name},
+           "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"plural": "widgets%s" % ns.replace("-", ""), "kind": "Widget%s" % ns.replace("-", ""),
+                              "singular": "widget%s" % ns.replace("-", "")},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
+    extra_ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns + "-extra"}}
+    v1 = [_sa("old-sa", ns), _sa("unmarked-sa", ns), _sa("elsewhere-sa", other), _cr(ns + "-old-role"), crd,
+          extra_ns, _cm("settings", ns)]
+    _run(client, _write_bundle(tmp_path / "v1", v1), ns)
+    assert client.get("v1", "ServiceAccount", "old-sa", ns)["metadata"]["labels"] == MARK
+    # a person removes the mark from one object
+    sa = client.get("v1", "ServiceAccount", "unmarked-sa", ns)
+    sa["metadata"]["labels"] = {}
+    client.replace(sa)
+    # v2 renames old-sa and the ClusterRole, and drops everything else
+    v2 = [_sa("new-sa", ns), _cr(ns + "-new-role"), _cm("settings", ns)]
+    applied, pruned = _run(client, _write_bundle(tmp_path / "v2", v2), ns)
+    assert not _exists(client, "v1", "ServiceAccount", "old-sa", ns)
+    assert not _exists(client, "rbac.authorization.k8s.io/v1", "ClusterRole", ns + "-old-role")
+    assert _exists(client, "v1", "ServiceAccount", "new-sa", ns)
+    # kept: no mark, another namespace, a CRD, a Namespace
+    assert _exists(client, "v1", "ServiceAccount", "unmarked-sa", ns)
+    assert _exists(client, "v1", "ServiceAccount", "elsewhere-sa", other)
+    assert _exists(client, "apiextensions.k8s.io/v1", "CustomResourceDefinition", crd_name)
+    assert _exists(client, "v1", "Namespace", ns + "-extra")
+    assert sorted(pruned["pruned"]) == sorted(["ServiceAccount %s/old-sa" % ns, "ClusterRole %s-old-role" % ns])
+    kept = "\n".join(pruned["plan"])
+    assert "unmarked-sa: does not carry ichor.maesh.dev/installed-by=ichor-installer" in kept
+    assert "elsewhere-sa: in namespace %s, not the installer's %s" % (other, ns) in kept
+    assert "CustomResourceDefinition is not a kind the installer prunes" in kept
+    assert "Namespace is not a kind the installer prunes" in kept
+    # the check-mode plan of v2 showed the same prune set
+    inv = client.get("v1", "ConfigMap", installer.INVENTORY_NAME, ns)
+    assert "new-sa" in inv["data"]["objects"] and "old-sa" not in inv["data"]["objects"]
+    assert applied["changed"] and pruned["changed"]
+    assert client.get("v1", "Secret", installer.SNAPSHOT_NAME, ns) is None
+
+
+def test_check_mode_writes_nothing_and_a_rerun_is_a_no_op(client, kube_lab, kube_namespace, tmp_path):
+    ns = kube_namespace
+    v1 = _write_bundle(tmp_path / "v1", [_sa("a", ns), _sa("b", ns), _cm("c", ns)])
+    _run(client, v1, ns)
+    v2 = _write_bundle(tmp_path / "v2", [_sa("a", ns), _cm("c", ns, value="2")])
+    mark = kube_lab.audit_mark()
+    applied, pruned = _run(client, v2, ns, check=True)
+    assert kube_lab.mutating_requests(since=mark) == []
+    assert "update ConfigMap %s/c" % ns in applied["plan"]
+    assert any(line.startswith("prune ServiceAccount %s/b" % ns) for line in applied["plan"])
+    assert any(line.startswith("prune ServiceAccount %s/b" % ns) for line in pruned["plan"])
+    assert applied["diff"] and applied["changed"]
+    # the real run, then a rerun that writes nothing
+    _run(client, v2, ns)
+    assert not _exists(client, "v1", "ServiceAccount", "b", ns)
+    mark = kube_lab.audit_mark()
+    applied, pruned = _run(client, v2, ns)
+    assert not applied["changed"] and not pruned["changed"]
+    assert kube_lab.mutating_requests(since=mark) == []
+
+
+def test_first_run_and_unparseable_inventory_prune_only_the_renamed_role(client, kube_lab, kube_namespace, tmp_path):
+    ns = kube_namespace
+    renamed = installer.RENAMED_OBJECTS[0]
+    role = _cr(renamed.ref.name)
+    role["metadata"]["labels"] = {"app.kubernetes.io/name": "ichor"}
+    client.create(role)
+    # objects that look like a previous run's, but there is no inventory
+    client.apply(dict(_sa("leftover", ns), metadata={"name": "leftover", "namespace": ns, "labels": MARK}),
+                 "someone")
+    bundle = _write_bundle(tmp_path / "v1", [_sa("a", ns)])
+    applied, pruned = _run(client, bundle, ns)
+    assert pruned["pruned"] == ["ClusterRole %s" % renamed.ref.name]
+    assert any(line.startswith("NOTICE: ClusterRole ichor-ichor-break-glass-role was renamed") for line in applied["plan"])
+    assert _exists(client, "v1", "ServiceAccount", "leftover", ns)
+    # now an inventory that cannot be parsed: nothing it lists is pruned, the renamed role still is
+    client.create(role)
+    inv = client.get("v1", "ConfigMap", installer.INVENTORY_NAME, ns)
+    client.delete("v1", "ConfigMap", installer.INVENTORY_NAME, ns)
+    client.create({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": installer.INVENTORY_NAME, "namespace": ns}, "data": {"objects": "{not json"}})
+    assert "a" in inv["data"]["objects"]
+    applied, pruned = _run(client, _write_bundle(tmp_path / "v2", [_sa("b", ns)]), ns)
+    assert pruned["pruned"] == ["ClusterRole %s" % renamed.ref.name]
+    assert _exists(client, "v1", "ServiceAccount", "a", ns)
+    assert any("cannot be parsed" in line for line in pruned["plan"])
+
+
+def test_recreated_object_is_kept(client, kube_lab, kube_namespace, tmp_path):
+    ns = kube_namespace
+    _run(client, _write_bundle(tmp_path / "v1", [_sa("a", ns), _sa("gone", ns)]), ns)
+    v2 = _write_bundle(tmp_path / "v2", [_sa("a", ns)])
+    runner.apply_run(installer.Installer(client, v2, namespace=ns), False, False)
+    # between the checks and the prune a person re-creates the object (new UID, same mark)
+    old = client.get("v1", "ServiceAccount", "gone", ns)
+    client.delete("v1", "ServiceAccount", "gone", ns)
+    client.create(dict(_sa("gone", ns), metadata={"name": "gone", "namespace": ns, "labels": MARK}))
+    pruned = runner.prune_run(installer.Installer(client, v2, namespace=ns), False, False)
+    live = client.get("v1", "ServiceAccount", "gone", ns)
+    assert live is not None and live["metadata"]["uid"] != old["metadata"]["uid"]
+    assert pruned["pruned"] == []
+    assert {"object": "ServiceAccount %s/gone" % ns, "reason": "re-created since it was checked (new UID)"} in pruned["kept"]
+
+
+def _wait_until_denied(client, ns, name, timeout=20):
+    """A new admission policy takes effect asynchronously: wait until a dry-run DELETE is refused."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            client.delete("v1", "ServiceAccount", name, ns, dry_run=True)
+        except KubeError:
+            return
+        time.sleep(0.3)
+    raise AssertionError("the ValidatingAdmissionPolicy did not take effect")
+
+
+def test_a_failed_delete_restores_the_cluster(client, kube_lab, kube_namespace, tmp_path):
+    ns = kube_namespace
+    v1 = [_sa("a-first", ns), _sa("z-blocked", ns), _cm("settings", ns, value="before"), _cr(ns + "-role")]
+    _run(client, _write_bundle(tmp_path / "v1", v1), ns)
+    before = dict((n, client.get("v1", "ServiceAccount", n, ns)) for n in ("a-first", "z-blocked"))
+    # a ValidatingAdmissionPolicy denies the DELETE of z-blocked: a real failed delete
+    policy = ns + "-deny-delete"
+    client.create({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                   "metadata": {"name": policy},
+                   "spec": {"failurePolicy": "Fail",
+                            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                                    "operations": ["DELETE"],
+                                                                    "resources": ["serviceaccounts"]}]},
+                            "validations": [{"expression": "oldObject.metadata.name != 'z-blocked'",
+                                             "message": "z-blocked may not be deleted"}]}})
+    client.create({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                   "metadata": {"name": policy},
+                   "spec": {"policyName": policy, "validationActions": ["Deny"],
+                            "matchResources": {"namespaceSelector": {"matchLabels": {
+                                "kubernetes.io/metadata.name": ns}}}}})
+    try:
+        _wait_until_denied(client, ns, "z-blocked")
+        v2 = _write_bundle(tmp_path / "v2", [_cm("settings", ns, value="after")])
+        applied = runner.apply_run(installer.Installer(client, v2, namespace=ns), False, False)
+        assert applied["changed"]
+        assert client.get("v1", "ConfigMap", "settings", ns)["data"] == {"v": "after"}
+        with pytest.raises(runner.RunFailed) as exc:
+            runner.prune_run(installer.Installer(client, v2, namespace=ns), False, False)
+        message = str(exc.value)
+        assert "prune failed" in message and "z-blocked may not be deleted" in message
+        assert "restored" in message and "re-created: ServiceAccount %s/a-first" % ns in message
+        # as it was: the deleted one is back (new UID), the updated ConfigMap has its old data
+        for name in ("a-first", "z-blocked"):
+            live = client.get("v1", "ServiceAccount", name, ns)
+            assert live is not None and installer.comparable(live) == installer.comparable(before[name])
+        assert client.get("v1", "ConfigMap", "settings", ns)["data"] == {"v": "before"}
+        assert _exists(client, "rbac.authorization.k8s.io/v1", "ClusterRole", ns + "-role")
+        assert client.get("v1", "Secret", installer.SNAPSHOT_NAME, ns) is None
+    finally:
+        client.delete("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", policy)
+        client.delete("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", policy)
+
+
+def test_default_bundle_rbac_holds_delete_on_every_prunable_kind():
+    rules = {}
+    for path in sorted(os.listdir(DEFAULT_BUNDLE)):
+        with open(os.path.join(DEFAULT_BUNDLE, path)) as handle:
+            for doc in yaml.safe_load_all(handle):
+                if doc and doc["kind"] in ("Role", "ClusterRole"):
+                    rules[doc["kind"]] = doc["rules"]
+    plural = {"ServiceAccount": "serviceaccounts", "Service": "services", "Deployment": "deployments",
+              "Role": "roles", "RoleBinding": "rolebindings", "ClusterRole": "clusterroles",
+              "ClusterRoleBinding": "clusterrolebindings",
+              "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+              "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+              "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+              "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings"}
+    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
+                      "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+                      "ValidatingAdmissionPolicyBinding"}
+    for group, kind in installer.PRUNABLE_KINDS:
+        role = "ClusterRole" if kind in cluster_scoped else "Role"
+        assert any(group in r["apiGroups"] and plural[kind] in r["resources"] and "delete" in r["verbs"]
+                   for r in rules[role]), "%s lacks delete on %s" % (role, kind)
+
+
+@pytest.mark.modules
+def test_install_playbook_under_the_installers_own_service_account(kube_lab, tmp_path):
+    # first, as an admin, the default bundle (it holds the installer's ServiceAccount and RBAC)
+    proc = ansible_playbook("maesh.ichor.install", "-e", "ichor_kubeconfig=%s" % kube_lab.kubeconfig)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sa_kubeconfig = kube_lab.service_account_kubeconfig("ichor-system", "ichor-installer",
+                                                        path=str(tmp_path / "sa.kubeconfig"))
+    extra = tmp_path / "extra"
+    _write_bundle(extra, [_sa("ichor-sa-test-a", "ichor-system"), _cr("ichor-sa-test-role")])
+    args = ["maesh.ichor.install", "-e", "ichor_kubeconfig=%s" % sa_kubeconfig,
+            "-e", '{"installer_extra_bundles": ["%s"]}' % extra]
+    proc = ansible_playbook(*(args + ["--check", "--diff"]))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PLAN (check mode: nothing was written)" in proc.stdout
+    assert "create ServiceAccount ichor-system/ichor-sa-test-a" in proc.stdout
+    proc = ansible_playbook(*args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # drop them again: pruned by the ServiceAccount, and a rerun changes nothing
+    _write_bundle(extra, [_sa("ichor-sa-test-b", "ichor-system")])
+    proc = ansible_playbook(*args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "pruned ServiceAccount ichor-system/ichor-sa-test-a" in proc.stdout
+    assert "pruned ClusterRole ichor-sa-test-role" in proc.stdout
+    proc = ansible_playbook(*args)
+    assert proc.returncode == 0 and "changed=0" in proc.stdout, proc.stdout

@@ -1,0 +1,122 @@
+"""The lab's two halves wired together: Nodes follow the simulated machines, workloads become
+ready (or never do), and a control plane's Kubeconfig call gives a kubeconfig for the real API
+server. Also the cluster record helpers against that API server."""
+
+import time
+
+import pytest
+from kubernetes import client as k8s
+
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Conflict, KubeClient
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
+
+pytestmark = pytest.mark.lab
+
+
+def _wait(predicate, timeout=20, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def _nodes(kube, owner):
+    core = k8s.CoreV1Api(kube.api_client())
+    return dict((n.metadata.name, n) for n in core.list_node(label_selector="lab.maesh.dev/agent=%s" % owner).items)
+
+
+def _ready(node):
+    return [c.status for c in node.status.conditions if c.type == "Ready"] == ["True"]
+
+
+def test_nodes_follow_the_machines(talos_kube_lab, tmp_path):
+    lab = talos_kube_lab(controlplanes=1, workers=2, mixed_versions=True)
+    owner = lab.agent.owner
+    nodes = _wait(lambda: len(_nodes(lab.kube, owner)) == 3 and _nodes(lab.kube, owner), what="3 nodes")
+    for m in lab.machines:
+        node = nodes[m["hostname"]]
+        assert node.status.node_info.os_image == "Talos (%s)" % m["version"]
+        assert node.status.node_info.kubelet_version.startswith("v1.")
+        assert [a.address for a in node.status.addresses if a.type == "InternalIP"] == [m["address"]]
+        assert _ready(node)
+    assert "node-role.kubernetes.io/control-plane" in nodes["cp-1"].metadata.labels
+    # a reboot makes the Node NotReady, then Ready again
+    worker = lab.machine("worker-2")
+    lab.control.set_timing("worker-2", reboot_seconds=2.0)
+    with tc.TalosClient(talosconfig.load(lab.talosconfig), timeout=5) as client:
+        client.call("Reboot", node=worker["address"])
+        _wait(lambda: not _ready(_nodes(lab.kube, owner)["worker-2"]), what="NotReady during the reboot")
+        _wait(lambda: _ready(_nodes(lab.kube, owner)["worker-2"]), what="Ready after the reboot")
+        # a reset to maintenance removes the Node
+        reset = tc.request_type("Reset")(graceful=False, reboot=True)
+        for label in ("STATE", "EPHEMERAL"):
+            reset.system_partitions_to_wipe.add(label=label, wipe=True)
+        client.call("Reset", reset, node=worker["address"])
+    _wait(lambda: "worker-2" not in _nodes(lab.kube, owner), what="the Node to go after the reset")
+
+
+def test_kubeconfig_call_reaches_the_api_server(talos_kube_lab):
+    lab = talos_kube_lab(controlplanes=1, workers=1)
+    with tc.TalosClient(talosconfig.load(lab.talosconfig), timeout=5) as client:
+        kubeconfig = tc.kubeconfig_bytes(client.call("Kubeconfig", node=lab.machines[0]["address"]))
+    kube = KubeClient(kubeconfig_content=kubeconfig.decode())
+    assert kube.get("v1", "Node", "cp-1") is not None
+    assert kube.raw_get("/version").count("v1.36") == 1
+
+
+def test_workloads_become_ready_or_never(talos_kube_lab, kube_namespace):
+    lab = talos_kube_lab(controlplanes=1, workers=1)
+    kube = KubeClient(kubeconfig=lab.kube.kubeconfig)
+    template = {"metadata": {"labels": {"app": "x"}},
+                "spec": {"containers": [{"name": "c", "image": "registry.example/x:1"}]}}
+    for name, never in (("ready", False), ("stuck", True)):
+        annotations = {"lab.maesh.dev/never-ready": "true"} if never else {}
+        kube.create({"apiVersion": "apps/v1", "kind": "Deployment",
+                     "metadata": {"name": name, "namespace": kube_namespace, "annotations": annotations},
+                     "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "x"}}, "template": template}})
+        kube.create({"apiVersion": "apps/v1", "kind": "DaemonSet",
+                     "metadata": {"name": name, "namespace": kube_namespace, "annotations": annotations},
+                     "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": template}})
+    _wait(lambda: (kube.get("apps/v1", "Deployment", "ready", kube_namespace).get("status") or {})
+          .get("readyReplicas") == 2, what="the Deployment ready")
+    _wait(lambda: (kube.get("apps/v1", "DaemonSet", "ready", kube_namespace).get("status") or {})
+          .get("numberReady", 0) >= 2, what="the DaemonSet ready")
+    time.sleep(1)
+    assert not (kube.get("apps/v1", "Deployment", "stuck", kube_namespace).get("status") or {}).get("readyReplicas")
+    assert not (kube.get("apps/v1", "DaemonSet", "stuck", kube_namespace).get("status") or {}).get("numberReady")
+
+
+def test_cluster_record_updates_are_conditional(kube_lab):
+    kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
+    existing = kube.get("v1", "ConfigMap", cluster_record.NAME, cluster_record.NAMESPACE)
+    if existing is not None:
+        kube.delete("v1", "ConfigMap", cluster_record.NAME, cluster_record.NAMESPACE)
+    before, after, changed = cluster_record.update(kube, lambda d: d.update(talos="v1.14.1"))
+    assert changed and before == {"schema": 1} and after == {"schema": 1, "talos": "v1.14.1"}
+    assert cluster_record.read(kube).get("talos") == "v1.14.1"
+    # the same update again changes nothing and writes nothing
+    mark = kube_lab.audit_mark()
+    assert cluster_record.update(kube, lambda d: d.update(talos="v1.14.1"))[2] is False
+    assert kube_lab.mutating_requests(since=mark) == []
+    # two runs that read the same version: the second write is refused
+    first = cluster_record.read(kube)
+    second = cluster_record.read(kube)
+    first.data["kubernetes"] = "v1.36.6"
+    kube.replace(cluster_record.encode(first))
+    second.data["kubernetes"] = "v1.35.0"
+    with pytest.raises(Conflict):
+        kube.replace(cluster_record.encode(second))
+    assert cluster_record.read(kube).get("kubernetes") == "v1.36.6"
+    # a record written by a newer collection is refused
+    newer = cluster_record.read(kube)
+    newer.data["schema"] = 99
+    kube.replace(cluster_record.encode(newer))
+    with pytest.raises(cluster_record.RecordError) as exc:
+        cluster_record.read(kube)
+    assert "newer" in str(exc.value)
+    kube.delete("v1", "ConfigMap", cluster_record.NAME, cluster_record.NAMESPACE)

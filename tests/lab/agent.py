@@ -1,0 +1,146 @@
+"""The lab agent: nothing runs kubelets here, so this mirrors the simulated Talos machines into
+the real API server, and plays the workload controllers' part for readiness.
+
+- a Node per configured machine (name = hostname): kubelet version from the machine config's
+  kubelet image, OS image "Talos (vX)", InternalIP, Ready while the machine is up and running,
+  NotReady while it reboots or upgrades; the Node goes when the machine is reset (maintenance);
+- Deployments and DaemonSets get a ready status, except those annotated
+  ``lab.maesh.dev/never-ready: "true"`` (a workload that never becomes ready).
+
+Run ``sync_once()`` from a test, or ``start()`` a background thread.
+"""
+
+import datetime
+import threading
+
+import yaml
+
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+
+NEVER_READY = "lab.maesh.dev/never-ready"
+MANAGED = "lab.maesh.dev/agent"
+
+
+def kubelet_version(machine_config, default):
+    try:
+        for doc in yaml.safe_load_all(machine_config or ""):
+            image = ((doc or {}).get("machine") or {}).get("kubelet", {}).get("image", "")
+            if ":" in image:
+                return image.rsplit(":", 1)[1]
+    except yaml.YAMLError:
+        pass
+    return default
+
+
+class LabAgent:
+    def __init__(self, api_client, talos_lab=None, default_kubelet="v1.36.3", interval=0.3, owner="lab"):
+        self.core = k8s.CoreV1Api(api_client)
+        self.apps = k8s.AppsV1Api(api_client)
+        self.talos_lab = talos_lab
+        self.default_kubelet = default_kubelet
+        self.interval = interval
+        self.owner = owner  # the Nodes this agent made carry MANAGED=<owner>
+        self._stop = threading.Event()
+        self._thread = None
+
+    # -- nodes -----------------------------------------------------------------------------
+    def _node_body(self, machine):
+        labels = {MANAGED: self.owner, "kubernetes.io/hostname": machine["hostname"], "kubernetes.io/os": "linux"}
+        if machine["role"] == "controlplane":
+            labels["node-role.kubernetes.io/control-plane"] = ""
+        return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": machine["hostname"], "labels": labels}}
+
+    def _node_status(self, machine, ready):
+        version = kubelet_version(machine.get("machine_config"), self.default_kubelet)
+        return {"status": {
+            "nodeInfo": {"kubeletVersion": version, "kubeProxyVersion": version, "osImage": "Talos (%s)" % machine["version"],
+                         "operatingSystem": "linux", "architecture": "amd64", "containerRuntimeVersion": "containerd://2.1.0",
+                         "kernelVersion": "6.12.0-talos", "machineID": machine["uuid"].replace("-", ""),
+                         "systemUUID": machine["uuid"], "bootID": machine["uuid"]},
+            "addresses": [{"type": "InternalIP", "address": machine["address"]},
+                          {"type": "Hostname", "address": machine["hostname"]}],
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                            "reason": "KubeletReady" if ready else "KubeletNotReady",
+                            "message": "lab agent", "lastHeartbeatTime": None, "lastTransitionTime": None}],
+        }}
+
+    def sync_nodes(self):
+        if self.talos_lab is None:
+            return
+        state = self.talos_lab.state()
+        wanted = {}
+        for machine in state["machines"]:
+            if machine["mode"] != "configured":
+                continue
+            wanted[machine["hostname"]] = machine
+        existing = dict((n.metadata.name, n) for n in self.core.list_node(label_selector="%s=%s" % (MANAGED, self.owner)).items)
+        for name, node in existing.items():
+            if name not in wanted:
+                self.core.delete_node(name)
+        for name, machine in wanted.items():
+            ready = bool(machine["up"]) and machine["stage"] == "running"
+            if name not in existing:
+                try:
+                    self.core.create_node(self._node_body(machine))
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise
+            status = self._node_status(machine, ready)
+            now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            for cond in status["status"]["conditions"]:
+                cond["lastHeartbeatTime"] = cond["lastTransitionTime"] = now
+            self.core.patch_node_status(name, status)
+
+    # -- workloads -------------------------------------------------------------------------
+    def sync_workloads(self):
+        for dep in self.apps.list_deployment_for_all_namespaces().items:
+            if (dep.metadata.annotations or {}).get(NEVER_READY) == "true":
+                continue
+            want = dep.spec.replicas if dep.spec.replicas is not None else 1
+            st = dep.status
+            if st and st.observed_generation == dep.metadata.generation and st.ready_replicas == want \
+                    and st.updated_replicas == want and st.available_replicas == want:
+                continue
+            self.apps.patch_namespaced_deployment_status(dep.metadata.name, dep.metadata.namespace, {"status": {
+                "observedGeneration": dep.metadata.generation, "replicas": want, "readyReplicas": want,
+                "updatedReplicas": want, "availableReplicas": want,
+                "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}})
+        nodes = len(self.core.list_node().items)
+        for ds in self.apps.list_daemon_set_for_all_namespaces().items:
+            if (ds.metadata.annotations or {}).get(NEVER_READY) == "true":
+                continue
+            st = ds.status
+            if st and st.observed_generation == ds.metadata.generation and st.number_ready == nodes \
+                    and st.desired_number_scheduled == nodes and st.updated_number_scheduled == nodes:
+                continue
+            self.apps.patch_namespaced_daemon_set_status(ds.metadata.name, ds.metadata.namespace, {"status": {
+                "observedGeneration": ds.metadata.generation, "desiredNumberScheduled": nodes,
+                "currentNumberScheduled": nodes, "numberReady": nodes, "updatedNumberScheduled": nodes,
+                "numberAvailable": nodes, "numberMisscheduled": 0}})
+
+    def sync_once(self):
+        self.sync_nodes()
+        self.sync_workloads()
+
+    # -- background ------------------------------------------------------------------------
+    def _loop(self):
+        while not self._stop.is_set():
+            try:
+                self.sync_once()
+            except Exception:  # pylint: disable=broad-except
+                pass  # the lab is starting or stopping; the next round tries again
+            self._stop.wait(self.interval)
+
+    def start(self):
+        self._thread = threading.Thread(target=self._loop, name="lab-agent", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, remove_nodes=True):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        if remove_nodes:
+            for node in self.core.list_node(label_selector="%s=%s" % (MANAGED, self.owner)).items:
+                self.core.delete_node(node.metadata.name)

@@ -1,0 +1,34 @@
+"""A whole lab cluster: simulated Talos machines, the real API server, and the lab agent between them.
+
+``talos_kube_lab(**talos_lab_kwargs)`` (function scope, factory): starts a Talos lab whose control
+planes' Kubeconfig call returns the kube lab's admin kubeconfig, and a LabAgent that mirrors its
+machines as Nodes and marks workloads ready. The agent's Nodes are removed at teardown.
+"""
+
+import itertools
+
+import pytest
+
+from tests.lab.agent import LabAgent
+
+_owners = itertools.count()
+
+
+@pytest.fixture
+def talos_kube_lab(talos_lab, kube_lab):
+    agents = []
+
+    def factory(**kwargs):
+        lab = talos_lab(**kwargs)
+        lab.control.settings(kubeconfig_path=kube_lab.kubeconfig)
+        agent = LabAgent(kube_lab.api_client(), talos_lab=lab, owner="lab%d" % next(_owners))
+        agent.sync_once()
+        agent.start()
+        agents.append(agent)
+        lab.agent = agent
+        lab.kube = kube_lab
+        return lab
+
+    yield factory
+    for agent in agents:
+        agent.stop()
