@@ -39,6 +39,8 @@ def _parser():
     up.add_argument("--talos-version", default="v1.14.1")
     up.add_argument("--mode", choices=["configured", "maintenance"], default="configured")
     up.add_argument("--ca", choices=["ed25519", "ecdsa"], default="ed25519")
+    up.add_argument("--kubernetes-version", default="v1.36.6",
+                    help="Kubernetes in the machine configs (per machine: --set NAME:kubernetes=v1.35.4)")
     up.add_argument("--latency-ms", type=int, default=0,
                     help="latency fault set on every machine at start")
     up.add_argument("--index", type=int, default=None,
@@ -70,6 +72,8 @@ def main(argv=None):
     logging.getLogger("grpclib").setLevel(logging.WARNING if not args.verbose else logging.INFO)
     plan = runner.plan_machines(args.controlplanes, args.workers, args.talos_version, args.mode,
                                 args.mixed_versions, args.extra_maintenance, args.set, args.add)
+    for p in plan:  # the Kubernetes the machine configs name (kubelet and control-plane images)
+        p.setdefault("kubernetes", args.kubernetes_version)
     if not plan:
         print("no machines requested", file=sys.stderr)
         return 2

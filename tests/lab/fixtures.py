@@ -42,7 +42,7 @@ class LabStartError(RuntimeError):
 class LabProcess:
     """A lab simulator running as a subprocess (``python -m tests.lab up``)."""
 
-    def __init__(self, workdir, controlplanes=3, workers=2, version="v1.14.1",
+    def __init__(self, workdir, controlplanes=3, workers=2, version="v1.14.1", kubernetes_version="v1.36.6",
                  mode="configured", ca="ed25519", latency_ms=0, overrides=(), additions=(),
                  mixed_versions=False, extra_maintenance=False, bootstrapped=True,
                  reboot_seconds=0.3, upgrade_seconds=0.5, install_seconds=0.2, name="lab",
@@ -56,7 +56,8 @@ class LabProcess:
         self.proc = None
         self.control = None
         self._args = ["--controlplanes", str(controlplanes), "--workers", str(workers),
-                      "--talos-version", version, "--mode", mode, "--ca", ca,
+                      "--talos-version", version, "--kubernetes-version", kubernetes_version,
+                      "--mode", mode, "--ca", ca,
                       "--latency-ms", str(int(latency_ms or 0)), "--name", name,
                       "--reboot-seconds", str(reboot_seconds),
                       "--upgrade-seconds", str(upgrade_seconds),

@@ -321,7 +321,7 @@ class Lab:
         return c
 
     def add_machine(self, name, role, version, mode=st.CONFIGURED, address=None,
-                    endpoint=None):
+                    endpoint=None, kubernetes=None):
         address = address or self.address(len(self.machines) + 1)
         m = st.Machine(name, address, role, version, mode)
         self._used.add(address)
@@ -330,7 +330,8 @@ class Lab:
             m.faults["latency_ms"] = self.default_latency_ms
         if mode == st.CONFIGURED:
             data = cfg.generate_machine_config(self.secrets, role, name, endpoint or address,
-                                               version=version)
+                                               version=version,
+                                               kubernetes_version=(kubernetes or "1.36.6").lstrip("v"))
             self.set_machine_config(m, data)
         self.machines.append(m)
         self.nodes[name] = Node(self, m)

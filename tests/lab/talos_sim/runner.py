@@ -96,7 +96,8 @@ def build_lab(workdir, plan, index=0, ca=pki.ED25519, latency_ms=0, bootstrapped
     endpoint = lab.address(plan.index(cps[0]) + 1) if cps else None
     for i, p in enumerate(plan):
         lab.add_machine(p["name"], p["role"], p["version"], p["mode"],
-                        address=p.get("address") or lab.address(i + 1), endpoint=endpoint)
+                        address=p.get("address") or lab.address(i + 1), endpoint=endpoint,
+                        kubernetes=p.get("kubernetes"))
     if bootstrapped:
         lab.bootstrap_all()
     return lab

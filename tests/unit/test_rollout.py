@@ -1,0 +1,72 @@
+"""The rollout planner (ADR 0113): order of steps, refusals, the Versions table."""
+
+import pytest
+
+from ansible_collections.maesh.ichor.plugins.module_utils import release
+
+CPS = [{"name": "cp-%d" % i, "role": "controlplane", "talos": "v1.13.9"} for i in (1, 2, 3)]
+WORKERS = [{"name": "worker-1", "role": "worker", "talos": "v1.13.9"}]
+
+
+def _k8s(version):
+    return {"cp-1 kube-apiserver": version, "worker-1 kubelet": version}
+
+
+def test_behind_cluster_plans_talos_first_control_planes_first():
+    steps = release.plan_rollout(WORKERS + CPS, _k8s("v1.35.4"), "v1.13", {"name": "cilium", "version": "1.19.10"})
+    assert [s["step"] for s in steps] == ["talos", "kubernetes", "cilium"]
+    assert steps[0]["machines"] == ["cp-1", "cp-2", "cp-3", "worker-1"]
+    assert "version contract to v1.14" in steps[0]["lines"][0]
+
+
+def test_config_step_only_after_talos_and_before_kubernetes():
+    done = [dict(m, talos=release.TALOS) for m in CPS + WORKERS]
+    steps = release.plan_rollout(done, _k8s("v1.35.4"), "v1.14", None, config_pending=["cp-1"])
+    assert [s["step"] for s in steps] == ["config", "kubernetes"]
+    steps = release.plan_rollout(CPS, _k8s("v1.35.4"), "v1.13", None, config_pending=["cp-1"])
+    assert [s["step"] for s in steps] == ["talos", "kubernetes"]
+
+
+def test_up_to_date_cluster_needs_nothing():
+    done = [dict(m, talos=release.TALOS) for m in CPS + WORKERS]
+    cni = {"name": "cilium", "version": release.CILIUM}
+    assert release.plan_rollout(done, _k8s(release.KUBERNETES), release.CONTRACT, cni) == []
+    rows = release.versions_table(done, release.KUBERNETES, release.CONTRACT, cni)
+    assert [r["state"] for r in rows] == ["Up to date"] * 4
+
+
+def test_newer_components_are_refused_naming_both_versions():
+    with pytest.raises(release.Refused) as exc:
+        release.plan_rollout(CPS + [{"name": "w", "role": "worker", "talos": "v1.14.6"}], _k8s("v1.35.4"), "v1.13")
+    assert "Talos on w is v1.14.6, newer than the release set's v1.14.5" in str(exc.value)
+    with pytest.raises(release.Refused) as exc:
+        release.plan_rollout(CPS, _k8s("v1.37.0"), "v1.13")
+    assert "v1.37.0, newer than the release set's v1.36.6" in str(exc.value)
+
+
+def test_two_minor_kubernetes_gap_and_unsupported_kubernetes_are_refused():
+    with pytest.raises(release.Refused) as exc:
+        release.plan_rollout(CPS, _k8s("v1.34.2"), "v1.13")
+    assert "more than one minor behind" in str(exc.value)
+    with pytest.raises(release.Refused) as exc:
+        release.plan_rollout(CPS, _k8s("v1.32.0"), "v1.13")
+    assert "not supported by Talos v1.14.5" in str(exc.value)
+
+
+def test_a_flannel_version_is_never_judged_as_ciliums():
+    steps = release.plan_rollout(CPS, _k8s("v1.35.4"), "v1.13", {"name": "flannel", "version": "0.28.9"})
+    assert "cilium" not in [s["step"] for s in steps]
+    rows = release.versions_table(CPS, "v1.35.4", "v1.13", {"name": "flannel", "version": "0.28.9"})
+    assert [r["component"] for r in rows] == ["Talos", "Version contract", "Kubernetes"]
+
+
+def test_cilium_two_minors_behind_is_refused():
+    with pytest.raises(release.Refused):
+        release.plan_rollout(CPS, _k8s("v1.35.4"), "v1.13", {"name": "cilium", "version": "1.18.16"})
+
+
+def test_table_text():
+    rows = release.versions_table(CPS, "v1.35.4", "v1.13", None)
+    text = release.format_table(rows)
+    assert text[0].split() == ["Component", "Running", "Target", "State"]
+    assert "Behind" in text[1]
