@@ -1,0 +1,70 @@
+"""The rollout's Talos step through ansible-playbook maesh.ichor.upgrade against the lab: check mode sends
+nothing, machines are rolled one at a time to the set, a rerun changes nothing, a machine that does not come
+back fails the run, leaves the rest untouched, and the rerun continues from it."""
+
+import time
+
+import pytest
+import yaml
+
+from ansible_collections.maesh.ichor.plugins.module_utils import release
+
+from tests.integration.ansible_env import ansible_playbook, write_inventory
+
+pytestmark = [pytest.mark.lab, pytest.mark.modules]
+
+
+def _inventory(lab, tmp_path):
+    inv = write_inventory(lab.state(), str(tmp_path / "inventory.yml"))
+    data = yaml.safe_load(open(inv))
+    data["all"]["vars"]["ichor_kubeconfig"] = lab.kube.kubeconfig
+    with open(inv, "w") as handle:
+        yaml.safe_dump(data, handle)
+    return inv
+
+
+def _versions(lab):
+    return dict((m["name"], m["version"]) for m in lab.machines)
+
+
+def _upgrade_calls(lab):
+    return sum(c.get(k, 0) for c in (lab.control.calls(m["name"]) for m in lab.machines)
+               for k in ("Upgrade", "ImagePull", "Pull", "LifecycleUpgrade", "/machine.LifecycleService/Upgrade",
+                         "/machine.ImageService/Pull", "/machine.MachineService/Upgrade"))
+
+
+def test_talos_step_rolls_one_machine_at_a_time(talos_kube_lab, tmp_path):
+    lab = talos_kube_lab(controlplanes=1, workers=2, version="v1.13.9", kubernetes_version=release.KUBERNETES,
+                         overrides=[{"name": "worker-2", "version": "v1.12.7"}])
+    inv = _inventory(lab, tmp_path)
+    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade", "--check", "--diff")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PLAN (check mode: nothing was written)" in proc.stdout
+    assert "cp-1 (%s): upgrade Talos from v1.13.9 to v1.14.5" % lab.address("cp-1") in proc.stdout
+    assert "Talos             v1.12.7  v1.14.5  Behind" in proc.stdout
+    assert set(_versions(lab).values()) == {"v1.13.9", "v1.12.7"}
+    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert set(_versions(lab).values()) == {release.TALOS}
+    order = [line.split("]")[0].split("[")[-1] for line in proc.stdout.splitlines()
+             if line.startswith("changed: [")]
+    assert order == ["cp-1", "worker-1", "worker-2"]
+    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade")
+    assert proc.returncode == 0 and "changed=0" in proc.stdout, proc.stdout
+
+
+def test_a_machine_that_does_not_come_back_stops_the_run_and_the_rerun_continues(talos_kube_lab, tmp_path):
+    lab = talos_kube_lab(controlplanes=1, workers=2, version="v1.13.9", kubernetes_version=release.KUBERNETES)
+    inv = _inventory(lab, tmp_path)
+    lab.control.set_timing("worker-1", reboot_seconds=12, upgrade_seconds=12)
+    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade", "-e", "ichor_upgrade_wait=5")
+    assert proc.returncode != 0
+    assert "worker-1 (%s) did not come back within 5s" % lab.address("worker-1") in proc.stdout, proc.stdout[-3000:]
+    assert _versions(lab)["cp-1"] == release.TALOS
+    assert _versions(lab)["worker-2"] == "v1.13.9"  # untouched
+    lab.wait_for("worker-1", lambda m: m["up"] and m["version"] == release.TALOS, timeout=30)
+    time.sleep(1)
+    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "cp-1 (%s): already at Talos v1.14.5, skipped" % lab.address("cp-1") in proc.stdout
+    assert set(_versions(lab).values()) == {release.TALOS}
