@@ -1,0 +1,273 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Render a machine config: bundle + cluster spec + machine spec -> documents for a contract.
+
+The output is what ``talosctl gen config --with-secrets`` (machinery's generator) writes for the same
+options, in the same document order, so machinery's loader and encoder see the same config
+(tests/integration/test_config_render_go.py judges that with the Go ``compare``). Mirrors without
+overridePath/skipFallback are emitted where the generator's WithRegistryMirror puts them; mirrors
+with either flag, kernel modules and inline manifests come after, in the order a talosctl patch
+adds them.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents
+from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
+from ansible_collections.maesh.ichor.plugins.module_utils.config.documents import legacy, typed
+from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+from ansible_collections.maesh.ichor.plugins.module_utils.config.secrets import b64
+
+KUBELET = "ghcr.io/siderolabs/kubelet"
+K8S_REGISTRY = "registry.k8s.io"
+DISCOVERY_ENDPOINT = "https://discovery.talos.dev/"
+CP_LABEL = "node-role.kubernetes.io/control-plane"
+LB_EXCLUDE = "node.kubernetes.io/exclude-from-external-load-balancers"
+
+
+def pod_security():
+    return {
+        "apiVersion": "pod-security.admission.config.k8s.io/v1alpha1",
+        "defaults": {
+            "audit": "restricted", "audit-version": "latest",
+            "enforce": "baseline", "enforce-version": "latest",
+            "warn": "restricted", "warn-version": "latest",
+        },
+        "exemptions": {"namespaces": ["kube-system"], "runtimeClasses": [], "usernames": []},
+        "kind": "PodSecurityConfiguration",
+    }
+
+
+def audit_policy():
+    return {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Metadata"}]}
+
+
+def _image(name, version):
+    return "%s/%s:v%s" % (K8S_REGISTRY, name, version)
+
+
+def _mirror_doc(entry):
+    flagged = entry["overridePath"] or entry["skipFallback"]
+    endpoints = []
+    for url in entry["endpoints"]:
+        item = {"url": url}
+        if entry["overridePath"]:
+            item["overridePath"] = True
+        endpoints.append(item)
+    body = {"endpoints": endpoints}
+    if entry["skipFallback"]:
+        body["skipFallback"] = True
+    return flagged, typed("RegistryMirrorConfig", body, name=entry["host"])
+
+
+def _mirrors(cluster):
+    plain, flagged = [], []
+    for entry in cluster["registries"]:
+        is_flagged, doc = _mirror_doc(entry)
+        (flagged if is_flagged else plain).append(doc)
+    return plain, flagged
+
+
+def _hostname(machine):
+    if machine["hostname"]:
+        return typed("HostnameConfig", {"hostname": machine["hostname"]})
+    return typed("HostnameConfig", {"auto": "stable"})
+
+
+def render(bundle, cluster, machine, contract=None):
+    """Documents for one machine. cluster and machine are raw or normalised specs."""
+    cluster = specs.cluster(cluster)
+    machine = specs.machine(machine, cluster)
+    contract = contracts.get(contract or cluster["versionContract"])
+    if contract.multidoc_kubernetes:
+        return _render_typed(bundle, cluster, machine)
+    return _render_legacy(bundle, cluster, machine, contract)
+
+
+def render_text(bundle, cluster, machine, contract=None):
+    return documents.emit(render(bundle, cluster, machine, contract))
+
+
+def _legacy_ca(bundle, name, controlplane):
+    return {"crt": b64(bundle.crt(name)), "key": b64(bundle.key(name)) if controlplane else ""}
+
+
+def _render_legacy(bundle, cluster, machine, contract):
+    controlplane = machine["role"] == "controlplane"
+    version = cluster["kubernetesVersion"]
+    talos_cni = specs.talos_cni(cluster)
+    proxy_disabled = cluster["cni"]["kubeProxy"] == "replaced"
+
+    mach = {
+        "type": machine["role"],
+        "token": bundle.trustd_token.reveal(),
+        "ca": _legacy_ca(bundle, "os", controlplane),
+        "certSANs": list(cluster["certSANs"]),
+        "kubelet": {
+            "image": "%s:v%s" % (KUBELET, version),
+            "defaultRuntimeSeccompProfileEnabled": True,
+            "disableManifestsDirectory": True,
+        },
+    }
+    if contract.legacy_network_placeholder:
+        mach["network"] = {}
+    mach["install"] = {
+        "disk": machine["install"]["disk"], "image": machine["install"]["image"],
+        "wipe": machine["install"]["wipe"], "grubUseUKICmdline": True,
+    }
+    if cluster["sysctls"]:
+        mach["sysctls"] = dict(cluster["sysctls"])
+    features = {"diskQuotaSupport": True}
+    if cluster["kubePrism"]["enabled"]:
+        features["kubePrism"] = {"enabled": True, "port": cluster["kubePrism"]["port"]}
+    features["hostDNS"] = {"enabled": True, "forwardKubeDNSToHost": True}
+    mach["features"] = features
+    if cluster["kernelModules"]:
+        mach["kernel"] = {"modules": [{"name": name} for name in cluster["kernelModules"]]}
+    if controlplane:
+        mach["nodeLabels"] = {LB_EXCLUDE: ""}
+
+    network = {}
+    if talos_cni == "none":
+        network["cni"] = {"name": "none"}
+    elif talos_cni == "custom":
+        network["cni"] = {"name": "custom", "urls": list(cluster["cni"]["unmanaged"]["urls"])}
+    network["dnsDomain"] = cluster["network"]["dnsDomain"]
+    network["podSubnets"] = list(cluster["network"]["podSubnets"])
+    network["serviceSubnets"] = list(cluster["network"]["serviceSubnets"])
+
+    clus = {
+        "id": bundle.cluster_id.reveal(),
+        "secret": bundle.cluster_secret.reveal(),
+        "controlPlane": {"endpoint": cluster["endpoint"]},
+        "clusterName": cluster["name"],
+        "network": network,
+        "token": bundle.bootstrap_token.reveal(),
+    }
+    if controlplane:
+        clus["secretboxEncryptionSecret"] = bundle.secretbox_secret.reveal()
+    clus["ca"] = _legacy_ca(bundle, "k8s", controlplane)
+    if controlplane:
+        clus["aggregatorCA"] = _legacy_ca(bundle, "k8saggregator", True)
+        clus["serviceAccount"] = {"key": b64(bundle.key("k8sserviceaccount"))}
+        api = {"image": _image("kube-apiserver", version)}
+        if cluster["certSANs"]:
+            api["certSANs"] = list(cluster["certSANs"])
+        api["admissionControl"] = [{"name": "PodSecurity", "configuration": pod_security()}]
+        api["auditPolicy"] = audit_policy()
+        clus["apiServer"] = api
+        clus["controllerManager"] = {"image": _image("kube-controller-manager", version)}
+        proxy = {"image": _image("kube-proxy", version)}
+        if proxy_disabled:
+            proxy["disabled"] = True
+        clus["proxy"] = proxy
+        clus["scheduler"] = {"image": _image("kube-scheduler", version)}
+    elif proxy_disabled:
+        clus["proxy"] = {"disabled": True}
+    clus["discovery"] = {"enabled": True, "registries": {"kubernetes": {"disabled": True}, "service": {}}}
+    if controlplane:
+        clus["etcd"] = {"ca": _legacy_ca(bundle, "etcd", True)}
+        if cluster["inlineManifests"]:
+            clus["inlineManifests"] = [dict(item) for item in cluster["inlineManifests"]]
+
+    plain, flagged = _mirrors(cluster)
+    docs = [legacy({"version": "v1alpha1", "debug": False, "persist": True, "machine": mach, "cluster": clus})]
+    docs.extend(plain)
+    docs.append(_hostname(machine))
+    docs.extend(flagged)
+    return docs
+
+
+def _render_typed(bundle, cluster, machine):
+    controlplane = machine["role"] == "controlplane"
+    version = cluster["kubernetesVersion"]
+    talos_cni = specs.talos_cni(cluster)
+
+    clus = {"token": bundle.bootstrap_token.reveal()}
+    if controlplane:
+        clus["etcd"] = {"ca": _legacy_ca(bundle, "etcd", True)}
+    docs = [legacy({
+        "version": "v1alpha1", "debug": False, "persist": True,
+        "machine": {
+            "type": machine["role"], "token": bundle.trustd_token.reveal(),
+            "ca": _legacy_ca(bundle, "os", controlplane), "certSANs": list(cluster["certSANs"]),
+            "features": {"diskQuotaSupport": True},
+        },
+        "cluster": clus,
+    })]
+    docs.append(typed("DiscoveryServiceConfig", {"endpoint": DISCOVERY_ENDPOINT}, name="default"))
+    docs.append(typed("DiscoveryIdentityConfig", {"clusterID": bundle.cluster_id.reveal(), "clusterSecret": bundle.cluster_secret.reveal()}))
+    docs.append(typed("UnattendedInstallConfig", {
+        "installer": {"image": machine["install"]["image"]},
+        "provisioning": {"diskSelector": {"match": 'disk.dev_path == "%s"' % machine["install"]["disk"]}, "wipe": machine["install"]["wipe"]},
+    }))
+    docs.append(typed("ResolverConfig", {"hostDNS": {"enabled": True, "forwardKubeDNSToHost": True}}))
+    if cluster["sysctls"]:
+        docs.append(typed("SysctlConfig", {"params": dict(cluster["sysctls"])}))
+    docs.append(typed("VolumeConfig", {"mount": {"secure": True}}, name="EPHEMERAL"))
+    docs.append(typed("FilesystemTrimConfig", {"interval": "168h0m0s"}))
+    docs.append(typed("SecurityProfileConfig", {"workloadIsolation": True}))
+    plain, flagged = _mirrors(cluster)
+    docs.extend(plain)
+    docs.append(_hostname(machine))
+    docs.append(typed("KubeClusterConfig", {"clusterName": cluster["name"], "endpoint": cluster["endpoint"]}))
+    node = {"nodeIP": {}}
+    if controlplane:
+        node["labels"] = {CP_LABEL: "", LB_EXCLUDE: ""}
+        node["taints"] = {CP_LABEL: "NoSchedule"}
+    docs.append(typed("KubeNodeConfig", node))
+    docs.append(typed("KubeletConfig", {"image": "%s:v%s" % (KUBELET, version), "config": {}, "defaultRuntimeSeccompProfileEnabled": True}))
+    docs.append(typed("KubeNetworkConfig", {
+        "dnsDomain": cluster["network"]["dnsDomain"],
+        "podSubnets": list(cluster["network"]["podSubnets"]),
+        "serviceSubnets": list(cluster["network"]["serviceSubnets"]),
+    }))
+    if controlplane:
+        docs.append(typed("KubeAPIServerCAConfig", {"issuingCA": {"cert": bundle.crt("k8s"), "key": bundle.key("k8s")}}))
+    else:
+        docs.append(typed("KubeAPIServerCAConfig", {"acceptedCAs": [bundle.crt("k8s")]}))
+    if cluster["kubePrism"]["enabled"]:
+        docs.append(typed("KubePrismConfig", {"port": cluster["kubePrism"]["port"]}))
+    if controlplane:
+        docs.append(typed("KubeAggregatorCAConfig", {"issuingCA": {"cert": bundle.crt("k8saggregator"), "key": bundle.key("k8saggregator")}}))
+        docs.append(typed("KubeAdmissionControlConfig", {"configuration": pod_security()}, name="PodSecurity"))
+        docs.append(typed("KubeAuditPolicyConfig", {"configuration": audit_policy()}))
+        docs.append(typed("KubeAuthenticationConfig", {"configuration": {
+            "anonymous": {"conditions": [{"path": "/livez"}, {"path": "/readyz"}, {"path": "/healthz"}], "enabled": True},
+            "jwt": [],
+        }}))
+        docs.append(typed("KubeAuthorizerConfig", {"type": "Node"}, name="node"))
+        docs.append(typed("KubeAuthorizerConfig", {"type": "RBAC"}, name="rbac"))
+        docs.append(typed("KubeEtcdEncryptionConfig", {"config": {"resources": [{
+            "providers": [{"secretbox": {"keys": [{"name": "key2", "secret": bundle.secretbox_secret.reveal()}]}}],
+            "resources": ["secrets"],
+        }]}}))
+        docs.append(typed("KubeServiceAccountConfig", {"issuer": {"privateKey": bundle.key("k8sserviceaccount"), "issuerURL": cluster["endpoint"]}}))
+        api = {"image": _image("kube-apiserver", version)}
+        if cluster["certSANs"]:
+            api["certExtraSANs"] = list(cluster["certSANs"])
+        docs.append(typed("KubeAPIServerConfig", api))
+        docs.append(typed("KubeControllerManagerConfig", {"image": _image("kube-controller-manager", version)}))
+        docs.append(typed("KubeSchedulerConfig", {"image": _image("kube-scheduler", version), "config": {}}))
+        proxy = {}
+        if cluster["cni"]["kubeProxy"] == "replaced":
+            proxy["enabled"] = False
+        proxy["image"] = _image("kube-proxy", version)
+        proxy["config"] = {}
+        docs.append(typed("KubeProxyConfig", proxy))
+        if talos_cni == "default":
+            docs.append(typed("KubeFlannelCNIConfig", {"backendType": "vxlan", "backendPort": 4789}))
+        docs.append(typed("KubeCoreDNSConfig", {"enabled": True}))
+        if talos_cni == "custom":
+            urls = cluster["cni"]["unmanaged"]["urls"]
+            if len(urls) != 1:
+                raise ConfigError("contract v1.14 renders one custom CNI manifest URL (KubeExternalManifestConfig custom-cni), not %d" % len(urls))
+            docs.append(typed("KubeExternalManifestConfig", {"url": urls[0]}, name="custom-cni"))
+    docs.extend(flagged)
+    docs.extend(typed("KernelModuleConfig", name=name) for name in cluster["kernelModules"])
+    if controlplane:
+        docs.extend(typed("KubeInlineManifestConfig", {"manifest": item["contents"]}, name=item["name"]) for item in cluster["inlineManifests"])
+    return docs

@@ -1,0 +1,420 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The cluster's secrets bundle, as ``talosctl gen secrets`` writes it.
+
+Generate (cryptography), recover from a control plane's config (what machinery's
+``secrets.NewBundleFromConfig`` does), validate, and write with mode 0600. Every secret value is
+held in a ``Secret`` (redacted in str, repr and JSON), so a bundle is never printed by accident.
+
+Key types and PEM labels are machinery's: os Ed25519 (``ED25519 PRIVATE KEY``, PKCS#8 inside),
+etcd, Kubernetes and aggregator ECDSA P-256 (``EC PRIVATE KEY``, SEC1), service account RSA 4096
+(``RSA PRIVATE KEY``, PKCS#1). CA certificates are valid ten years with the subjects O=talos,
+O=etcd, O=kubernetes and an empty subject for the aggregator CA.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import binascii
+import datetime
+import hashlib
+import os
+import re
+import secrets as pysecrets
+import string
+import tempfile
+
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, yamlio
+from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+from ansible_collections.maesh.ichor.plugins.module_utils.talos.errors import Secret
+
+try:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    HAS_CRYPTOGRAPHY = True
+except ImportError:  # pragma: no cover - exercised only without cryptography
+    HAS_CRYPTOGRAPHY = False
+
+TOKEN = re.compile(r"^[a-z0-9]{6}\.[a-z0-9]{16}$")
+CA_NAMES = ("os", "etcd", "k8s", "k8saggregator")
+CERT_ORDER = ("etcd", "k8s", "k8saggregator", "k8sserviceaccount", "os")
+SUBJECTS = {"os": "talos", "etcd": "etcd", "k8s": "kubernetes", "k8saggregator": None}
+KEY_TYPES = {"os": "Ed25519", "etcd": "ECDSA", "k8s": "ECDSA", "k8saggregator": "ECDSA", "k8sserviceaccount": "RSA"}
+CA_VALIDITY = datetime.timedelta(days=3650)
+
+
+def _require_crypto():
+    if not HAS_CRYPTOGRAPHY:
+        raise ConfigError("the python 'cryptography' library is required for secrets bundles (pip install cryptography)")
+
+
+def b64(text):
+    return base64.b64encode(text.encode("ascii")).decode("ascii")
+
+
+def unb64(value, what):
+    try:
+        return base64.b64decode(str(value), validate=True).decode("ascii")
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise ConfigError("the secrets bundle field %s is not base64 PEM" % what)
+
+
+def _reveal(value):
+    return value.reveal() if isinstance(value, Secret) else value
+
+
+class Bundle:
+    """The secrets bundle. Certificates are PEM text; everything secret is a Secret."""
+
+    def __init__(self, cluster_id, cluster_secret, bootstrap_token, secretbox_secret, trustd_token, certs):
+        self.cluster_id = Secret(_reveal(cluster_id))
+        self.cluster_secret = Secret(_reveal(cluster_secret))
+        self.bootstrap_token = Secret(_reveal(bootstrap_token))
+        self.secretbox_secret = Secret(_reveal(secretbox_secret))
+        self.trustd_token = Secret(_reveal(trustd_token))
+        # certs: name -> {"crt": PEM or None, "key": Secret(PEM)}
+        self.certs = {}
+        for name in CERT_ORDER:
+            pair = certs.get(name) or {}
+            self.certs[name] = {"crt": pair.get("crt"), "key": Secret(_reveal(pair.get("key")))}
+
+    def __repr__(self):
+        return "Bundle(<redacted>)"
+
+    __str__ = __repr__
+
+    def crt(self, name):
+        return self.certs[name]["crt"]
+
+    def key(self, name):
+        return self.certs[name]["key"].reveal()
+
+    def to_object(self):
+        """The bundle as ``talosctl gen secrets`` writes it (base64 PEM), secrets revealed."""
+        certs = {}
+        for name in CERT_ORDER:
+            pair = {}
+            if name != "k8sserviceaccount":
+                pair["crt"] = b64(self.crt(name))
+            pair["key"] = b64(self.key(name))
+            certs[name] = pair
+        return {
+            "cluster": {"id": self.cluster_id.reveal(), "secret": self.cluster_secret.reveal()},
+            "secrets": {
+                "bootstraptoken": self.bootstrap_token.reveal(),
+                "secretboxencryptionsecret": self.secretbox_secret.reveal(),
+            },
+            "trustdinfo": {"token": self.trustd_token.reveal()},
+            "certs": certs,
+        }
+
+    def to_yaml(self):
+        return yamlio.dump(self.to_object())
+
+    def fingerprint(self):
+        """Identify the cluster without revealing anything: the SHA-256 of the Talos CA certificate."""
+        return hashlib.sha256((self.crt("os") or "").encode("ascii")).hexdigest()[:16]
+
+    def __eq__(self, other):
+        return isinstance(other, Bundle) and self.to_object() == other.to_object()
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = None
+
+
+def from_object(obj):
+    """Bundle from the parsed YAML of a secrets file; one line on any missing field."""
+    if not isinstance(obj, dict):
+        raise ConfigError("the secrets bundle is not a YAML mapping")
+
+    def need(path):
+        value = documents.get_path(obj, path)
+        if value in (None, ""):
+            raise ConfigError("the secrets bundle has no %s" % path)
+        return value
+
+    certs = {}
+    for name in CERT_ORDER:
+        pair = {"key": unb64(need("certs.%s.key" % name), "certs.%s.key" % name)}
+        if name != "k8sserviceaccount":
+            pair["crt"] = unb64(need("certs.%s.crt" % name), "certs.%s.crt" % name)
+        certs[name] = pair
+    return Bundle(
+        str(need("cluster.id")), str(need("cluster.secret")), str(need("secrets.bootstraptoken")),
+        str(need("secrets.secretboxencryptionsecret")), str(need("trustdinfo.token")), certs,
+    )
+
+
+def parse(text):
+    try:
+        obj = yamlio.load_one(text)
+    except ConfigError:
+        raise ConfigError("the secrets bundle is not valid YAML")
+    return from_object(obj)
+
+
+def load(path):
+    """Read and parse a bundle file (not validated: call validate())."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except (IOError, OSError) as exc:
+        raise ConfigError("cannot read the secrets bundle %s: %s" % (path, exc.strerror or exc))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError("the secrets bundle %s is not text" % path)
+    try:
+        return parse(text)
+    except ConfigError as exc:
+        raise ConfigError("%s (%s)" % (exc, path))
+
+
+def write(bundle, path):
+    """Write the bundle with mode 0600 (atomically: temp file in the same directory, then rename)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o700)
+    data = bundle.to_yaml().encode("utf-8")
+    handle, tmp = tempfile.mkstemp(prefix=".secrets-", dir=directory)
+    try:
+        os.fchmod(handle, 0o600)
+        os.write(handle, data)
+        os.fsync(handle)
+        os.close(handle)
+        handle = None
+        os.rename(tmp, path)
+        os.chmod(path, 0o600)
+    finally:
+        if handle is not None:
+            os.close(handle)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+# ---------------------------------------------------------------------------- generate
+
+
+def _token(rand=None):
+    alphabet = string.ascii_lowercase + string.digits
+    choice = (rand or pysecrets.SystemRandom()).choice
+    return "%s.%s" % ("".join(choice(alphabet) for i in range(6)), "".join(choice(alphabet) for i in range(16)))
+
+
+def _random_b64(size=32):
+    return base64.b64encode(os.urandom(size)).decode("ascii")
+
+
+def _key_pem(name, key):
+    if name == "os":
+        der = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        body = base64.encodebytes(der).decode("ascii").replace("\n", "")
+        lines = [body[i:i + 64] for i in range(0, len(body), 64)]
+        return "-----BEGIN ED25519 PRIVATE KEY-----\n%s\n-----END ED25519 PRIVATE KEY-----\n" % "\n".join(lines)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()).decode("ascii")
+
+
+def _new_key(name):
+    if name == "os":
+        return ed25519.Ed25519PrivateKey.generate()
+    if name == "k8sserviceaccount":
+        return rsa.generate_private_key(public_exponent=65537, key_size=4096)
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _new_ca(name, key, now):
+    org = SUBJECTS[name]
+    subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, org)] if org else [])
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject).issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now).not_valid_after(now + CA_VALIDITY)
+        .add_extension(x509.KeyUsage(True, False, False, False, False, True, False, False, False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+    )
+    algorithm = None if name == "os" else hashes.SHA256()
+    cert = builder.sign(key, algorithm)
+    return cert.public_bytes(serialization.Encoding.PEM).decode("ascii")
+
+
+def generate(now=None):
+    """A new bundle with fresh CAs, keys, cluster ID and secret, tokens and the secretbox secret."""
+    _require_crypto()
+    now = now or datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    certs = {}
+    for name in CERT_ORDER:
+        key = _new_key(name)
+        pair = {"key": _key_pem(name, key)}
+        if name in CA_NAMES:
+            pair["crt"] = _new_ca(name, key, now)
+        certs[name] = pair
+    return Bundle(_random_b64(), _random_b64(), _token(), _random_b64(), _token(), certs)
+
+
+# ---------------------------------------------------------------------------- validate
+
+
+def _load_key(name, pem):
+    text = pem
+    if name == "os" and "BEGIN ED25519 PRIVATE KEY" in pem:
+        text = pem.replace("ED25519 PRIVATE KEY", "PRIVATE KEY")
+    try:
+        return serialization.load_pem_private_key(text.encode("ascii"), password=None)
+    except (ValueError, TypeError):
+        raise ConfigError("the secrets bundle key certs.%s.key is not a valid PEM private key" % name)
+
+
+def _key_type(key):
+    if isinstance(key, ed25519.Ed25519PrivateKey):
+        return "Ed25519"
+    if isinstance(key, ec.EllipticCurvePrivateKey):
+        return "ECDSA"
+    if isinstance(key, rsa.RSAPrivateKey):
+        return "RSA"
+    return type(key).__name__
+
+
+def _public_raw(public):
+    return public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def validate(bundle, contract=None):
+    """Check every field of the bundle; one line naming the first problem. Returns the bundle."""
+    _require_crypto()
+    for attr, what in (("bootstrap_token", "secrets.bootstraptoken"), ("trustd_token", "trustdinfo.token")):
+        if not TOKEN.match(getattr(bundle, attr).reveal() or ""):
+            raise ConfigError("the secrets bundle field %s is not a token of the form <6>.<16>" % what)
+    for attr, what in (("cluster_id", "cluster.id"), ("cluster_secret", "cluster.secret"),
+                       ("secretbox_secret", "secrets.secretboxencryptionsecret")):
+        value = getattr(bundle, attr).reveal() or ""
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            try:
+                raw = base64.urlsafe_b64decode(value.encode("ascii"))
+            except (binascii.Error, ValueError):
+                raise ConfigError("the secrets bundle field %s is not base64" % what)
+        if len(raw) != 32:
+            raise ConfigError("the secrets bundle field %s is not 32 bytes" % what)
+    for name in CERT_ORDER:
+        key_pem = bundle.key(name)
+        if not key_pem:
+            raise ConfigError("the secrets bundle has no certs.%s.key" % name)
+        key = _load_key(name, key_pem)
+        if _key_type(key) != KEY_TYPES[name]:
+            raise ConfigError("the secrets bundle key certs.%s.key is %s, expected %s" % (name, _key_type(key), KEY_TYPES[name]))
+        if name == "k8sserviceaccount":
+            continue
+        try:
+            cert = x509.load_pem_x509_certificate((bundle.crt(name) or "").encode("ascii"))
+        except ValueError:
+            raise ConfigError("the secrets bundle certificate certs.%s.crt is not a valid PEM certificate" % name)
+        if _public_raw(cert.public_key()) != _public_raw(key.public_key()):
+            raise ConfigError("the secrets bundle key certs.%s.key does not belong to certs.%s.crt" % (name, name))
+        try:
+            constraints = cert.extensions.get_extension_for_class(x509.BasicConstraints).value
+        except x509.ExtensionNotFound:
+            constraints = None
+        if constraints is None or not constraints.ca:
+            raise ConfigError("the secrets bundle certificate certs.%s.crt is not a CA" % name)
+    if contract is not None:
+        contracts.get(str(contract))
+    return bundle
+
+
+# ---------------------------------------------------------------------------- recover
+
+
+def from_config(docs):
+    """Recover the bundle from a control plane's config (machinery's NewBundleFromConfig)."""
+    legacy = documents.find(docs, documents.LEGACY)
+    if legacy is None:
+        raise ConfigError("the machine config has no v1alpha1 document, so no secrets can be recovered from it")
+    body = legacy.body
+    machine_type = documents.get_path(body, "machine.type")
+    if machine_type not in ("controlplane", "init"):
+        raise ConfigError("the machine config is a %s's; only a control plane's config holds the whole secrets bundle" % (machine_type or "unknown machine"))
+
+    def need(value, what):
+        if value in (None, ""):
+            raise ConfigError("the control plane config has no %s, so the secrets bundle cannot be recovered" % what)
+        return value
+
+    def legacy_pair(path):
+        return {"crt": unb64(need(documents.get_path(body, path + ".crt"), path + ".crt"), path + ".crt"),
+                "key": unb64(need(documents.get_path(body, path + ".key"), path + ".key"), path + ".key")}
+
+    certs = {"os": legacy_pair("machine.ca"), "etcd": legacy_pair("cluster.etcd.ca")}
+    identity = documents.find(docs, "DiscoveryIdentityConfig")
+    if identity is not None:
+        cluster_id = need(identity.body.get("clusterID"), "DiscoveryIdentityConfig clusterID")
+        cluster_secret = need(identity.body.get("clusterSecret"), "DiscoveryIdentityConfig clusterSecret")
+    else:
+        cluster_id = need(documents.get_path(body, "cluster.id"), "cluster.id")
+        cluster_secret = need(documents.get_path(body, "cluster.secret"), "cluster.secret")
+
+    ca_doc = documents.find(docs, "KubeAPIServerCAConfig")
+    if ca_doc is not None:
+        certs["k8s"] = {"crt": need(documents.get_path(ca_doc.body, "issuingCA.cert"), "KubeAPIServerCAConfig issuingCA.cert"),
+                        "key": need(documents.get_path(ca_doc.body, "issuingCA.key"), "KubeAPIServerCAConfig issuingCA.key")}
+    else:
+        certs["k8s"] = legacy_pair("cluster.ca")
+    agg_doc = documents.find(docs, "KubeAggregatorCAConfig")
+    if agg_doc is not None:
+        certs["k8saggregator"] = {"crt": need(documents.get_path(agg_doc.body, "issuingCA.cert"), "KubeAggregatorCAConfig issuingCA.cert"),
+                                  "key": need(documents.get_path(agg_doc.body, "issuingCA.key"), "KubeAggregatorCAConfig issuingCA.key")}
+    else:
+        certs["k8saggregator"] = legacy_pair("cluster.aggregatorCA")
+    sa_doc = documents.find(docs, "KubeServiceAccountConfig")
+    if sa_doc is not None:
+        certs["k8sserviceaccount"] = {"key": need(documents.get_path(sa_doc.body, "issuer.privateKey"), "KubeServiceAccountConfig issuer.privateKey")}
+    else:
+        path = "cluster.serviceAccount.key"
+        certs["k8sserviceaccount"] = {"key": unb64(need(documents.get_path(body, path), path), path)}
+    enc_doc = documents.find(docs, "KubeEtcdEncryptionConfig")
+    if enc_doc is not None:
+        secretbox = _secretbox_from_encryption(enc_doc.body)
+    else:
+        secretbox = need(documents.get_path(body, "cluster.secretboxEncryptionSecret"), "cluster.secretboxEncryptionSecret")
+    return Bundle(
+        str(cluster_id), str(cluster_secret),
+        str(need(documents.get_path(body, "cluster.token"), "cluster.token")),
+        str(secretbox),
+        str(need(documents.get_path(body, "machine.token"), "machine.token")),
+        certs,
+    )
+
+
+def _secretbox_from_encryption(body):
+    for resource in documents.get_path(body, "config.resources") or []:
+        for provider in resource.get("providers") or []:
+            for key in documents.get_path(provider, "secretbox.keys") or []:
+                if key.get("name") == "key2" and key.get("secret"):
+                    return key["secret"]
+    raise ConfigError("the KubeEtcdEncryptionConfig has no secretbox key key2, so the secrets bundle cannot be recovered")
+
+
+def same_cluster(bundle, docs):
+    """None when the bundle's Talos CA is the config's; else one line saying it is another cluster's."""
+    legacy = documents.find(docs, documents.LEGACY)
+    live_ca = documents.get_path(legacy.body, "machine.ca.crt") if legacy is not None else None
+    if not live_ca:
+        return "the live config has no machine.ca, so the secrets bundle cannot be checked against it"
+    try:
+        live_pem = unb64(live_ca, "machine.ca.crt")
+    except ConfigError:
+        return "the live config's machine.ca.crt is not base64 PEM"
+    if live_pem.strip() != (bundle.crt("os") or "").strip():
+        return "the secrets bundle belongs to another cluster: its Talos CA is not the one in the live config"
+    return None

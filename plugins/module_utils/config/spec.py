@@ -1,0 +1,256 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The cluster spec and the machine spec the renderer takes: shape, defaults and checks.
+
+Cluster spec (camelCase, as the TalosCluster CRD names things)::
+
+    name: prod                          # required
+    endpoint: https://api.prod:6443     # required
+    kubernetesVersion: 1.37.0           # required ("v" prefix accepted)
+    talosVersion: v1.14.1               # the installer image tag when machine.install.image is unset
+    versionContract: v1.14              # v1.12, v1.13 or v1.14 (default: talosVersion's)
+    network: {dnsDomain: cluster.local, podSubnets: [10.244.0.0/16], serviceSubnets: [10.96.0.0/12]}
+    cni:
+      preset: cilium | unmanaged        # cilium: no Talos CNI (cni none / no flannel); Ichor runs Cilium
+      unmanaged: {talosCNI: default | none | custom, urls: []}   # only with preset unmanaged
+      kubeProxy: enabled | replaced     # replaced = kube-proxy disabled in Talos
+    kubePrism: {enabled: true, port: 7445}
+    registries: [{host: docker.io, endpoints: [https://...], overridePath: false, skipFallback: false}]
+    certSANs: []                        # machine.certSANs and the API server's SANs, one list
+    sysctls: {}                         # captured as patches (SysctlConfig / machine.sysctls)
+    kernelModules: []                   # captured as patches (KernelModuleConfig / machine.kernel.modules)
+    inlineManifests: [{name, contents}] # control planes only; a Cilium entry is Ichor-owned (class B)
+
+``talosCNI: custom`` (manifest URLs) and non-Cilium ``inlineManifests`` render faithfully, so a config
+that has them can be reproduced, but adoption classes them C (unrepresentable) all the same.
+
+Machine spec::
+
+    role: controlplane | worker         # required
+    hostname: null                      # null: HostnameConfig auto: stable
+    install: {disk: /dev/sda, image: null, wipe: false}   # image default ghcr.io/siderolabs/installer:<talosVersion>
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import re
+
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, yamlio
+from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+
+DEFAULT_POD_SUBNETS = ["10.244.0.0/16"]
+DEFAULT_SERVICE_SUBNETS = ["10.96.0.0/12"]
+DEFAULT_KUBEPRISM_PORT = 7445
+INSTALLER = "ghcr.io/siderolabs/installer"
+
+_K8S = re.compile(r"^v?(\d+\.\d+\.\d+)$")
+_HOST = re.compile(r"^[A-Za-z0-9.:_*-]+$")
+
+
+def _list(value, what):
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError("%s must be a list" % what)
+    return list(value)
+
+
+def _bool(value, what, default=False):
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    raise ConfigError("%s must be true or false" % what)
+
+
+def cluster(raw):
+    """A normalised copy of a cluster spec with every default filled in; one line on bad input."""
+    if not isinstance(raw, dict):
+        raise ConfigError("the cluster spec must be a mapping")
+    raw = copy.deepcopy(raw)
+    out = {}
+    for field in ("name", "endpoint", "kubernetesVersion"):
+        if not raw.get(field):
+            raise ConfigError("the cluster spec has no %s" % field)
+    out["name"] = str(raw["name"])
+    endpoint = str(raw["endpoint"])
+    if not endpoint.startswith("https://"):
+        raise ConfigError("cluster endpoint %r must be an https:// URL" % endpoint)
+    out["endpoint"] = endpoint
+    match = _K8S.match(str(raw["kubernetesVersion"]))
+    if not match:
+        raise ConfigError("kubernetesVersion %r is not a version X.Y.Z" % raw["kubernetesVersion"])
+    out["kubernetesVersion"] = match.group(1)
+    out["talosVersion"] = raw.get("talosVersion")
+    contract = raw.get("versionContract") or raw.get("talosVersion")
+    if not contract:
+        raise ConfigError("the cluster spec has neither versionContract nor talosVersion")
+    out["versionContract"] = contracts.get(contract).name
+
+    network = raw.get("network") or {}
+    out["network"] = {
+        "dnsDomain": network.get("dnsDomain") or "cluster.local",
+        "podSubnets": _list(network.get("podSubnets"), "network.podSubnets") or list(DEFAULT_POD_SUBNETS),
+        "serviceSubnets": _list(network.get("serviceSubnets"), "network.serviceSubnets") or list(DEFAULT_SERVICE_SUBNETS),
+    }
+
+    cni = raw.get("cni") or {}
+    preset = cni.get("preset")
+    if preset not in ("cilium", "unmanaged"):
+        raise ConfigError("cni.preset must be cilium or unmanaged (flannel and custom are not presets)")
+    kube_proxy = cni.get("kubeProxy") or "enabled"
+    if kube_proxy not in ("enabled", "replaced"):
+        raise ConfigError("cni.kubeProxy must be enabled or replaced")
+    unmanaged = cni.get("unmanaged") or {}
+    if preset == "cilium" and unmanaged:
+        raise ConfigError("cni.unmanaged applies only to preset unmanaged")
+    talos = unmanaged.get("talosCNI") or "default"
+    if talos not in ("default", "none", "custom"):
+        raise ConfigError("cni.unmanaged.talosCNI must be default, none or custom")
+    urls = [str(url) for url in _list(unmanaged.get("urls"), "cni.unmanaged.urls")]
+    if talos == "custom" and not urls:
+        raise ConfigError("cni.unmanaged.talosCNI custom needs urls")
+    if talos != "custom" and urls:
+        raise ConfigError("cni.unmanaged.urls needs talosCNI custom")
+    out["cni"] = {"preset": preset, "kubeProxy": kube_proxy}
+    if preset == "unmanaged":
+        out["cni"]["unmanaged"] = {"talosCNI": talos, "urls": urls}
+
+    prism = raw.get("kubePrism") or {}
+    enabled = _bool(prism.get("enabled"), "kubePrism.enabled", True)
+    port = int(prism.get("port") or DEFAULT_KUBEPRISM_PORT)
+    if not 0 < port < 65536:
+        raise ConfigError("kubePrism.port %r is not a port" % port)
+    out["kubePrism"] = {"enabled": enabled, "port": port if enabled else 0}
+
+    registries = []
+    hosts = set()
+    for index, entry in enumerate(_list(raw.get("registries"), "registries")):
+        if not isinstance(entry, dict) or not entry.get("host"):
+            raise ConfigError("registries[%d] has no host" % index)
+        host = str(entry["host"])
+        if not _HOST.match(host) or host in hosts:
+            raise ConfigError("registries[%d] host %r is invalid or repeated" % (index, host))
+        hosts.add(host)
+        endpoints = [str(url) for url in _list(entry.get("endpoints"), "registries[%d].endpoints" % index)]
+        if not endpoints:
+            raise ConfigError("registries[%d] (%s) has no endpoints" % (index, host))
+        for key in entry:
+            if key not in ("host", "endpoints", "overridePath", "skipFallback"):
+                raise ConfigError("registries[%d] (%s) has an unknown field %s (credentials use authSecretRef, not this spec)" % (index, host, key))
+        registries.append({
+            "host": host, "endpoints": endpoints,
+            "overridePath": _bool(entry.get("overridePath"), "registries[%d].overridePath" % index),
+            "skipFallback": _bool(entry.get("skipFallback"), "registries[%d].skipFallback" % index),
+        })
+    out["registries"] = sorted(registries, key=lambda item: item["host"])
+    out["certSANs"] = [str(san) for san in _list(raw.get("certSANs"), "certSANs")]
+    sysctls = raw.get("sysctls") or {}
+    if not isinstance(sysctls, dict):
+        raise ConfigError("sysctls must be a mapping")
+    out["sysctls"] = dict((str(key), str(value)) for key, value in sorted(sysctls.items()))
+    out["kernelModules"] = [str(name) for name in _list(raw.get("kernelModules"), "kernelModules")]
+    manifests = []
+    for index, entry in enumerate(_list(raw.get("inlineManifests"), "inlineManifests")):
+        if not isinstance(entry, dict) or not entry.get("name") or "contents" not in entry:
+            raise ConfigError("inlineManifests[%d] needs name and contents" % index)
+        manifests.append({"name": str(entry["name"]), "contents": str(entry["contents"])})
+    out["inlineManifests"] = manifests
+    unknown = set(raw) - set(out) - {"discovery"}
+    if unknown:
+        raise ConfigError("the cluster spec has unknown fields: %s" % ", ".join(sorted(unknown)))
+    return out
+
+
+def machine(raw, cluster_spec):
+    """A normalised copy of a machine spec with defaults; one line on bad input."""
+    if not isinstance(raw, dict):
+        raise ConfigError("the machine spec must be a mapping")
+    role = raw.get("role")
+    if role not in ("controlplane", "worker"):
+        raise ConfigError("machine role must be controlplane or worker")
+    install = raw.get("install") or {}
+    image = install.get("image")
+    if not image:
+        if not cluster_spec.get("talosVersion"):
+            raise ConfigError("machine install.image is unset and the cluster spec has no talosVersion for the default installer")
+        image = "%s:%s" % (INSTALLER, cluster_spec["talosVersion"])
+    hostname = raw.get("hostname")
+    out = {
+        "role": role,
+        "hostname": str(hostname) if hostname else None,
+        "install": {"disk": str(install.get("disk") or "/dev/sda"), "image": str(image), "wipe": _bool(install.get("wipe"), "install.wipe")},
+    }
+    unknown = set(raw) - set(out)
+    if unknown:
+        raise ConfigError("the machine spec has unknown fields: %s" % ", ".join(sorted(unknown)))
+    return out
+
+
+def talos_cni(cluster_spec):
+    """'default', 'none' or 'custom': what the Talos side of the CNI is for this spec."""
+    if cluster_spec["cni"]["preset"] == "cilium":
+        return "none"
+    return cluster_spec["cni"]["unmanaged"]["talosCNI"]
+
+
+def is_cilium_manifest(contents):
+    """A manifest that holds the cilium DaemonSet in kube-system (found by content, not by name)."""
+    try:
+        objs = yamlio.load_all(contents)
+    except ConfigError:
+        return False
+    for obj in objs:
+        if isinstance(obj, dict) and obj.get("kind") == "DaemonSet":
+            meta = obj.get("metadata") or {}
+            if meta.get("name") == "cilium" and meta.get("namespace", "default") == "kube-system":
+                return True
+    return False
+
+
+def from_gen_options(case):
+    """(cluster spec, machine spec without role) from ``talosctl gen config`` options.
+
+    ``case`` has the keys of tests/fixtures/configs/*/case.json: cluster_name, endpoint,
+    kubernetes_version, talos_version, contract, install_disk/image/wipe, cert_sans,
+    registry_mirrors ({host: {endpoints, override_path, skip_fallback}}), sysctls, kernel_modules,
+    kubeprism ({enabled, port}), kube_proxy_disabled, cni ({name: flannel|none|custom, urls}),
+    inline_manifests, pod_subnets, service_subnets, dns_domain. A Cilium inline manifest on
+    ``cni: none`` with KubePrism on 7445 is read as the managed preset; everything else as unmanaged.
+    """
+    cni_name = (case.get("cni") or {}).get("name") or "flannel"
+    manifests = [{"name": item["name"], "contents": item["contents"]} for item in case.get("inline_manifests") or []]
+    prism = case.get("kubeprism") or {"enabled": True, "port": DEFAULT_KUBEPRISM_PORT}
+    cilium = (cni_name == "none" and any(is_cilium_manifest(item["contents"]) for item in manifests)
+              and prism.get("enabled") and int(prism.get("port") or 0) == DEFAULT_KUBEPRISM_PORT)
+    cni = {"preset": "cilium" if cilium else "unmanaged", "kubeProxy": "replaced" if case.get("kube_proxy_disabled") else "enabled"}
+    if not cilium:
+        cni["unmanaged"] = {"talosCNI": {"flannel": "default"}.get(cni_name, cni_name)}
+        if cni_name == "custom":
+            cni["unmanaged"]["urls"] = list((case.get("cni") or {}).get("urls") or [])
+    registries = []
+    for host, entry in sorted((case.get("registry_mirrors") or {}).items()):
+        registries.append({"host": host, "endpoints": list(entry.get("endpoints") or []),
+                           "overridePath": bool(entry.get("override_path")), "skipFallback": bool(entry.get("skip_fallback"))})
+    cluster_spec = {
+        "name": case["cluster_name"],
+        "endpoint": case["endpoint"],
+        "kubernetesVersion": case["kubernetes_version"],
+        "talosVersion": case.get("talos_version"),
+        "versionContract": case.get("contract"),
+        "network": {"dnsDomain": case.get("dns_domain") or "cluster.local",
+                    "podSubnets": list(case.get("pod_subnets") or []), "serviceSubnets": list(case.get("service_subnets") or [])},
+        "cni": cni,
+        "kubePrism": {"enabled": bool(prism.get("enabled")), "port": int(prism.get("port") or 0) or None},
+        "registries": registries,
+        "certSANs": list(case.get("cert_sans") or []),
+        "sysctls": dict(case.get("sysctls") or {}),
+        "kernelModules": list(case.get("kernel_modules") or []),
+        "inlineManifests": manifests,
+    }
+    machine_spec = {"install": {"disk": case.get("install_disk"), "image": case.get("install_image"), "wipe": bool(case.get("install_wipe"))}}
+    return cluster_spec, machine_spec

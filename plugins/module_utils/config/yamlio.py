@@ -1,0 +1,87 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""YAML in and out, in the layout machinery's encoder writes (four-space indent, literal blocks).
+
+PyYAML is optional at import time: module_utils must import without it, and every function that
+needs it raises a ConfigError naming the missing library.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+
+try:
+    import yaml
+    HAS_YAML = True
+    YAML_IMPORT_ERROR = None
+except ImportError as exc:  # pragma: no cover - exercised only without PyYAML
+    yaml = None
+    HAS_YAML = False
+    YAML_IMPORT_ERROR = exc
+
+
+def _require():
+    if not HAS_YAML:
+        raise ConfigError("PyYAML is required for machine configs (pip install pyyaml)")
+
+
+if HAS_YAML:
+    class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # pylint: disable=too-many-ancestors
+        """Safe loader that keeps timestamps and other scalars as Go's YAML would see them."""
+
+    # Go's YAML decodes "2026-01-01" into a string field as the string; do not turn it into a date.
+    _Loader.yaml_implicit_resolvers = {
+        key: [(tag, regexp) for tag, regexp in value if tag != "tag:yaml.org,2002:timestamp"]
+        for key, value in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    class _Dumper(yaml.SafeDumper):  # pylint: disable=too-many-ancestors
+        """Dumper with indented sequences and literal blocks for multi-line strings."""
+
+        def increase_indent(self, flow=False, indentless=False):
+            return super(_Dumper, self).increase_indent(flow, False)
+
+    def _str_representer(dumper, data):
+        if "\n" in data:
+            return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data)
+
+    _Dumper.add_representer(str, _str_representer)
+else:  # pragma: no cover
+    _Loader = None
+    _Dumper = None
+
+
+def load_all(text):
+    """Parse a YAML stream into a list of Python objects (empty documents dropped)."""
+    _require()
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    try:
+        return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = " (line %d)" % (mark.line + 1) if mark is not None else ""
+        raise ConfigError("the machine config is not valid YAML%s: %s" % (where, getattr(exc, "problem", None) or "parse error"))
+
+
+def load_one(text):
+    """Parse a single YAML document."""
+    docs = load_all(text)
+    if len(docs) != 1:
+        raise ConfigError("expected one YAML document, found %d" % len(docs))
+    return docs[0]
+
+
+def dump(obj):
+    """Emit one document (no leading '---')."""
+    _require()
+    return yaml.dump(obj, Dumper=_Dumper, default_flow_style=False, sort_keys=False, indent=4, width=100000, allow_unicode=True)
+
+
+def dump_all(objs):
+    """Emit documents separated by '---' lines, as machinery does."""
+    return "---\n".join(dump(obj) for obj in objs)

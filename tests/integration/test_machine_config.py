@@ -1,0 +1,223 @@
+"""talos_secrets and talos_machine_config through real ansible-playbook runs against the simulated lab.
+
+* talos_secrets recovers the lab cluster's bundle from its control plane (read-only), writes it 0600,
+  keeps it on a second run, says what it would do in check mode and writes nothing then;
+* talos_machine_config applies a rendered config to a machine in maintenance mode (it installs, reboots
+  into it under the bundle's CA and is read back with zero drift), then to the same machine once it is
+  configured (a sysctl: class A, no reboot), and in check mode leaves the machine untouched;
+* bad input (another cluster's bundle, a corrupt bundle file, a contract out of range) fails with one
+  line and applies nothing.
+"""
+
+import json
+import os
+import stat
+
+import pytest
+import yaml
+
+from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, secrets
+from tests.integration.ansible_env import ansible_playbook
+
+pytestmark = [pytest.mark.lab, pytest.mark.modules]
+
+
+def _playbook(tmp_path, tasks, name="play.yml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": False,
+                                     "vars": {"ansible_python_interpreter": "{{ ansible_playbook_python }}"},
+                                     "tasks": tasks}], sort_keys=False))
+    return str(path)
+
+
+def _run(tmp_path, tasks, *args):
+    """Run tasks (each registering r<i>); returns (proc, [registered results])."""
+    out = tmp_path / "results.json"
+    if out.exists():
+        out.unlink()
+    registered = []
+    for index, task in enumerate(tasks):
+        task = dict(task)
+        task["register"] = "r%d" % index
+        task["ignore_errors"] = True
+        registered.append(task)
+    registered.append({"name": "dump", "ansible.builtin.copy": {
+        "content": "{{ [%s] | to_json }}" % ", ".join("r%d" % i for i in range(len(tasks))), "dest": str(out)},
+        "check_mode": False, "diff": False})
+    proc = ansible_playbook("-i", "localhost,", _playbook(tmp_path, registered), *args)
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert out.exists(), proc.stdout + proc.stderr
+    return proc, json.loads(out.read_text())
+
+
+def _conn(lab):
+    return {"talosconfig": lab.talosconfig}
+
+
+def _cluster(version_contract="v1.14", **extra):
+    spec = {"name": "lab", "endpoint": "https://10.5.0.2:6443", "kubernetesVersion": "1.37.0", "talosVersion": "v1.14.1",
+            "versionContract": version_contract, "cni": {"preset": "unmanaged", "unmanaged": {"talosCNI": "default"}}}
+    spec.update(extra)
+    return spec
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    from tests.lab.fixtures import LabProcess
+    lab = LabProcess(str(tmp_path_factory.mktemp("mc-lab")), controlplanes=1, workers=1, additions=[
+        {"name": "fresh", "role": "worker", "version": "v1.14.1", "mode": "maintenance"},
+        {"name": "fresh-cp", "role": "controlplane", "version": "v1.13.9", "mode": "maintenance"}]).start()
+    yield lab
+    lab.stop()
+
+
+@pytest.fixture(scope="module")
+def bundle_path(lab, tmp_path_factory):
+    """A fresh bundle whose Talos CA is the lab's, so the lab's talosconfig is trusted by what it configures.
+
+    (The simulator's own configs hold only the Talos CA, not a whole bundle, so nothing is recovered from them.)
+    """
+    path = tmp_path_factory.mktemp("mc-bundle") / "secrets.yaml"
+    obj = secrets.generate().to_object()
+    key = lab.ca_key_pem
+    key = key.decode() if isinstance(key, bytes) else key
+    crt = lab.ca_pem
+    crt = crt.decode() if isinstance(crt, bytes) else crt
+    if "ED25519" not in key:
+        key = key.replace(" PRIVATE KEY-----", " ED25519 PRIVATE KEY-----")
+    obj["certs"]["os"] = {"crt": secrets.b64(crt), "key": secrets.b64(key)}
+    bundle = secrets.validate(secrets.from_object(obj))
+    secrets.write(bundle, str(path))
+    return str(path)
+
+
+def _mc(lab, bundle_path, node, cluster, machine, **extra):
+    args = dict(_conn(lab), node=node, secrets=bundle_path, cluster=cluster, machine=machine, wait_timeout=30)
+    args.update(extra)
+    return {"maesh.ichor.talos_machine_config": args}
+
+
+def test_apply_maintenance_then_configured_and_check_mode(lab, bundle_path, tmp_path):
+    addr = lab.address("fresh")
+    machine = {"role": "worker", "hostname": "fresh-1", "install": {"disk": "/dev/vda"}}
+    before = lab.machine("fresh")
+    assert before["mode"] == "maintenance"
+
+    # check mode on a maintenance machine: a plan, nothing applied
+    proc, res = _run(tmp_path, [_mc(lab, bundle_path, addr, _cluster(), machine, maintenance=True)], "--check", "--diff")
+    assert res[0]["changed"] and res[0]["apply_mode"] == "maintenance" and not res[0].get("failed"), res[0]
+    assert lab.machine("fresh")["mode"] == "maintenance"
+    assert "PRIVATE KEY" not in proc.stdout
+
+    # apply in maintenance: installs, reboots into the config, read back with zero drift
+    proc, res = _run(tmp_path, [_mc(lab, bundle_path, addr, _cluster(), machine, maintenance=True)])
+    assert not res[0].get("failed"), res[0]
+    assert res[0]["verified"] and res[0]["drift"]["zero"]
+    after = lab.machine("fresh")
+    assert after["mode"] == "configured" and after["hostname"] == "fresh-1"
+    configured = after["machine_config"]
+
+    # configured: same spec is zero drift, nothing applied
+    proc, res = _run(tmp_path, [_mc(lab, bundle_path, addr, _cluster(), machine)])
+    assert not res[0]["changed"] and res[0]["drift"]["zero"], res[0]
+
+    # check mode with a change: plan + masked diff, machine untouched
+    changed = _cluster(sysctls={"vm.max_map_count": "262144"})
+    proc, res = _run(tmp_path, [_mc(lab, bundle_path, addr, changed, machine)], "--check", "--diff")
+    assert res[0]["changed"] and res[0]["apply_mode"] == "no_reboot", res[0]
+    assert [d["path"] for d in res[0]["drift"]["A"]] == ["SysctlConfig:", "SysctlConfig:params.vm.max_map_count"]
+    assert res[0]["diff"]["after"].count("<redacted>") >= 3 and "PRIVATE KEY" not in json.dumps(res[0])
+    assert lab.machine("fresh")["machine_config"] == configured
+
+    # apply the class A change: no reboot, read back with zero drift
+    proc, res = _run(tmp_path, [_mc(lab, bundle_path, addr, changed, machine)])
+    assert res[0]["changed"] and res[0]["verified"] and res[0]["apply_mode"] == "no_reboot", res[0]
+    assert "vm.max_map_count" in lab.machine("fresh")["machine_config"]
+
+    # a control plane at contract v1.13 (legacy form) from maintenance, for the recovery test below
+    cp = lab.address("fresh-cp")
+    proc, res = _run(tmp_path, [_mc(lab, bundle_path, cp, _cluster("v1.13", talosVersion="v1.13.9", kubernetesVersion="1.36.3"),
+                                    {"role": "controlplane"}, maintenance=True)])
+    assert not res[0].get("failed") and res[0]["verified"], res[0]
+    assert lab.machine("fresh-cp")["mode"] == "configured"
+
+
+def test_class_b_needs_consent(lab, bundle_path, tmp_path):
+    """fresh-cp (v1.13, legacy form, flannel, kube-proxy on) moved to the managed Cilium preset: class B."""
+    cp = lab.address("fresh-cp")
+    before = lab.machine("fresh-cp")["machine_config"]
+    managed = _cluster("v1.13", talosVersion="v1.13.9", kubernetesVersion="1.36.3", cni={"preset": "cilium", "kubeProxy": "replaced"})
+    proc, res = _run(tmp_path, [_mc(lab, bundle_path, cp, managed, {"role": "controlplane"})])
+    assert res[0]["failed"] and "need consent" in res[0]["msg"] and "\n" not in res[0]["msg"], res[0]
+    assert sorted(d["path"] for d in res[0]["drift"]["B"]) == ["v1alpha1:cluster.network.cni.name", "v1alpha1:cluster.proxy.disabled"]
+    assert lab.machine("fresh-cp")["machine_config"] == before
+    proc, res = _run(tmp_path, [_mc(lab, bundle_path, cp, managed, {"role": "controlplane"}, accept_class_b=True)])
+    assert res[0]["changed"] and res[0]["verified"] and res[0]["apply_mode"] == "no_reboot", res[0]
+    assert "name: none" in lab.machine("fresh-cp")["machine_config"]
+
+
+def test_configured_lab_machine_check_mode_untouched(lab, bundle_path, tmp_path):
+    addr = lab.address("worker-1")
+    before = lab.machine("worker-1")["machine_config"]
+    spec = _cluster()
+    spec.pop("versionContract")
+    proc, res = _run(tmp_path, [_mc(lab, bundle_path, addr, spec, {"role": "worker"})], "--check", "--diff")
+    assert not res[0].get("failed"), res[0]
+    assert sorted(res[0]["probe"]) == ["v1.12", "v1.13", "v1.14"]
+    assert res[0]["drift"]["counts"]["C"] > 0  # the lab's own config is not a talosctl one
+    assert lab.machine("worker-1")["machine_config"] == before
+    # without check mode a class C drift applies nothing
+    proc, res = _run(tmp_path, [_mc(lab, bundle_path, addr, spec, {"role": "worker"})])
+    assert res[0]["failed"] and "class C" in res[0]["msg"] and "\n" not in res[0]["msg"]
+    assert lab.machine("worker-1")["machine_config"] == before
+
+
+def test_bad_input_one_line_nothing_applied(lab, bundle_path, tmp_path):
+    addr = lab.address("worker-1")
+    before = lab.machine("worker-1")["machine_config"]
+    other = tmp_path / "other.yaml"
+    secrets.write(secrets.generate(), str(other))
+    corrupt = tmp_path / "corrupt.yaml"
+    corrupt.write_text("cluster: {id: [\n")
+    tasks = [
+        _mc(lab, str(other), addr, _cluster(), {"role": "worker"}),
+        _mc(lab, str(corrupt), addr, _cluster(), {"role": "worker"}),
+        _mc(lab, bundle_path, addr, _cluster(version_contract="v1.11"), {"role": "worker"}),
+        _mc(lab, bundle_path, addr, _cluster(version_contract="v1.15"), {"role": "worker"}),
+    ]
+    proc, res = _run(tmp_path, tasks)
+    messages = [r.get("msg", "") for r in res]
+    assert all(r.get("failed") for r in res), res
+    assert all(m and "\n" not in m for m in messages), messages
+    assert "another cluster" in messages[0]
+    assert "not valid YAML" in messages[1]
+    assert "older than the oldest supported (v1.12)" in messages[2]
+    assert "newer than the newest supported (v1.14)" in messages[3]
+    assert lab.machine("worker-1")["machine_config"] == before
+
+
+def test_secrets_recover_keep_and_check_mode(lab, bundle_path, tmp_path):
+    path = tmp_path / "bundle" / "secrets.yaml"
+    cp = lab.address("fresh-cp")  # configured by test_apply_maintenance_then_configured_and_check_mode
+    task = {"maesh.ichor.talos_secrets": dict(_conn(lab), path=str(path), source="recover", node=cp)}
+    proc, res = _run(tmp_path, [task], "--check")
+    assert not res[0].get("failed"), res[0]
+    assert res[0]["changed"] and res[0]["action"] == "recovered" and not path.exists()
+    assert "would recover" in res[0]["plan"][0]
+    proc, res = _run(tmp_path, [task, task])
+    assert proc.returncode == 0, proc.stdout
+    assert [r["changed"] for r in res] == [True, False]
+    assert [r["action"] for r in res] == ["recovered", "kept"]
+    assert stat.S_IMODE(os.stat(str(path)).st_mode) == 0o600
+    bundle = secrets.validate(secrets.load(str(path)))
+    assert bundle == secrets.load(bundle_path)
+    for value in (bundle.trustd_token.reveal(), bundle.cluster_secret.reveal()):
+        assert value not in proc.stdout + proc.stderr
+    # generate: a new file; a corrupt file is never overwritten
+    new = tmp_path / "new.yaml"
+    corrupt = tmp_path / "corrupt.yaml"
+    corrupt.write_text("certs: [broken\n")
+    proc, res = _run(tmp_path, [{"maesh.ichor.talos_secrets": {"path": str(new)}},
+                                {"maesh.ichor.talos_secrets": {"path": str(corrupt)}}])
+    assert res[0]["action"] == "generated" and secrets.validate(secrets.load(str(new)))
+    assert res[1]["failed"] and "\n" not in res[1]["msg"] and corrupt.read_text() == "certs: [broken\n"

@@ -1,0 +1,416 @@
+"""The machine-config engine (plugins/module_utils/config) over every fixture that real Talos code made.
+
+For every case in tests/fixtures/configs (contracts v1.12, v1.13, v1.14; generators v1.12.7, v1.13.9,
+v1.14.1; and the configs upgraded in place): recover the bundle from controlplane.yaml, build the spec
+from case.json, render the control plane and the worker, and find zero drift with our differ. The Go
+judge (machinery's loader and encoder) checks the same renders in
+tests/integration/test_config_render_go.py.
+"""
+
+import base64
+import glob
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, contracts, documents, drift, render, secrets, spec
+from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIGS = os.path.join(REPO, "tests", "fixtures", "configs")
+CASE_DIRS = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(CONFIGS, "*", "*", "*", "case.json")))
+ROLES = ("controlplane", "worker")
+
+
+def _id(case_dir):
+    return os.path.relpath(case_dir, CONFIGS)
+
+
+def _read(path):
+    with open(path) as handle:
+        return handle.read()
+
+
+_CACHE = {}
+
+
+def load_case(case_dir):
+    """(case, bundle, cluster spec, machine spec without role, {role: live docs})."""
+    if case_dir not in _CACHE:
+        case = json.loads(_read(os.path.join(case_dir, "case.json")))
+        live = dict((role, documents.parse(_read(os.path.join(case_dir, role + ".yaml")))) for role in ROLES)
+        bundle = secrets.from_config(live["controlplane"])
+        cluster_spec, machine_spec = spec.from_gen_options(case)
+        _CACHE[case_dir] = (case, bundle, cluster_spec, machine_spec, live)
+    return _CACHE[case_dir]
+
+
+def test_fixture_matrix_is_complete():
+    assert len(CASE_DIRS) == 112
+    contracts_seen = set(json.loads(_read(os.path.join(d, "case.json")))["contract"] for d in CASE_DIRS)
+    assert contracts_seen == {"v1.12", "v1.13", "v1.14"}
+
+
+# ---------------------------------------------------------------------------- (1) documents + bundle
+
+
+@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=_id)
+def test_recover_bundle_equals_secrets_file(case_dir):
+    unused_case, bundle, unused_cluster, unused_machine, unused_live = load_case(case_dir)
+    reference = secrets.load(os.path.join(case_dir, "secrets.yaml"))
+    assert bundle == reference
+    secrets.validate(bundle, contracts.get(json.loads(_read(os.path.join(case_dir, "case.json")))["contract"]))
+
+
+def test_documents_keyed_by_kind_and_name():
+    docs = documents.parse(_read(os.path.join(CONFIGS, "v1.14", "v1.14.1", "kitchen-sink", "controlplane.yaml")))
+    keys = [doc.key for doc in docs]
+    assert keys[0] == ("v1alpha1", None)
+    assert ("KubeAuthorizerConfig", "node") in keys and ("KubeAuthorizerConfig", "rbac") in keys
+    assert ("RegistryMirrorConfig", "docker.io") in keys
+    assert len(set(keys)) == len(keys)
+    again = documents.parse(documents.emit(docs))
+    assert [d.body for d in again] == [d.body for d in docs]
+
+
+def test_duplicate_document_refused():
+    text = "apiVersion: v1alpha1\nkind: HostnameConfig\nauto: stable\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nauto: stable\n"
+    with pytest.raises(ConfigError, match="two HostnameConfig documents"):
+        documents.parse(text)
+
+
+def test_recover_from_worker_refused():
+    docs = documents.parse(_read(os.path.join(CONFIGS, "v1.13", "v1.13.9", "basic", "worker.yaml")))
+    with pytest.raises(ConfigError) as err:
+        secrets.from_config(docs)
+    assert "only a control plane" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_generate_validate_roundtrip_and_key_types(tmp_path):
+    bundle = secrets.generate()
+    secrets.validate(bundle, contracts.get("v1.14"))
+    obj = bundle.to_object()
+    assert sorted(obj) == ["certs", "cluster", "secrets", "trustdinfo"]
+    assert sorted(obj["certs"]) == ["etcd", "k8s", "k8saggregator", "k8sserviceaccount", "os"]
+    assert list(obj["certs"]["k8sserviceaccount"]) == ["key"]
+    labels = dict((name, base64.b64decode(pair["key"]).decode().splitlines()[0]) for name, pair in obj["certs"].items())
+    assert labels == {
+        "os": "-----BEGIN ED25519 PRIVATE KEY-----", "etcd": "-----BEGIN EC PRIVATE KEY-----",
+        "k8s": "-----BEGIN EC PRIVATE KEY-----", "k8saggregator": "-----BEGIN EC PRIVATE KEY-----",
+        "k8sserviceaccount": "-----BEGIN RSA PRIVATE KEY-----",
+    }
+    assert secrets.TOKEN.match(obj["secrets"]["bootstraptoken"]) and secrets.TOKEN.match(obj["trustdinfo"]["token"])
+    assert len(base64.b64decode(obj["cluster"]["id"])) == 32
+    path = tmp_path / "sub" / "secrets.yaml"
+    secrets.write(bundle, str(path))
+    assert stat.S_IMODE(os.stat(str(path)).st_mode) == 0o600
+    assert secrets.load(str(path)) == bundle
+    assert os.listdir(str(tmp_path / "sub")) == ["secrets.yaml"]
+
+
+def test_bundle_never_printed():
+    bundle = secrets.generate()
+    key = bundle.key("os")
+    for text in (repr(bundle), str(bundle), repr(bundle.cluster_secret), str(bundle.bootstrap_token)):
+        assert "PRIVATE" not in text and bundle.cluster_secret.reveal() not in text
+    assert "<redacted>" in repr(bundle.trustd_token)
+    assert key.startswith("-----BEGIN ED25519 PRIVATE KEY-----")
+
+
+def test_generated_bundle_renders_every_contract():
+    bundle = secrets.generate()
+    case = json.loads(_read(os.path.join(CONFIGS, "v1.14", "v1.14.1", "kitchen-sink", "case.json")))
+    cluster_spec, machine_spec = spec.from_gen_options(case)
+    for contract in contracts.SUPPORTED:
+        for role in ROLES:
+            docs = render.render(bundle, dict(cluster_spec, versionContract=contract), dict(machine_spec, role=role))
+            again = secrets.from_config(docs) if role == "controlplane" else None
+            if again is not None:
+                assert again == bundle
+
+
+def test_validate_catches_mismatched_key():
+    good = secrets.generate()
+    other = secrets.generate()
+    obj = good.to_object()
+    obj["certs"]["etcd"]["key"] = other.to_object()["certs"]["etcd"]["key"]
+    with pytest.raises(ConfigError, match="certs.etcd.key does not belong"):
+        secrets.validate(secrets.from_object(obj))
+    obj = good.to_object()
+    obj["certs"]["os"]["key"] = other.to_object()["certs"]["k8s"]["key"]
+    with pytest.raises(ConfigError, match="is ECDSA, expected Ed25519"):
+        secrets.validate(secrets.from_object(obj))
+    obj = good.to_object()
+    obj["secrets"]["bootstraptoken"] = "nope"
+    with pytest.raises(ConfigError, match="<6>.<16>"):
+        secrets.validate(secrets.from_object(obj))
+
+
+# ---------------------------------------------------------------------------- (2) renderer
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=_id)
+def test_render_zero_drift(case_dir, role):
+    unused_case, bundle, cluster_spec, machine_spec, live = load_case(case_dir)
+    rendered = render.render(bundle, cluster_spec, dict(machine_spec, role=role))
+    result = drift.drift(rendered, live[role], cluster_spec)
+    assert result.zero, [d.to_dict() for d in result.differences]
+    # Same documents in the same order as the fixture (machinery keeps the file's order).
+    assert [d.key for d in rendered] == [d.key for d in live[role]]
+    # And the emitted text parses back to the same documents.
+    assert drift.drift(documents.parse(documents.emit(rendered)), live[role], cluster_spec).zero
+
+
+def test_render_hostname_and_defaults():
+    bundle = load_case(os.path.join(CONFIGS, "v1.14", "v1.14.1", "basic"))[1]
+    cluster_spec = {"name": "c", "endpoint": "https://c:6443", "kubernetesVersion": "v1.37.0", "talosVersion": "v1.14.1",
+                    "cni": {"preset": "cilium", "kubeProxy": "replaced"}}
+    docs = render.render(bundle, cluster_spec, {"role": "worker", "hostname": "w1"})
+    assert documents.find(docs, "HostnameConfig").body == {"apiVersion": "v1alpha1", "kind": "HostnameConfig", "hostname": "w1"}
+    assert documents.find(docs, "UnattendedInstallConfig").body["installer"]["image"] == "ghcr.io/siderolabs/installer:v1.14.1"
+    cp = render.render(bundle, cluster_spec, {"role": "controlplane"})
+    assert documents.find(cp, "KubeFlannelCNIConfig") is None
+    assert documents.find(cp, "KubeProxyConfig").body["enabled"] is False
+
+
+# ---------------------------------------------------------------------------- (3) drift and probing
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=_id)
+def test_probe_picks_the_fixture_contract(case_dir, role):
+    case, bundle, cluster_spec, machine_spec, live = load_case(case_dir)
+    chosen, results = drift.probe(bundle, cluster_spec, dict(machine_spec, role=role), live[role], case["talos_version"])
+    assert chosen == case["contract"], dict((k, v.counts()) for k, v in results.items())
+    assert results[chosen].zero
+    expected = [c.name for c in contracts.probe_order(case["talos_version"])]
+    assert sorted(results) == sorted(expected)
+    assert min(expected) == "v1.12"
+
+
+def test_upgraded_config_at_v114_is_class_c():
+    case, bundle, cluster_spec, machine_spec, live = load_case(os.path.join(CONFIGS, "upgraded", "v1.12.7-to-v1.14.1", "basic"))
+    chosen, results = drift.probe(bundle, cluster_spec, dict(machine_spec, role="controlplane"), live["controlplane"], "v1.14.1")
+    assert chosen == "v1.12"
+    assert results["v1.14"].counts()["C"] > 20
+    assert results["v1.14"].patch() is None
+
+
+def test_wrong_bundle_shows_secret_drift_and_no_patch():
+    unused_case, unused_bundle, cluster_spec, machine_spec, live = load_case(os.path.join(CONFIGS, "v1.14", "v1.14.1", "basic"))
+    wrong = load_case(os.path.join(CONFIGS, "v1.14", "v1.14.1", "cni-none"))[1]
+    for role in ROLES:
+        result = drift.drift(render.render(wrong, cluster_spec, dict(machine_spec, role=role)), live[role], cluster_spec)
+        assert result.secret_drift and result.blocked
+        assert result.patch() is None
+        secret_paths = [d.path for d in result.of_class("C") if d.secret]
+        assert "v1alpha1:machine.token" in secret_paths and "DiscoveryIdentityConfig:clusterSecret" in secret_paths
+        assert [g["hint"] for g in result.hints()] == [drift.HINT_SECRETS]
+        dumped = json.dumps(result.to_dict())
+        assert wrong.trustd_token.reveal() not in dumped and "PRIVATE KEY" not in dumped
+    assert secrets.same_cluster(wrong, live["controlplane"]).startswith("the secrets bundle belongs to another cluster")
+
+
+@pytest.mark.parametrize("contract", ["v1.12", "v1.13", "v1.14"])
+def test_registry_mirrors_both_forms_are_not_drift(contract):
+    gen = "v1.14.1"
+    unused_case, bundle, cluster_spec, machine_spec, live = load_case(os.path.join(CONFIGS, contract, gen, "mirrors-override"))
+    docs = [d for d in live["worker"] if d.kind != "RegistryMirrorConfig"]
+    legacy_doc = docs[0]
+    body = json.loads(json.dumps(legacy_doc.body))
+    body["machine"]["registries"] = {"mirrors": dict(
+        (r["host"], {"endpoints": r["endpoints"], "overridePath": r["overridePath"], "skipFallback": r["skipFallback"]})
+        for r in cluster_spec["registries"])}
+    docs[0] = documents.legacy(body)
+    rendered = render.render(bundle, cluster_spec, dict(machine_spec, role="worker"))
+    assert drift.drift(rendered, docs, cluster_spec).zero
+    body["machine"]["registries"]["mirrors"]["quay.io"]["skipFallback"] = False
+    result = drift.drift(rendered, docs, cluster_spec)
+    assert [(d.path, d.cls) for d in result.differences] == [("registries/quay.io:skipFallback", "A")]
+
+
+def _classes(result):
+    return dict((d.path, d.cls) for d in result.differences)
+
+
+def test_managed_cilium_items_are_class_b():
+    unused_case, bundle, cluster_spec, machine_spec, live = load_case(os.path.join(CONFIGS, "v1.14", "v1.14.1", "basic"))
+    assert cluster_spec["cni"]["preset"] == "unmanaged"
+    managed = dict(cluster_spec, cni={"preset": "cilium", "kubeProxy": "replaced"})
+    result = drift.drift(render.render(bundle, managed, dict(machine_spec, role="controlplane")), live["controlplane"], managed)
+    classes = _classes(result)
+    assert classes["KubeProxyConfig:enabled"] == "B"
+    assert classes["KubeFlannelCNIConfig:backendType"] == "B"
+    assert not result.blocked and result.patch()
+
+
+def test_unmanaged_never_class_b():
+    for contract, gen in (("v1.14", "v1.14.1"), ("v1.12", "v1.12.7")):
+        unused_case, bundle, cluster_spec, machine_spec, live = load_case(os.path.join(CONFIGS, contract, gen, "kitchen-sink"))
+        assert cluster_spec["cni"]["preset"] == "unmanaged"  # KubePrism on 7446: not an Ichor-managed Cilium
+        plain = dict(cluster_spec, inlineManifests=[], cni={"preset": "unmanaged", "unmanaged": {"talosCNI": "default"}, "kubeProxy": "enabled"})
+        result = drift.drift(render.render(bundle, plain, dict(machine_spec, role="controlplane")), live["controlplane"], plain)
+        assert not result.of_class("B")
+        classes = _classes(result)
+        inline = [p for p in classes if "nlineManifest" in p]
+        assert inline and all(classes[p] == "C" for p in inline)
+        assert result.blocked and result.patch() is None
+
+
+def test_managed_cilium_inline_entry_is_class_b_other_inline_is_c():
+    unused_case, bundle, cluster_spec, machine_spec, live = load_case(os.path.join(CONFIGS, "v1.13", "v1.13.9", "kitchen-sink"))
+    managed = dict(cluster_spec, inlineManifests=[], cni={"preset": "cilium", "kubeProxy": "replaced"},
+                   kubePrism={"enabled": True, "port": 7446})
+    result = drift.drift(render.render(bundle, managed, dict(machine_spec, role="controlplane")), live["controlplane"], managed)
+    classes = _classes(result)
+    assert classes["v1alpha1:cluster.inlineManifests[cilium].contents"] == "B"
+    assert classes["v1alpha1:cluster.inlineManifests[platform-extras].contents"] == "C"
+    hints = result.hints()
+    assert [g["hint"] for g in hints] == [drift.HINT_INLINE]
+    assert len(hints[0]["paths"]) == 2
+
+
+def test_class_a_mapped_fields():
+    unused_case, bundle, cluster_spec, machine_spec, live = load_case(os.path.join(CONFIGS, "v1.14", "v1.14.1", "kitchen-sink"))
+    bare = dict(cluster_spec, registries=[], certSANs=[], sysctls={}, kernelModules=[], network={})
+    result = drift.drift(render.render(bundle, bare, {"role": "worker"}), live["worker"], bare)
+    assert not result.of_class("C"), [d.to_dict() for d in result.of_class("C")]
+    hints = set(d.hint for d in result.of_class("A"))
+    assert {drift.HINT_INSTALL, drift.HINT_REGISTRIES, drift.HINT_CERT_SANS, "spec.sysctls", "spec.kernelModules", "spec.network"} <= hints
+
+
+def test_unrepresentable_disk_selector_is_class_c():
+    unused_case, bundle, cluster_spec, machine_spec, live = load_case(os.path.join(CONFIGS, "v1.14", "v1.14.1", "basic"))
+    docs = list(live["worker"])
+    index = [d.kind for d in docs].index("UnattendedInstallConfig")
+    body = json.loads(json.dumps(docs[index].body))
+    body["provisioning"]["diskSelector"]["match"] = "disk.size > 100u * GB"
+    docs[index] = documents.Document("UnattendedInstallConfig", None, body)
+    result = drift.drift(render.render(bundle, cluster_spec, dict(machine_spec, role="worker")), docs, cluster_spec)
+    assert _classes(result) == {"UnattendedInstallConfig:provisioning.diskSelector.match": "C"}
+
+
+# ---------------------------------------------------------------------------- bad input: one line each
+
+
+def test_bad_input_one_line_each(tmp_path):
+    corrupt = tmp_path / "corrupt.yaml"
+    corrupt.write_text("cluster: [unclosed\n")
+    cases = [
+        lambda: secrets.load(str(corrupt)),
+        lambda: secrets.parse("cluster:\n  id: x\n"),
+        lambda: documents.parse("machine: [\n  - : :\n"),
+        lambda: documents.parse("just a string"),
+        lambda: contracts.get("v1.11"),
+        lambda: contracts.get("v1.15"),
+        lambda: contracts.probe_order("v1.11.5"),
+        lambda: spec.cluster({"name": "x"}),
+    ]
+    for call in cases:
+        with pytest.raises(ConfigError) as err:
+            call()
+        message = str(err.value)
+        assert message and "\n" not in message and "Traceback" not in message
+    assert "older than the oldest supported (v1.12)" in str(pytest.raises(ConfigError, contracts.get, "v1.11").value)
+    assert "newer than the newest supported (v1.14)" in str(pytest.raises(ConfigError, contracts.get, "v1.15.0").value)
+    assert os.listdir(str(tmp_path)) == ["corrupt.yaml"]
+
+
+def test_probe_order():
+    assert [c.name for c in contracts.probe_order("v1.14.3")] == ["v1.14", "v1.13", "v1.12"]
+    assert [c.name for c in contracts.probe_order("v1.13.0")] == ["v1.13", "v1.12"]
+    assert [c.name for c in contracts.probe_order("v1.16.0")] == ["v1.14", "v1.13", "v1.12"]
+
+
+def test_mask_docs_hides_secrets():
+    live = load_case(os.path.join(CONFIGS, "v1.14", "v1.14.1", "kitchen-sink"))[4]["controlplane"]
+    text = documents.emit(drift.mask_docs(live))
+    assert "PRIVATE KEY" not in text
+    bundle = load_case(os.path.join(CONFIGS, "v1.14", "v1.14.1", "kitchen-sink"))[1]
+    for value in (bundle.trustd_token, bundle.bootstrap_token, bundle.cluster_secret, bundle.secretbox_secret):
+        assert value.reveal() not in text
+
+
+def test_module_utils_import_without_yaml_and_cryptography():
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('yaml', 'cryptography'):\n"
+        "            raise ImportError('blocked ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from tests import collection_path\n"
+        "collection_path.ensure()\n"
+        "from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, drift, render, secrets, spec, yamlio\n"
+        "assert not yamlio.HAS_YAML and not secrets.HAS_CRYPTOGRAPHY\n"
+        "try:\n"
+        "    documents.parse('a: 1')\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("ConfigError PyYAML is required")
+
+
+# ---------------------------------------------------------------------------- class A mapping on adoption
+
+UNREPRESENTABLE = {  # case -> class C hint expected after adoption (controlplane; workers only for cni-custom)
+    "cni-custom": drift.HINT_CUSTOM_CNI,
+    "inline-other": drift.HINT_INLINE,
+    "kitchen-sink": drift.HINT_INLINE,  # KubePrism on 7446: unmanaged, so even the Cilium entry is class C
+}
+
+
+@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=_id)
+def test_adoption_maps_class_a_and_probes_the_contract(case_dir):
+    case, bundle, unused_cluster, unused_machine, live = load_case(case_dir)
+    stated = dict((role, adopt.from_config(live[role], case["talos_version"])) for role in ROLES)
+    cluster_spec = adopt.merge([stated[role][0] for role in ROLES])
+    for role in ROLES:
+        chosen, results = drift.probe(bundle, cluster_spec, stated[role][1], live[role], case["talos_version"])
+        assert chosen == case["contract"]
+        result = results[chosen]
+        assert not result.of_class("A") and not result.of_class("B")
+        expected = UNREPRESENTABLE.get(case["name"])
+        # Workers carry the CNI only in the legacy form (cluster.network.cni); v1.14 puts it on control planes.
+        if expected and (role == "controlplane" or (case["name"] == "cni-custom" and case["contract"] != "v1.14")):
+            assert [group["hint"] for group in result.hints()] == [expected]
+        else:
+            assert result.zero, [d.to_dict() for d in result.differences]
+
+
+def test_adoption_mirrors_and_sans_only_when_all_agree():
+    unused_case, unused_bundle, unused_cluster, unused_machine, live = load_case(os.path.join(CONFIGS, "v1.14", "v1.14.1", "kitchen-sink"))
+    one = adopt.from_config(live["worker"], "v1.14.1")[0]
+    two = dict(one, registries=one["registries"][:1], certSANs=["other"])
+    merged = adopt.merge([one, two])
+    assert merged["registries"] == [] and merged["certSANs"] == []
+    assert adopt.merge([one, dict(one)])["registries"] == one["registries"]
+
+
+def test_disagreeing_mirrors_are_class_c_and_credentials_never_printed():
+    unused_case, bundle, unused_cluster, unused_machine, live = load_case(os.path.join(CONFIGS, "v1.13", "v1.13.9", "mirrors-plain"))
+    one = adopt.from_config(live["worker"], "v1.13.9")
+    two = dict(one[0], registries=one[0]["registries"][:1])
+    fields = adopt.unmapped([one[0], two])
+    assert fields == ["registries"]
+    merged = adopt.merge([one[0], two])
+    result = drift.drift(render.render(bundle, merged, one[1], "v1.13"), live["worker"], merged, unmapped=fields)
+    assert set(d.cls for d in result.differences) == {"C"}
+    assert all(g["hint"].startswith(drift.HINT_REGISTRIES) for g in result.hints())
+    # registry credentials in the legacy form: class C with the authSecretRef hint, value never printed
+    docs = list(live["worker"])
+    body = json.loads(json.dumps(docs[0].body))
+    body["machine"]["registries"] = {"config": {"ghcr.io": {"auth": {"username": "bob", "password": "hunter2-secret"}}}}
+    docs[0] = documents.legacy(body)
+    cluster_spec = adopt.from_config(live["worker"], "v1.13.9")[0]
+    result = drift.drift(render.render(bundle, cluster_spec, one[1], "v1.13"), docs, cluster_spec)
+    assert [g["hint"] for g in result.hints()] == [drift.HINT_REGISTRY_AUTH]
+    text = json.dumps(result.to_dict()) + "\n".join(result.lines()) + documents.emit(drift.mask_docs(docs))
+    assert "hunter2-secret" not in text
