@@ -33,11 +33,11 @@ def machines():
     for case_dir in sorted(os.path.dirname(p) for p in glob.glob(os.path.join(CONFIGS, "*", "*", "*", "case.json"))):
         with open(os.path.join(case_dir, "case.json")) as handle:
             case = json.load(handle)
-        with open(os.path.join(case_dir, "controlplane.yaml")) as handle:
+        with open(os.path.join(case_dir, "controlplane.conf")) as handle:
             cp_text = handle.read()
         bundle = secrets.from_config(documents.parse(cp_text))
         for role in ("controlplane", "worker"):
-            with open(os.path.join(case_dir, role + ".yaml")) as handle:
+            with open(os.path.join(case_dir, role + ".conf")) as handle:
                 out.append((handle.read(), bundle, case["talos_version"], case["contract"]))
     return out
 

@@ -67,7 +67,7 @@ def renders(tmp_path_factory):
     for case_dir in CASE_DIRS:
         with open(os.path.join(case_dir, "case.json")) as handle:
             case = json.load(handle)
-        with open(os.path.join(case_dir, "controlplane.yaml")) as handle:
+        with open(os.path.join(case_dir, "controlplane.conf")) as handle:
             bundle = secrets.from_config(documents.parse(handle.read()))
         cluster_spec, machine_spec = spec.from_gen_options(case)
         name = os.path.relpath(case_dir, CONFIGS).replace(os.sep, "_")
@@ -75,7 +75,7 @@ def renders(tmp_path_factory):
             path = str(out / ("%s_%s.yaml" % (name, role)))
             with open(path, "w") as handle:
                 handle.write(render.render_text(bundle, cluster_spec, dict(machine_spec, role=role)))
-            items.append((os.path.join(case_dir, role + ".yaml"), path, _binary_for(case_dir), case["contract"]))
+            items.append((os.path.join(case_dir, role + ".conf"), path, _binary_for(case_dir), case["contract"]))
     # A freshly generated bundle, every contract, with a hostname and a managed Cilium spec.
     bundle = secrets.generate()
     cluster_spec = {"name": "fresh", "endpoint": "https://fresh.example.com:6443", "kubernetesVersion": "1.35.4",

@@ -48,8 +48,8 @@ def binaries():
 
 
 def _configs(pattern):
-    found = sorted(glob.glob(os.path.join(CONFIGS, pattern, "*", "*.yaml")))
-    return [p for p in found if os.path.basename(p) in ("controlplane.yaml", "worker.yaml")]
+    found = sorted(glob.glob(os.path.join(CONFIGS, pattern, "*", "*.conf")))
+    return [p for p in found if os.path.basename(p) in ("controlplane.conf", "worker.conf")]
 
 
 def test_versions(binaries):
@@ -76,7 +76,7 @@ def test_every_fixture_validates_strictly(binaries, ver, patterns):
 
 
 def test_validate_reports_failures_and_short_counts(binaries, tmp_path):
-    good = os.path.join(CONFIGS, "v1.14", "v1.14.1", "basic", "controlplane.yaml")
+    good = os.path.join(CONFIGS, "v1.14", "v1.14.1", "basic", "controlplane.conf")
     bad = tmp_path / "bad.yaml"
     with open(good) as f:
         text = f.read()
@@ -94,10 +94,10 @@ def test_validate_reports_failures_and_short_counts(binaries, tmp_path):
 
 
 @pytest.mark.parametrize("rel", [
-    "v1.12/v1.12.7/kitchen-sink/controlplane.yaml",
-    "v1.13/v1.13.9/cni-custom/worker.yaml",
-    "v1.14/v1.14.1/kitchen-sink/controlplane.yaml",
-    "upgraded/v1.12.7-to-v1.14.1/cilium-inline/controlplane.yaml",
+    "v1.12/v1.12.7/kitchen-sink/controlplane.conf",
+    "v1.13/v1.13.9/cni-custom/worker.conf",
+    "v1.14/v1.14.1/kitchen-sink/controlplane.conf",
+    "upgraded/v1.12.7-to-v1.14.1/cilium-inline/controlplane.conf",
 ])
 def test_compare_same_and_changed(binaries, tmp_path, rel):
     fixture = os.path.join(CONFIGS, rel)
@@ -132,7 +132,7 @@ def test_compare_same_and_changed(binaries, tmp_path, rel):
 
 
 def test_compare_document_order(binaries, tmp_path):
-    fixture = os.path.join(CONFIGS, "v1.14", "v1.14.1", "mirrors-override", "worker.yaml")
+    fixture = os.path.join(CONFIGS, "v1.14", "v1.14.1", "mirrors-override", "worker.conf")
     with open(fixture) as f:
         docs = [d for d in yaml.safe_load_all(f) if d is not None]
     reordered = tmp_path / "reordered.yaml"
@@ -145,8 +145,8 @@ def test_compare_document_order(binaries, tmp_path):
 
 
 def test_compare_with_older_loaders(binaries):
-    for ver, rel in (("v1.12", "v1.12/v1.12.7/cilium-inline/controlplane.yaml"),
-                     ("v1.13", "v1.13/v1.13.9/sysctls-kmods/worker.yaml")):
+    for ver, rel in (("v1.12", "v1.12/v1.12.7/cilium-inline/controlplane.conf"),
+                     ("v1.13", "v1.13/v1.13.9/sysctls-kmods/worker.conf")):
         fixture = os.path.join(CONFIGS, rel)
         result = _run([binaries[ver], "compare", fixture, fixture])
         assert result.returncode == 0, _show(result)
@@ -159,8 +159,8 @@ def test_generate_and_reencode_one_case(binaries, tmp_path):
     result = _run([binaries["v1.14"], "reencode", "--in", str(tmp_path / "old"), "--out", str(tmp_path / "new")])
     assert result.returncode == 0, _show(result)
     for role in ("controlplane", "worker"):
-        old = str(tmp_path / "old" / "kitchen-sink" / (role + ".yaml"))
-        new = str(tmp_path / "new" / "kitchen-sink" / (role + ".yaml"))
+        old = str(tmp_path / "old" / "kitchen-sink" / (role + ".conf"))
+        new = str(tmp_path / "new" / "kitchen-sink" / (role + ".conf"))
         result = _run([binaries["v1.14"], "compare", old, new])
         assert result.returncode == 0, _show(result)
         result = _run([binaries["v1.14"], "validate", "--strict", old, new])

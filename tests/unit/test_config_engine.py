@@ -1,7 +1,7 @@
 """The machine-config engine (plugins/module_utils/config) over every fixture that real Talos code made.
 
 For every case in tests/fixtures/configs (contracts v1.12, v1.13, v1.14; generators v1.12.7, v1.13.9,
-v1.14.1; and the configs upgraded in place): recover the bundle from controlplane.yaml, build the spec
+v1.14.1; and the configs upgraded in place): recover the bundle from controlplane.conf, build the spec
 from case.json, render the control plane and the worker, and find zero drift with our differ. The Go
 judge (machinery's loader and encoder) checks the same renders in
 tests/integration/test_config_render_go.py.
@@ -42,7 +42,7 @@ def load_case(case_dir):
     """(case, bundle, cluster spec, machine spec without role, {role: live docs})."""
     if case_dir not in _CACHE:
         case = json.loads(_read(os.path.join(case_dir, "case.json")))
-        live = dict((role, documents.parse(_read(os.path.join(case_dir, role + ".yaml")))) for role in ROLES)
+        live = dict((role, documents.parse(_read(os.path.join(case_dir, role + ".conf")))) for role in ROLES)
         bundle = secrets.from_config(live["controlplane"])
         cluster_spec, machine_spec = spec.from_gen_options(case)
         _CACHE[case_dir] = (case, bundle, cluster_spec, machine_spec, live)
@@ -67,7 +67,7 @@ def test_recover_bundle_equals_secrets_file(case_dir):
 
 
 def test_documents_keyed_by_kind_and_name():
-    docs = documents.parse(_read(os.path.join(CONFIGS, "v1.14", "v1.14.1", "kitchen-sink", "controlplane.yaml")))
+    docs = documents.parse(_read(os.path.join(CONFIGS, "v1.14", "v1.14.1", "kitchen-sink", "controlplane.conf")))
     keys = [doc.key for doc in docs]
     assert keys[0] == ("v1alpha1", None)
     assert ("KubeAuthorizerConfig", "node") in keys and ("KubeAuthorizerConfig", "rbac") in keys
@@ -84,7 +84,7 @@ def test_duplicate_document_refused():
 
 
 def test_recover_from_worker_refused():
-    docs = documents.parse(_read(os.path.join(CONFIGS, "v1.13", "v1.13.9", "basic", "worker.yaml")))
+    docs = documents.parse(_read(os.path.join(CONFIGS, "v1.13", "v1.13.9", "basic", "worker.conf")))
     with pytest.raises(ConfigError) as err:
         secrets.from_config(docs)
     assert "only a control plane" in str(err.value) and "\n" not in str(err.value)

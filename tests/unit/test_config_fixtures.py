@@ -1,8 +1,8 @@
 """The reference machine configs in tests/fixtures/configs, made by REAL Talos machinery code.
 
 tests/configgen (Go, built at machinery v1.12.7, v1.13.9 and v1.14.1) writes, per version contract and
-generator, one directory per case: secrets.yaml (``talosctl gen secrets``), controlplane.yaml and
-worker.yaml (``talosctl gen config --with-secrets``, with comments as talosctl writes them) and
+generator, one directory per case: secrets.yaml (``talosctl gen secrets``), controlplane.conf and
+worker.conf (``talosctl gen config --with-secrets``, with comments as talosctl writes them) and
 case.json (the options used). scripts/gen-config-fixtures regenerates them. These tests need no Go:
 they check the fixtures' shape and that each config says what its case.json says, in the form the
 contract emits (what we observed machinery emit, not what the notes guessed).
@@ -87,7 +87,7 @@ class Fixture:
             self.bundle = yaml.safe_load(f)
         self.docs = {}
         for role in ("controlplane", "worker"):
-            with open(os.path.join(self.path, role + ".yaml")) as f:
+            with open(os.path.join(self.path, role + ".conf")) as f:
                 self.docs[role] = [d for d in yaml.safe_load_all(f) if d is not None]
 
     @property
@@ -122,7 +122,7 @@ def test_fixture_tree_is_complete():
                    for p in glob.glob(os.path.join(CONFIGS, "**", "case.json"), recursive=True))
     assert found == sorted(IDS)
     for rel in IDS:
-        for name in ("secrets.yaml", "controlplane.yaml", "worker.yaml", "case.json"):
+        for name in ("secrets.yaml", "controlplane.conf", "worker.conf", "case.json"):
             assert os.path.isfile(os.path.join(CONFIGS, rel, name)), "%s/%s missing" % (rel, name)
 
 
@@ -407,9 +407,9 @@ def test_upgraded_configs_keep_the_legacy_form():
         contract = "v1." + old.split(".")[1]
         for case in CASES:
             for role in ("controlplane", "worker"):
-                with open(os.path.join(CONFIGS, "upgraded", up, case, role + ".yaml")) as f:
+                with open(os.path.join(CONFIGS, "upgraded", up, case, role + ".conf")) as f:
                     upgraded = [d for d in yaml.safe_load_all(f) if d is not None]
-                with open(os.path.join(CONFIGS, contract, old, case, role + ".yaml")) as f:
+                with open(os.path.join(CONFIGS, contract, old, case, role + ".conf")) as f:
                     original = [d for d in yaml.safe_load_all(f) if d is not None]
                 assert [d.get("kind", "v1alpha1") for d in upgraded] == [d.get("kind", "v1alpha1") for d in original]
                 assert upgraded[0]["cluster"]["clusterName"] == original[0]["cluster"]["clusterName"]
@@ -417,7 +417,7 @@ def test_upgraded_configs_keep_the_legacy_form():
 
 
 def test_fixtures_hold_no_unexpected_files():
-    allowed = {"secrets.yaml", "controlplane.yaml", "worker.yaml", "case.json"}
+    allowed = {"secrets.yaml", "controlplane.conf", "worker.conf", "case.json"}
     for root, _dirs, files in os.walk(CONFIGS):
         extra = set(files) - allowed
         assert not extra, "%s: %s" % (root, sorted(extra))

@@ -235,7 +235,7 @@ func cmdReencode(args []string) error {
 			return err
 		}
 
-		for _, name := range []string{"controlplane.yaml", "worker.yaml"} {
+		for _, name := range []string{"controlplane.conf", "worker.conf"} {
 			data, err := canonical(filepath.Join(src, name), false)
 			if err != nil {
 				return err

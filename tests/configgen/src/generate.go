@@ -191,7 +191,7 @@ func generateCase(c Case, contract string, vc *config.VersionContract, dir strin
 			return err
 		}
 
-		if err = os.WriteFile(filepath.Join(dir, mt.String()+".yaml"), data, 0o644); err != nil {
+		if err = os.WriteFile(filepath.Join(dir, mt.String()+".conf"), data, 0o644); err != nil {
 			return err
 		}
 	}

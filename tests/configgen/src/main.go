@@ -18,7 +18,7 @@ const usage = `usage:
   configgen version
       print the machinery version this binary is built with and the contracts it generates
   configgen generate --out DIR --contract v1.X [--case NAME]...
-      write DIR/<case>/{secrets.yaml,controlplane.yaml,worker.yaml,case.json} for the case matrix
+      write DIR/<case>/{secrets.yaml,controlplane.conf,worker.conf,case.json} for the case matrix
   configgen reencode --in DIR --out DIR
       load DIR/<case>/*.yaml (as written by an older generator) and write them re-encoded by this
       machinery (no comments), i.e. the legacy form a machine upgraded in place keeps
