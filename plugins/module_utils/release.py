@@ -142,9 +142,8 @@ def versions_table(machines, kubernetes, contract, cni):
 
 
 def format_table(rows):
-    widths = [max(len(str(r[k])) for r in rows + [{"component": "Component", "running": "Running",
-                                                    "target": "Target", "state": "State"}])
-              for k in ("component", "running", "target", "state")]
+    header = {"component": "Component", "running": "Running", "target": "Target", "state": "State"}
+    widths = [max(len(str(r[k])) for r in rows + [header]) for k in ("component", "running", "target", "state")]
     line = "%-*s  %-*s  %-*s  %s"
     out = [line % (widths[0], "Component", widths[1], "Running", widths[2], "Target", "State")]
     for r in rows:
@@ -188,8 +187,8 @@ def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pend
         if not talos_supports(TALOS, kubernetes):
             low, high = TALOS_KUBERNETES[minor(TALOS)]
             raise Refused("Kubernetes %s is not supported by Talos %s (it supports %s to %s); upgrade Kubernetes to "
-                          "%s first with the tool that manages it" % (kubernetes, TALOS, fmt_minor(low),
-                                                                     fmt_minor(high), fmt_minor(low)))
+                          "%s first with the tool that manages it"
+                          % (kubernetes, TALOS, fmt_minor(low), fmt_minor(high), fmt_minor(low)))
         if judge(kubernetes, KUBERNETES) == "behind" and not one_minor_step(kubernetes, KUBERNETES):
             raise Refused("Kubernetes %s is more than one minor behind the release set's %s; Kubernetes moves one "
                           "minor at a time: bring it to %d.%d first" % (

@@ -130,7 +130,7 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    path = os.path.expanduser(params["path"])
+    path = params["path"]
     result = dict(changed=False, path=path, plan=[])
     try:
         contract = contracts.get(params["version_contract"]) if params["version_contract"] else None

@@ -12,7 +12,7 @@ module: talos_upgrade
 short_description: Upgrade one Talos machine to the release set's Talos and wait until it is back and healthy
 version_added: 0.1.0
 description:
-  - The rollout's C(talos) step for one machine (run it with C(serial: 1), control planes first).
+  - "The rollout's C(talos) step for one machine (run it with C(serial: 1), control planes first)."
   - A machine already at the target is skipped (C(changed=false)), so a failed run resumes where it stopped.
   - A control plane is not started while etcd is unhealthy.
   - Talos v1.13+ machines are upgraded with ImageService Pull, LifecycleService Upgrade and a reboot (as
@@ -116,7 +116,8 @@ def main():
         result = dict(before=before, after=target, diff={"before": "talos: %s\n" % before, "after": "talos: %s\n" % target})
         if before == target:
             result["plan"] = ["%s (%s): already at Talos %s, skipped" % (hostname, node, target)]
-            module.exit_json(changed=False, **dict(result, diff={"before": "", "after": ""}))
+            result["diff"] = {"before": "", "after": ""}
+            module.exit_json(changed=False, **result)
         if p["role"] == "controlplane":
             healthy, detail = upgrade.etcd_health(client, node)
             if not healthy:

@@ -16,7 +16,7 @@ import stat
 import pytest
 import yaml
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
 from tests.integration.ansible_env import ansible_playbook
 
 pytestmark = [pytest.mark.lab, pytest.mark.modules]

@@ -30,12 +30,10 @@ def _images(node):
             if key == "image" and isinstance(value, str):
                 yield value
             else:
-                for image in _images(value):
-                    yield image
+                yield from _images(value)
     elif isinstance(node, list):
         for item in node:
-            for image in _images(item):
-                yield image
+            yield from _images(item)
 
 
 def component_versions(config_text):
