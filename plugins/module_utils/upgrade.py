@@ -12,7 +12,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
 import time
+
+try:
+    import yaml
+except ImportError:  # pragma: no cover - reported by the module
+    yaml = None
 
 from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
@@ -95,3 +101,83 @@ def wait_back(client, kube, node, hostname, role, target, timeout, interval=1.0,
     raise UpgradeFailed("%s (%s) did not come back within %ss: waited for %s; the remaining machines were not "
                         "touched; fix the machine and rerun, the rollout continues from it" % (
                             hostname, node, int(timeout), waiting_for))
+
+
+# -- the kubernetes step (ADR 0057 order: control planes, kube-proxy, kubelets; no reboot) ---
+
+CONTROL_PLANE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+_COMPONENT_IMAGE = re.compile(r"^(.*/(kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|kubelet)):v[^@\s]+$")
+_DEPRECATED = re.compile(r'^apiserver_requested_deprecated_apis\{([^}]*)\}\s+(\S+)', re.M)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def retag_image(image, components, target):
+    """'registry.k8s.io/kube-proxy:v1.35.4' -> (':v1.36.6' version of it, component) or (image, None)."""
+    match = _COMPONENT_IMAGE.match(image)
+    if match and match.group(2) in components and not image.endswith(":" + target):
+        return "%s:%s" % (match.group(1), target), match.group(2)
+    return image, None
+
+
+def retag(config_text, components, target):
+    """The machine config with the images of ``components`` at ``target``: (text, [changed components])."""
+    docs = list(yaml.safe_load_all(config_text))
+    changed = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "image" and isinstance(value, str):
+                    node[key], component = retag_image(value, components, target)
+                    if component:
+                        changed.append(component)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    for doc in docs:
+        walk(doc)
+    if not changed:
+        return config_text, []
+    return yaml.safe_dump_all(docs, sort_keys=False), sorted(set(changed))
+
+
+def removed_apis_in_use(metrics_text, target):
+    """APIs still requested whose removed_release is at or below the target minor (apiserver /metrics)."""
+    target_minor = release.minor(target)
+    hits = set()
+    for labels, value in _DEPRECATED.findall(metrics_text or ""):
+        fields = dict(_LABEL.findall(labels))
+        removed = fields.get("removed_release")
+        if not removed or float(value) <= 0:
+            continue
+        if release.minor(removed) <= target_minor:
+            group = fields.get("group") or "core"
+            hits.add("%s/%s %s (removed in %s)" % (group, fields.get("version"), fields.get("resource"), removed))
+    return sorted(hits)
+
+
+def node_kubelet(kube, hostname):
+    node = kube.get("v1", "Node", hostname)
+    status = (node or {}).get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    return ((status.get("nodeInfo") or {}).get("kubeletVersion"), ready)
+
+
+def apply_no_reboot(client, node, text):
+    """Apply a config without a reboot (Talos refuses if the change needs one)."""
+    req = tc.request_type("ApplyConfiguration")(data=text.encode("utf-8"), mode=2)  # NO_REBOOT
+    client.call("ApplyConfiguration", req, node=node)
+
+
+def wait_kubelet(kube, hostname, target, timeout, interval=0.5, clock=time):
+    deadline = clock.time() + timeout
+    while clock.time() < deadline:
+        version, ready = node_kubelet(kube, hostname)
+        if version == target and ready:
+            return
+        clock.sleep(interval)
+    raise UpgradeFailed("the kubelet of %s did not report %s and Ready within %ss; the remaining machines were not "
+                        "touched; rerun to continue" % (hostname, target, int(timeout)))

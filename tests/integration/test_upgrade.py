@@ -68,3 +68,31 @@ def test_a_machine_that_does_not_come_back_stops_the_run_and_the_rerun_continues
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "cp-1 (%s): already at Talos v1.14.5, skipped" % lab.address("cp-1") in proc.stdout
     assert set(_versions(lab).values()) == {release.TALOS}
+
+
+def test_follow_rolls_talos_then_kubernetes_and_a_rerun_changes_nothing(talos_kube_lab, tmp_path):
+    lab = talos_kube_lab(controlplanes=1, workers=1, version="v1.13.9", kubernetes_version="v1.35.4")
+    inv = _inventory(lab, tmp_path)
+    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade", "-e", "ichor_upgrade_follow=true")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert set(_versions(lab).values()) == {release.TALOS}
+    for m in lab.machines:
+        assert "kubelet:%s" % release.KUBERNETES in m["machine_config"]
+    assert "kube-apiserver:%s" % release.KUBERNETES in lab.machine("cp-1")["machine_config"]
+    assert lab.machine("worker-1")["stage"] == "running"
+    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade", "-e", "ichor_upgrade_follow=true")
+    assert proc.returncode == 0 and "changed=0" in proc.stdout, proc.stdout
+    assert "the cluster is at the release set; nothing to do" in proc.stdout
+
+
+def test_kubernetes_step_alone_check_mode_then_run(talos_kube_lab, tmp_path):
+    lab = talos_kube_lab(controlplanes=1, workers=1, version=release.TALOS, kubernetes_version="v1.35.4")
+    inv = _inventory(lab, tmp_path)
+    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade", "--check")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "cp-1: control plane kube-apiserver to v1.36.6 (no reboot)" in proc.stdout
+    assert "worker-1: kubelet kubelet to v1.36.6 (no reboot)" in proc.stdout
+    assert "kubelet:v1.35.4" in lab.machine("worker-1")["machine_config"]
+    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "kubelet:v1.36.6" in lab.machine("worker-1")["machine_config"]

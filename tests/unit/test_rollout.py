@@ -70,3 +70,32 @@ def test_table_text():
     text = release.format_table(rows)
     assert text[0].split() == ["Component", "Running", "Target", "State"]
     assert "Behind" in text[1]
+
+
+METRICS = """# HELP apiserver_requested_deprecated_apis Gauge of deprecated APIs that have been requested
+# TYPE apiserver_requested_deprecated_apis gauge
+apiserver_requested_deprecated_apis{group="flowcontrol.apiserver.k8s.io",removed_release="1.32",resource="flowschemas",subresource="",version="v1beta3"} 1
+apiserver_requested_deprecated_apis{group="example.io",removed_release="1.38",resource="widgets",subresource="",version="v1beta1"} 1
+apiserver_requested_deprecated_apis{group="",removed_release="",resource="componentstatuses",subresource="",version="v1"} 1
+"""
+
+
+def test_removed_apis_from_recorded_metrics():
+    from ansible_collections.maesh.ichor.plugins.module_utils import upgrade
+    assert upgrade.removed_apis_in_use(METRICS, "v1.36.6") == [
+        "flowcontrol.apiserver.k8s.io/v1beta3 flowschemas (removed in 1.32)"]
+    assert upgrade.removed_apis_in_use(METRICS, "v1.38.0") == [
+        "example.io/v1beta1 widgets (removed in 1.38)",
+        "flowcontrol.apiserver.k8s.io/v1beta3 flowschemas (removed in 1.32)"]
+    assert upgrade.removed_apis_in_use("", "v1.36.6") == []
+
+
+def test_retag_changes_only_the_named_components():
+    from ansible_collections.maesh.ichor.plugins.module_utils import upgrade
+    text = ("machine:\n  kubelet:\n    image: ghcr.io/siderolabs/kubelet:v1.35.4\n"
+            "cluster:\n  apiServer:\n    image: registry.k8s.io/kube-apiserver:v1.35.4\n"
+            "  proxy:\n    image: registry.k8s.io/kube-proxy:v1.35.4\n")
+    out, changed = upgrade.retag(text, upgrade.CONTROL_PLANE_COMPONENTS, "v1.36.6")
+    assert changed == ["kube-apiserver"]
+    assert "kube-apiserver:v1.36.6" in out and "kubelet:v1.35.4" in out and "kube-proxy:v1.35.4" in out
+    assert upgrade.retag(out, upgrade.CONTROL_PLANE_COMPONENTS, "v1.36.6") == (out, [])
