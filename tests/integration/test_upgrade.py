@@ -96,3 +96,18 @@ def test_kubernetes_step_alone_check_mode_then_run(talos_kube_lab, tmp_path):
     proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "kubelet:v1.36.6" in lab.machine("worker-1")["machine_config"]
+
+
+def test_removed_api_check_reads_metrics_only_with_the_right_rbac(kube_lab, kube_namespace):
+    from ansible_collections.maesh.ichor.plugins.module_utils import upgrade
+    from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient, KubeError
+    denied = KubeClient(kubeconfig=kube_lab.service_account_kubeconfig(kube_namespace, "no-metrics"))
+    with pytest.raises(KubeError) as exc:
+        denied.raw_get("/metrics")
+    assert "403" in str(exc.value)
+    allowed = KubeClient(kubeconfig=kube_lab.service_account_kubeconfig(kube_namespace, "metrics", rbac={
+        "cluster_rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}))
+    metrics = allowed.raw_get("/metrics")
+    assert "apiserver_request_total" in metrics
+    # the lab's API server serves no API removed by its own version: the no-hit path
+    assert upgrade.removed_apis_in_use(metrics, release.KUBERNETES) == []

@@ -173,6 +173,8 @@ class KubeClient:
                 params = self.api.param_serialize(method="GET", resource_path=path, auth_settings=["BearerToken"])
                 resp = self.api.call_api(*params)
                 resp.read()
+                if resp.status >= 400:  # call_api does not raise; the typed APIs do it when deserializing
+                    raise KubeError("GET %s: %s %s" % (path, resp.status, resp.reason), status=resp.status)
                 return resp.data.decode("utf-8")
             resp = self.api.call_api(path, "GET", auth_settings=["BearerToken"], _preload_content=False,
                                      response_type="str")
