@@ -2,12 +2,16 @@
 
 ``talos_kube_lab(**talos_lab_kwargs)`` (function scope, factory): starts a Talos lab whose control
 planes' Kubeconfig call returns the kube lab's admin kubeconfig, and a LabAgent that mirrors its
-machines as Nodes and marks workloads ready. The agent's Nodes are removed at teardown.
+machines as Nodes and marks workloads ready. Each new lab starts without a cluster record (the
+API server is shared by the session). The agent's Nodes are removed at teardown.
 """
 
 import itertools
 
 import pytest
+
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 
 from tests.lab.agent import LabAgent
 
@@ -19,6 +23,10 @@ def talos_kube_lab(talos_lab, kube_lab):
     agents = []
 
     def factory(**kwargs):
+        # the API server is shared by the session: a new simulated cluster starts without a cluster record
+        kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
+        if kube.get("v1", "ConfigMap", cluster_record.NAME, cluster_record.NAMESPACE) is not None:
+            kube.delete("v1", "ConfigMap", cluster_record.NAME, cluster_record.NAMESPACE)
         lab = talos_lab(**kwargs)
         lab.control.settings(kubeconfig_path=kube_lab.kubeconfig)
         agent = LabAgent(kube_lab.api_client(), talos_lab=lab, owner="lab%d" % next(_owners))

@@ -100,6 +100,8 @@ def update(client, mutate, dry_run=False):
             if client.get("v1", "Namespace", NAMESPACE) is None:
                 client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
                               dry_run=dry_run)
+                if dry_run:  # a dry run cannot place the record in a namespace that does not exist yet
+                    return before, after, True
             client.create(body, dry_run=dry_run)
     except Conflict:
         raise Conflict("the cluster record %s/%s changed since this run read it (another run is writing it); "
