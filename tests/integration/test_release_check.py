@@ -80,6 +80,10 @@ def test_newer_machine_refused_before_any_write(talos_kube_lab, tmp_path):
     assert proc.returncode != 0
     assert "Talos on worker-1 is v1.14.6, newer than the release set's v1.14.5" in proc.stdout
     assert lab.kube.mutating_requests(since=mark, user="lab-admin", namespace="ichor-system") == []
+    writes = ("ApplyConfiguration", "Upgrade", "Reboot", "Reset", "Pull", "Bootstrap", "EtcdLeaveCluster")
+    for m in lab.machines:
+        calls = lab.control.calls(m["name"])
+        assert not [c for c in calls if any(c.endswith(w) for w in writes)], calls
 
 
 def test_two_minor_kubernetes_gap_refused(talos_kube_lab, tmp_path):
