@@ -14,6 +14,8 @@ try:
 except ImportError:  # pragma: no cover
     yaml = None
 
+from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.maesh.ichor.plugins.module_utils import installer
 from ansible_collections.maesh.ichor.plugins.module_utils.connection import fail, kube_client_for, with_connection
 
@@ -159,3 +161,16 @@ def prune_run(run, check_mode, diff):
         run.delete_snapshot()
     result["changed"] = bool(done or inventory_changed or snapshot is not None)
     return result
+
+
+def run_module(stage):
+    """The whole of installer_apply and installer_prune: ``stage`` is apply_run or prune_run."""
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    run = installer_for(module)
+    try:
+        result = stage(run, module.check_mode, module._diff)  # pylint: disable=protected-access
+    except RunFailed as exc:
+        fail(module, str(exc), **exc.result)
+    except Exception as exc:  # pylint: disable=broad-except
+        fail(module, exc, plan=[])
+    finish(module, run, **result)

@@ -80,22 +80,11 @@ restored:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.maesh.ichor.plugins.module_utils import installer_module as common
-from ansible_collections.maesh.ichor.plugins.module_utils.connection import fail
 
 
 def main():
-    module = AnsibleModule(argument_spec=common.argument_spec(), supports_check_mode=True)
-    run = common.installer_for(module)
-    try:
-        result = common.prune_run(run, module.check_mode, module._diff)  # pylint: disable=protected-access
-    except common.RunFailed as exc:
-        fail(module, str(exc), **exc.result)
-    except Exception as exc:  # pylint: disable=broad-except
-        fail(module, exc, plan=[])
-    common.finish(module, run, **result)
+    common.run_module(common.prune_run)
 
 
 if __name__ == "__main__":
