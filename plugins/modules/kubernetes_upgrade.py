@@ -104,10 +104,11 @@ def main():
                  "to the replacement APIs first" % (target, "; ".join(result["removed_apis"])), **result)
         work = []  # (machine, components, phase)
         cps = [m for m in machines if m["role"] == "controlplane"]
-        for phase, group, components in (("control plane", cps, upgrade.CONTROL_PLANE_COMPONENTS),
-                                          ("kube-proxy", cps, PROXY), ("kubelet", machines, KUBELET)):
+        phases = (("control plane", cps, upgrade.CONTROL_PLANE_COMPONENTS), ("kube-proxy", cps, PROXY),
+                  ("kubelet", machines, KUBELET))
+        for phase, group, components in phases:
             for m in group:
-                text, changed = upgrade.retag(_config(client, m["address"]), components, target)
+                changed = upgrade.retag(_config(client, m["address"]), components, target)[1]
                 if changed:
                     work.append((m, components, phase))
                     result["plan"].append("%s: %s %s to %s (no reboot)" % (m["name"], phase, ", ".join(changed), target))
