@@ -297,8 +297,9 @@ class InstallerError(Exception):
 class Step:
     """One planned change: action (create, update, unchanged, prune, keep), the ref, the reason, before/after."""
 
-    def __init__(self, action, ref, reason=None, before=None, after=None, uid=None):
+    def __init__(self, action, ref, reason=None, before=None, after=None, uid=None, renamed=None):
         self.action = action
+        self.renamed = renamed  # the RENAMED_OBJECTS entry this candidate is, if any
         self.ref = ref
         self.reason = reason
         self.before = before
@@ -368,7 +369,7 @@ class Installer:
                 continue
             delete, reason = owner_check(live, renamed)
             steps.append(Step("prune" if delete else "keep", ref, reason, before=restorable(live),
-                              uid=live["metadata"].get("uid")))
+                              uid=live["metadata"].get("uid"), renamed=renamed))
         return steps
 
     def inventory_changed(self):
@@ -456,8 +457,7 @@ class Installer:
                 kept.append((step.ref, "not in the run's snapshot; not deleted"))
                 continue
             live = self.client.get(step.ref.api_version, step.ref.kind, step.ref.name, step.ref.namespace)
-            renamed = next((r for r in RENAMED_OBJECTS if r.ref == step.ref and step.ref not in set(self.refs)), None)
-            delete, reason = owner_check(live, renamed if renamed and "renamed" in (step.reason or "") else None)
+            delete, reason = owner_check(live, step.renamed)
             if not delete or live["metadata"].get("uid") != entry["uid"]:
                 kept.append((step.ref, reason if not delete else "re-created since it was checked (new UID)"))
                 continue

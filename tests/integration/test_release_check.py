@@ -24,13 +24,7 @@ def _run(lab, tmp_path, *extra):
     data["all"]["hosts"] = {"localhost": {"ansible_connection": "local"}}
     with open(inv, "w") as handle:
         yaml.safe_dump(data, handle)
-    proc = ansible_playbook("-i", inv, PLAYBOOK, "-e", "ansible_python_interpreter=%s" % _python(), *extra)
-    return proc
-
-
-def _python():
-    import sys
-    return sys.executable
+    return ansible_playbook("-i", inv, PLAYBOOK, *extra)
 
 
 def _result(proc):
