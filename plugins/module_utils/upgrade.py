@@ -39,8 +39,16 @@ class UpgradeFailed(Exception):
     """One line: which machine, what did not happen, what to do."""
 
 
+def _member_host(member):
+    for url in list(member.client_urls) + list(member.peer_urls):
+        host = url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+        if host:
+            return host
+    return None
+
+
 def etcd_health(client, node):
-    """(healthy?, detail): the member answers its status and the member list has a quorum of started members."""
+    """(healthy?, detail): this member answers its status, and a quorum of the voting members does."""
     try:
         members = client.call("EtcdMemberList", node=node).messages[0].members
         status = client.call("EtcdStatus", node=node).messages[0].member_status
@@ -51,7 +59,17 @@ def etcd_health(client, node):
     voters = [m for m in members if not m.is_learner]
     if not voters:
         return False, "etcd on %s lists no members" % node
-    return True, "%d etcd members" % len(voters)
+    healthy = 0
+    for member in voters:
+        host = _member_host(member)
+        try:
+            if host and not client.call("EtcdStatus", node=host).messages[0].member_status.errors:
+                healthy += 1
+        except errors.TalosError:
+            continue
+    if healthy * 2 <= len(voters):
+        return False, "only %d of %d etcd members are healthy (no quorum)" % (healthy, len(voters))
+    return True, "%d of %d etcd members healthy" % (healthy, len(voters))
 
 
 def node_ready(kube, hostname, version):

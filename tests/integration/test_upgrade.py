@@ -116,3 +116,17 @@ def test_removed_api_check_reads_metrics_only_with_the_right_rbac(kube_lab, kube
     assert "apiserver_request_total" in metrics
     # the lab's API server serves no API removed by its own version: the no-hit path
     assert upgrade.removed_apis_in_use(metrics, release.KUBERNETES) == []
+
+
+def test_etcd_health_needs_a_quorum_of_members(talos_lab):
+    from ansible_collections.maesh.ichor.plugins.module_utils import upgrade
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
+    lab = talos_lab(controlplanes=3, workers=0)
+    cp1 = lab.address("cp-1")
+    with tc.TalosClient(talosconfig.load(lab.talosconfig), timeout=3) as client:
+        assert upgrade.etcd_health(client, cp1) == (True, "3 of 3 etcd members healthy")
+        lab.control.set_faults("cp-2", unreachable=True)
+        assert upgrade.etcd_health(client, cp1) == (True, "2 of 3 etcd members healthy")
+        lab.control.set_faults("cp-3", unreachable=True)
+        assert upgrade.etcd_health(client, cp1) == (False, "only 1 of 3 etcd members are healthy (no quorum)")
