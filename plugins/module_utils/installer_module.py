@@ -20,12 +20,18 @@ from ansible_collections.maesh.ichor.plugins.module_utils import installer
 from ansible_collections.maesh.ichor.plugins.module_utils.connection import fail, kube_client_for, with_connection
 
 
-def argument_spec():
+def store_argument_spec():
+    """Where the inventory and snapshot live (doc fragment maesh.ichor.installer)."""
     return with_connection(dict(
-        bundle=dict(type="list", elements="path", required=True),
         namespace=dict(type="str", default=installer.DEFAULT_NAMESPACE),
         snapshot_file=dict(type="path"),
     ))
+
+
+def argument_spec():
+    spec = store_argument_spec()
+    spec["bundle"] = dict(type="list", elements="path", required=True)
+    return spec
 
 
 def installer_for(module):

@@ -23,6 +23,7 @@ author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
   - maesh.ichor.connection
+  - maesh.ichor.installer
 attributes:
   check_mode:
     support: full
@@ -36,13 +37,6 @@ options:
     type: list
     elements: path
     required: true
-  namespace:
-    description: The installer's namespace (inventory, snapshot, and the default for namespaced objects).
-    type: str
-    default: ichor-system
-  snapshot_file:
-    description: Keep the snapshot in this file (mode 0600) instead of a Secret in O(namespace).
-    type: path
 """
 
 EXAMPLES = r"""

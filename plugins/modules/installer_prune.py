@@ -27,6 +27,7 @@ author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
   - maesh.ichor.connection
+  - maesh.ichor.installer
 attributes:
   check_mode:
     support: full
@@ -40,13 +41,6 @@ options:
     type: list
     elements: path
     required: true
-  namespace:
-    description: The installer's namespace.
-    type: str
-    default: ichor-system
-  snapshot_file:
-    description: The snapshot file given to M(maesh.ichor.installer_apply), if any.
-    type: path
 """
 
 EXAMPLES = r"""

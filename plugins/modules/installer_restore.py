@@ -20,6 +20,7 @@ author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
   - maesh.ichor.connection
+  - maesh.ichor.installer
 attributes:
   check_mode:
     support: full
@@ -27,14 +28,6 @@ attributes:
   diff_mode:
     support: none
     description: Not supported.
-options:
-  namespace:
-    description: The installer's namespace (where the snapshot Secret is).
-    type: str
-    default: ichor-system
-  snapshot_file:
-    description: The snapshot file given to M(maesh.ichor.installer_apply), if any.
-    type: path
 """
 
 EXAMPLES = r"""
@@ -58,15 +51,12 @@ restored:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.maesh.ichor.plugins.module_utils import installer
-from ansible_collections.maesh.ichor.plugins.module_utils.connection import fail, kube_client_for, with_connection
+from ansible_collections.maesh.ichor.plugins.module_utils import installer, installer_module as common
+from ansible_collections.maesh.ichor.plugins.module_utils.connection import fail, kube_client_for
 
 
 def main():
-    module = AnsibleModule(argument_spec=with_connection(dict(
-        namespace=dict(type="str", default=installer.DEFAULT_NAMESPACE),
-        snapshot_file=dict(type="path"),
-    )), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=common.store_argument_spec(), supports_check_mode=True)
     client = kube_client_for(module)
     run = installer.Installer(client, [], namespace=module.params["namespace"],
                               snapshot_file=module.params["snapshot_file"])

@@ -236,13 +236,14 @@ cluster:
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
 from ansible_collections.maesh.ichor.plugins.module_utils import reclaim
+from ansible_collections.maesh.ichor.plugins.module_utils.connection import with_connection
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import client as k8s_client
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, talosconfig
 
 
 def argument_spec():
-    return dict(
+    spec = with_connection(dict(
         address=dict(type="str", required=True),
         confirm_uuid=dict(type="str"),
         force=dict(type="bool", default=False),
@@ -254,14 +255,10 @@ def argument_spec():
         foreign_talosconfig=dict(type="path", fallback=(env_fallback, ["TALOSCONFIG"])),
         foreign_talosconfig_content=dict(type="str", no_log=True),
         foreign_context=dict(type="str"),
-        talosconfig=dict(type="path"),
-        talosconfig_content=dict(type="str", no_log=True),
-        context=dict(type="str"),
-        endpoint=dict(type="str"),
-        kubeconfig=dict(type="path", fallback=(env_fallback, ["KUBECONFIG"])),
-        kubeconfig_content=dict(type="str", no_log=True),
-        timeout=dict(type="float", default=30.0),
-    )
+    ))
+    # TALOSCONFIG names the foreign cluster's file here, so the managed cluster's has no fallback
+    spec["talosconfig"] = dict(type="path")
+    return spec
 
 
 def _diff(result):

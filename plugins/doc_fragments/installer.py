@@ -1,0 +1,25 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class ModuleDocFragment:
+    # Where the installer keeps its inventory and its snapshot; the three installer modules take these.
+    DOCUMENTATION = r"""
+options:
+  namespace:
+    description:
+      - The installer's namespace, where the inventory ConfigMap and the snapshot Secret live; also the default for
+        namespaced objects of the bundle.
+    type: str
+    default: ichor-system
+  snapshot_file:
+    description:
+      - Keep the run's snapshot in this file (mode 0600) instead of a Secret in O(namespace). Give the same file to
+        every installer module of a run.
+    type: path
+"""
