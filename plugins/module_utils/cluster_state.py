@@ -3,13 +3,14 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Read a running cluster's versions the way they run on Talos: each machine's Talos, the
 control-plane component images in the control planes' machine configs, each Node's kubelet,
-the CNI, and the stored contract from the cluster record."""
+the CNI, the stored versions from the cluster record, and every machine's live config for the
+config engine (the contract form each config is in)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.config import rollout, secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, cni
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
@@ -18,15 +19,16 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos.kubernetes impor
 
 async def _machine_versions(client, m):
     info = await machine.version(client, m["address"])
-    out = {"name": m["name"], "role": m["role"], "talos": info["tag"], "components": {}}
+    config = await machine.get_resource(client, res.MACHINE_CONFIG, m["address"])
+    text = config["spec"] if config else ""
+    out = {"name": m["name"], "address": m["address"], "role": m["role"], "talos": info["tag"], "components": {},
+           "config": text}
     if m["role"] == "controlplane":
-        config = await machine.get_resource(client, res.MACHINE_CONFIG, m["address"])
-        out["components"] = component_versions(config["spec"] if config else "")
+        out["components"] = component_versions(text)
     return out
 
 
-def read(talos, kube, machines):
-    """{machines: [{name, role, talos}], kubernetes: {source: version}, contract, cni, record}."""
+def _read_machines(talos, machines):
     results = {}
     by_address = dict((m["address"], m) for m in machines)
     fan = talos.fan_out(lambda addr: _machine_versions(talos, by_address[addr]), list(by_address))
@@ -34,7 +36,32 @@ def read(talos, kube, machines):
         if result.error is not None:
             raise result.error
         results[addr] = result.message
-    ordered = [results[m["address"]] for m in machines]
+    return [results[m["address"]] for m in machines]
+
+
+def _live(read_rows):
+    return [rollout.Machine(m["name"], m["address"], m["role"], m["talos"], m["config"]) for m in read_rows]
+
+
+def live_machines(talos, machines):
+    """Each machine's Talos version and live config, as rollout.Machine (for the config engine)."""
+    return _live(_read_machines(talos, machines))
+
+
+def live_from(state):
+    """The rollout.Machine list of a read() result."""
+    return _live(state["rows"])
+
+
+def config_model(live, cluster=None, secrets_path=None):
+    """The engine's model of the cluster: the given spec and bundle, or what the live configs state."""
+    bundle = secrets.load(secrets_path) if secrets_path else None
+    return rollout.model(live, cluster=cluster or None, bundle=bundle)
+
+
+def read(talos, kube, machines):
+    """{machines: [{name, role, talos}], kubernetes: {source: version}, cni, record, rows (with each config)}."""
+    ordered = _read_machines(talos, machines)
     kubernetes = {}
     for m in ordered:
         for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
@@ -44,14 +71,8 @@ def read(talos, kube, machines):
         version = ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion")
         if version:
             kubernetes["%s kubelet" % node["metadata"]["name"]] = version
-    record = cluster_record.read(kube)
-    contract = record.get("contract")
-    if not contract:
-        # no record yet: a cluster's contract is never newer than the Talos it runs
-        lowest = min((m["talos"] for m in ordered), key=release.parse)
-        contract = "v%d.%d" % release.minor(lowest)
     return {"machines": [{"name": m["name"], "role": m["role"], "talos": m["talos"]} for m in ordered],
-            "kubernetes": kubernetes, "contract": contract, "cni": cni.detect(kube), "record": record}
+            "kubernetes": kubernetes, "cni": cni.detect(kube), "record": cluster_record.read(kube), "rows": ordered}
 
 
 def stored_versions(record):

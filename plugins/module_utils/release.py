@@ -174,7 +174,8 @@ def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pend
     machines: [{name, role, talos}] (control planes first is the order the talos step takes);
     kubernetes_by_source: {"<machine> kube-apiserver": "v1.35.4", "<node> kubelet": ...};
     contract: the cluster's version contract; cni: {name, version} from the detector;
-    config_pending: machines with a config change the new contract needs (config engine).
+    config_pending: [{name, form}] of the machines whose config is not yet in the set's contract form
+    (config engine, control planes first).
     Raises Refused with the reason when the cluster cannot be rolled.
     """
     check_not_newer(machines, kubernetes_by_source, contract, cni)
@@ -208,10 +209,12 @@ def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pend
             for m in behind]
         steps.append({"step": "talos", "machines": [m["name"] for m in behind], "lines": lines})
     kube_behind = bool(kubernetes) and judge(kubernetes, KUBERNETES) == "behind"
-    if config_pending and not behind and kube_behind:
-        steps.append({"step": "config", "machines": list(config_pending),
-                      "lines": ["apply the configuration contract %s needs on %s (reboots: %s)" % (CONTRACT, m, m)
-                                for m in config_pending]})
+    # ADR 0113 runs the config step when Kubernetes is behind (Ichor's controller applies any other pending
+    # config on its own); with no controller here, it also runs when Kubernetes is up to date.
+    if config_pending and not behind:
+        steps.append({"step": "config", "machines": [m["name"] for m in config_pending],
+                      "lines": ["move the config of %s from the %s form to %s (Talos says in the step's plan whether "
+                                "it reboots)" % (m["name"], m["form"], CONTRACT) for m in config_pending]})
     if kube_behind:
         cps = [m["name"] for m in ordered if m["role"] == "controlplane"]
         steps.append({"step": "kubernetes", "machines": cps + [m["name"] for m in ordered if m["role"] != "controlplane"],

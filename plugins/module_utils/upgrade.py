@@ -15,11 +15,6 @@ __metaclass__ = type
 import re
 import time
 
-try:
-    import yaml
-except ImportError:  # pragma: no cover - reported by the module
-    yaml = None
-
 from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine
@@ -121,45 +116,10 @@ def wait_back(client, kube, node, hostname, role, target, timeout, interval=1.0,
                             hostname, node, int(timeout), waiting_for))
 
 
-# -- the kubernetes step (ADR 0057 order: control planes, kube-proxy, kubelets; no reboot) ---
+# -- the kubernetes step (ADR 0057): removed APIs, kubelets ---------------------------------
 
-CONTROL_PLANE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
-_COMPONENT_IMAGE = re.compile(r"^(.*/(kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|kubelet)):v[^@\s]+$")
 _DEPRECATED = re.compile(r'^apiserver_requested_deprecated_apis\{([^}]*)\}\s+(\S+)', re.M)
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
-
-
-def retag_image(image, components, target):
-    """'registry.k8s.io/kube-proxy:v1.35.4' -> (':v1.36.6' version of it, component) or (image, None)."""
-    match = _COMPONENT_IMAGE.match(image)
-    if match and match.group(2) in components and not image.endswith(":" + target):
-        return "%s:%s" % (match.group(1), target), match.group(2)
-    return image, None
-
-
-def retag(config_text, components, target):
-    """The machine config with the images of ``components`` at ``target``: (text, [changed components])."""
-    docs = list(yaml.safe_load_all(config_text))
-    changed = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == "image" and isinstance(value, str):
-                    node[key], component = retag_image(value, components, target)
-                    if component:
-                        changed.append(component)
-                else:
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    for doc in docs:
-        walk(doc)
-    if not changed:
-        return config_text, []
-    return yaml.safe_dump_all(docs, sort_keys=False), sorted(set(changed))
 
 
 def removed_apis_in_use(metrics_text, target):
@@ -184,10 +144,20 @@ def node_kubelet(kube, hostname):
     return ((status.get("nodeInfo") or {}).get("kubeletVersion"), ready)
 
 
-def apply_no_reboot(client, node, text):
-    """Apply a config without a reboot (Talos refuses if the change needs one)."""
-    req = tc.request_type("ApplyConfiguration")(data=text.encode("utf-8"), mode=2)  # NO_REBOOT
-    client.call("ApplyConfiguration", req, node=node)
+def _apply_request(text, mode_name, dry_run=False):
+    cls = tc.request_type("ApplyConfiguration")
+    return cls(data=text.encode("utf-8"), mode=getattr(cls, mode_name), dry_run=dry_run)
+
+
+def apply_needs_reboot(client, node, text):
+    """Talos's answer to a dry run in AUTO mode: does this config need a reboot? (Nothing is applied.)"""
+    reply = client.call("ApplyConfiguration", _apply_request(text, "AUTO", dry_run=True), node=node)
+    return client.first(reply, node).mode == tc.request_type("ApplyConfiguration").REBOOT
+
+
+def apply_config(client, node, text, reboot=False):
+    """Apply a whole config: without a reboot (Talos refuses if the change needs one), or with one."""
+    client.call("ApplyConfiguration", _apply_request(text, "AUTO" if reboot else "NO_REBOOT"), node=node)
 
 
 def wait_kubelet(kube, hostname, target, timeout, interval=0.5, clock=time):

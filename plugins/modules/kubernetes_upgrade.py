@@ -12,10 +12,14 @@ module: kubernetes_upgrade
 short_description: The rollout's Kubernetes step - control planes, then kube-proxy, then the kubelets, no reboot
 version_added: 0.1.0
 description:
-  - Moves Kubernetes as it runs on Talos to the release set's version by changing the component images in the
-    machines' configs and applying them without a reboot, control planes one at a time, then kube-proxy (its image
-    in the control planes' configs, and the C(kube-proxy) DaemonSet in C(kube-system) when one exists), then the
-    kubelet of every machine, one at a time, waiting for its Node to report the new version and Ready.
+  - Moves Kubernetes as it runs on Talos to the release set's version. Each machine's config is rendered with the
+    config engine at the set's contract and Kubernetes version and applied without a reboot, in phases - the control
+    planes one at a time (API server, controller manager, scheduler), then kube-proxy (its image in the control
+    planes' configs, and the C(kube-proxy) DaemonSet in C(kube-system) when Talos runs kube-proxy), then the kubelet
+    of every machine, one at a time, waiting for its Node to report the new version and Ready. Each phase's render
+    keeps the later phases' components at the version they run, and every apply is read back and must equal it.
+  - Every machine's config must already be in the set's contract form (the C(config) step comes first) and be what
+    the engine renders (nothing a spec field cannot cover would be lost); otherwise nothing is written.
   - Before anything is written, asks the API server which deprecated APIs are still requested
     (C(apiserver_requested_deprecated_apis) in C(/metrics)); an API whose C(removed_release) is at or below the
     target refuses the step with the API names.
@@ -29,14 +33,22 @@ attributes:
     support: full
     description: The plan; nothing is sent.
   diff_mode:
-    support: none
-    description: The plan lines name every image that changes.
+    support: full
+    description: The live and the final rendered config of each machine, every secret value replaced by C(<redacted>).
 options:
   machines:
     description: The cluster's machines (C(name), C(address), C(role)); see the C(maesh.ichor.machines) filter.
     type: list
     elements: dict
     required: true
+  cluster:
+    description:
+      - The cluster spec (see M(maesh.ichor.talos_machine_config)); omitted, it is read from the live configs.
+    type: dict
+  secrets:
+    description:
+      - Path of the cluster's secrets bundle; omitted, it is recovered in memory from a control plane's live config.
+    type: path
   wait:
     description: Seconds to wait for each kubelet to report the new version.
     type: float
@@ -66,33 +78,43 @@ removed_apis:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release, upgrade
+from ansible_collections.maesh.ichor.plugins.module_utils import cluster_state, release, upgrade
+from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, rollout
+from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.connection import (
     fail, kube_client_for, talos_client_for, with_connection)
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
-
-PROXY = ("kube-proxy",)
-KUBELET = ("kubelet",)
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 
 
-def _config(client, node):
-    item = client.run(machine.get_resource(client, res.MACHINE_CONFIG, node))
-    return item["spec"] if item else ""
+def _proxy_daemonset(kube, model):
+    """kube-system/kube-proxy when Talos runs kube-proxy (not replaced by the CNI) and it exists."""
+    if model.cluster["cni"]["kubeProxy"] == "replaced":
+        return None
+    return kube.get("apps/v1", "DaemonSet", "kube-proxy", "kube-system")
+
+
+def _retagged(image, target):
+    name = image.rsplit("@", 1)[0].rsplit(":", 1)[0]
+    return "%s:%s" % (name, target) if name.endswith("/kube-proxy") else image
 
 
 def main():
     module = AnsibleModule(argument_spec=with_connection(dict(
         machines=dict(type="list", elements="dict", required=True),
+        cluster=dict(type="dict"),
+        secrets=dict(type="path"),
         wait=dict(type="float", default=600.0),
     )), supports_check_mode=True)
+    params = module.params
     target = release.KUBERNETES
-    machines = sorted(module.params["machines"], key=lambda m: (m.get("role") != "controlplane", m.get("name")))
     client = talos_client_for(module)
     kube = kube_client_for(module)
     result = dict(changed=False, plan=[], removed_apis=[])
     try:
+        model = cluster_state.config_model(cluster_state.live_machines(client, params["machines"]),
+                                           params["cluster"], params["secrets"])
+        phases = rollout.kubernetes_phases(model, target)
         try:
             metrics = kube.raw_get("/metrics")
         except KubeError as exc:
@@ -102,49 +124,48 @@ def main():
         if result["removed_apis"]:
             fail(module, "removed APIs are still in use, Kubernetes %s no longer serves them: %s; move their clients "
                  "to the replacement APIs first" % (target, "; ".join(result["removed_apis"])), **result)
-        work = []  # (machine, components, phase)
-        cps = [m for m in machines if m["role"] == "controlplane"]
-        phases = (("control plane", cps, upgrade.CONTROL_PLANE_COMPONENTS), ("kube-proxy", cps, PROXY),
-                  ("kubelet", machines, KUBELET))
-        for phase, group, components in phases:
-            for m in group:
-                changed = upgrade.retag(_config(client, m["address"]), components, target)[1]
-                if changed:
-                    work.append((m, components, phase))
-                    result["plan"].append("%s: %s %s to %s (no reboot)" % (m["name"], phase, ", ".join(changed), target))
-        proxy_ds = kube.get("apps/v1", "DaemonSet", "kube-proxy", "kube-system")
-        if proxy_ds is not None:
-            containers = proxy_ds["spec"]["template"]["spec"]["containers"]
-            if any(not c.get("image", "").endswith(":" + target) for c in containers):
-                result["plan"].append("kube-system/kube-proxy DaemonSet to %s" % target)
+        diffs = []
+        for phase, work in phases:
+            for m, images, rendered in work:
+                moved = [c for c in dict(rollout.PHASES)[phase] if images.get(c) != m.images.get(c)]
+                what = phase if moved == [phase] else "%s (%s)" % (phase, ", ".join(moved))
+                result["plan"].append("%s: %s to %s (no reboot)" % (m.name, what, target))
+        final = dict((m.name, rendered) for _phase, work in phases for m, _images, rendered in work)
+        for m in rollout.ordered(model.machines):
+            if m.name in final:
+                diffs.append({"before_header": m.name, "before": rollout.masked_text(m.docs),
+                              "after_header": "%s (Kubernetes %s)" % (m.name, target),
+                              "after": rollout.masked_text(final[m.name])})
+        proxy_ds = _proxy_daemonset(kube, model)
+        proxy_containers = (proxy_ds or {}).get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+        proxy_behind = any(_retagged(c.get("image", ""), target) != c.get("image") for c in proxy_containers)
+        if proxy_behind:
+            result["plan"].append("kube-system/kube-proxy DaemonSet to %s" % target)
         if not result["plan"]:
             result["plan"] = ["Kubernetes is at %s on every machine; nothing to do" % target]
             module.exit_json(**result)
+        result["changed"] = True
+        if module._diff:
+            result["diff"] = diffs
         if module.check_mode:
-            result["changed"] = True
             module.exit_json(**result)
-        for m, components, phase in work:
-            text, changed = upgrade.retag(_config(client, m["address"]), components, target)
-            if not changed:
-                continue
-            upgrade.apply_no_reboot(client, m["address"], text)
-            if upgrade.retag(_config(client, m["address"]), components, target)[1]:
-                fail(module, "%s: the %s images did not read back at %s after the apply" % (m["name"], phase, target),
-                     **result)
-            if phase == "kubelet":
-                upgrade.wait_kubelet(kube, m["name"], target, module.params["wait"])
-            result["changed"] = True
-        if proxy_ds is not None:
-            for c in proxy_ds["spec"]["template"]["spec"]["containers"]:
-                c["image"] = upgrade.retag_image(c["image"], PROXY, target)[0]
-            kube.apply({"apiVersion": "apps/v1", "kind": "DaemonSet",
-                        "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
-                        "spec": {"template": {"spec": {"containers": [
-                            {"name": c["name"], "image": c["image"]}
-                            for c in proxy_ds["spec"]["template"]["spec"]["containers"]]}}}},
-                       "ichor-upgrade", force=True)
-            result["changed"] = True
-    except (errors.TalosError, upgrade.UpgradeFailed, KubeError) as exc:
+        for phase, work in phases:
+            for m, images, rendered in work:
+                upgrade.apply_config(client, m.address, documents.emit(rendered))
+                back = cluster_state.live_machines(client, [{"name": m.name, "address": m.address, "role": m.role}])[0]
+                if not model.drift(rendered, back.docs, release.CONTRACT).zero:
+                    fail(module, "%s: the config read back after the %s phase differs from the render; the remaining "
+                         "machines were not touched" % (m.name, phase), **result)
+                if phase == "kubelet":
+                    upgrade.wait_kubelet(kube, m.name, target, params["wait"])
+            if phase == "kube-proxy" and proxy_behind:
+                kube.apply({"apiVersion": "apps/v1", "kind": "DaemonSet",
+                            "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
+                            "spec": {"template": {"spec": {"containers": [
+                                {"name": c["name"], "image": _retagged(c["image"], target)}
+                                for c in proxy_containers]}}}},
+                           "ichor-upgrade", force=True)
+    except (ConfigError, errors.TalosError, upgrade.UpgradeFailed, KubeError) as exc:
         fail(module, exc, **result)
     finally:
         client.close()

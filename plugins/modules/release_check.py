@@ -18,6 +18,11 @@ description:
   - Validates an optional desired change against the versions stored in the cluster record (ConfigMap
     C(ichor-cluster) in C(ichor-system)); a changed value is accepted only when it is the pinned one and not lower
     than the stored one. There is no override.
+  - Reads every machine's config with the config engine to find the contract form it is in (the render at that
+    contract, with the images it runs, equals the live config). A machine not yet in the set's contract form has a
+    config change pending (the C(config) step); the Versions table's contract is the oldest form. A machine whose
+    config the engine cannot render (a path no spec field covers, another cluster's bundle) is refused before any
+    step starts, because the config and Kubernetes steps render whole configs.
   - Plans the rollout, in order C(talos), C(config), C(kubernetes), C(cilium), and returns the first step still
     needed with the Versions table. Refuses a cluster whose Kubernetes is more than one minor behind or not supported
     by the set's Talos. Read-only.
@@ -45,11 +50,17 @@ options:
       - A desired change to validate against the stored versions, with any of C(talos), C(kubernetes), C(contract).
     type: dict
     default: {}
-  config_pending:
-    description: Machines with a configuration change the new contract needs (from the config engine).
-    type: list
-    elements: str
-    default: []
+  cluster:
+    description:
+      - The cluster spec (see M(maesh.ichor.talos_machine_config)), usually the inventory's C(ichor_cluster). Its
+        version fields are not used; the rollout renders with the versions each step moves to.
+      - Omitted, the spec is read from the live configs, as adopt reads it.
+    type: dict
+  secrets:
+    description:
+      - Path of the cluster's secrets bundle. Omitted, the bundle is recovered in memory from a control plane's live
+        config; it is never returned or written.
+    type: path
 """
 
 EXAMPLES = r"""
@@ -88,6 +99,11 @@ step:
   description: The first step still needed (C(talos), C(config), C(kubernetes), C(cilium)), or an empty string.
   returned: success
   type: str
+config_pending:
+  description: The machines whose config is not yet in the set's contract form (C(name), C(form)), control planes first.
+  returned: success
+  type: list
+  elements: dict
 cni:
   description: The detected CNI (name, version, image).
   returned: success
@@ -102,6 +118,7 @@ plan:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.maesh.ichor.plugins.module_utils import cluster_state, release
+from ansible_collections.maesh.ichor.plugins.module_utils.config import rollout
 from ansible_collections.maesh.ichor.plugins.module_utils.connection import (
     fail, kube_client_for, talos_client_for, with_connection)
 
@@ -112,7 +129,8 @@ def main():
     module = AnsibleModule(argument_spec=with_connection(dict(
         machines=dict(type="list", elements="dict", required=True),
         desired=dict(type="dict", default={}),
-        config_pending=dict(type="list", elements="str", default=[]),
+        cluster=dict(type="dict"),
+        secrets=dict(type="path"),
     )), supports_check_mode=True)
     result = dict(changed=False, release_set=release.release_set(), plan=[])
     machines = module.params["machines"]
@@ -131,14 +149,19 @@ def main():
             refusal = release.validate_change(field, stored[field], desired)
             if refusal:
                 module.fail_json(msg=refusal, **result)
+        release.check_not_newer(state["machines"], state["kubernetes"], None, state["cni"])
+        model = cluster_state.config_model(cluster_state.live_from(state), module.params["cluster"],
+                                           module.params["secrets"])
+        pending = [{"name": m.name, "form": m.form} for m in rollout.config_pending(model)]
+        contract = rollout.lowest_form(model)
+        result["config_pending"] = pending
         kubernetes = release.lowest(state["kubernetes"].values())
-        rows = release.versions_table(state["machines"], kubernetes, state["contract"], state["cni"])
+        rows = release.versions_table(state["machines"], kubernetes, contract, state["cni"])
         result.update(versions=rows, cni=state["cni"],
                       components=dict((STATE_KEYS[r["component"]], r["state"].lower().replace(" ", "_"))
                                       for r in rows))
         result["plan"] = release.format_table(rows)
-        steps = release.plan_rollout(state["machines"], state["kubernetes"], state["contract"], state["cni"],
-                                     module.params["config_pending"])
+        steps = release.plan_rollout(state["machines"], state["kubernetes"], contract, state["cni"], pending)
     except release.Refused as exc:
         fail(module, exc, **result)
     except Exception as exc:  # pylint: disable=broad-except

@@ -2,6 +2,7 @@
 ready (or never do), and a control plane's Kubeconfig call gives a kubeconfig for the real API
 server. Also the cluster record helpers against that API server."""
 
+import os
 import time
 
 import pytest
@@ -11,6 +12,8 @@ from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_rec
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Conflict, KubeClient
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
+
+from tests.lab.agent import kubelet_version
 
 pytestmark = pytest.mark.lab
 
@@ -120,3 +123,32 @@ def test_cluster_record_updates_are_conditional(kube_lab):
         cluster_record.read(kube)
     assert "newer" in str(exc.value)
     kube.delete("v1", "ConfigMap", cluster_record.NAME, cluster_record.NAMESPACE)
+
+
+CASES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "configs")
+
+
+def test_nodes_of_a_lab_from_a_fixture_case(talos_kube_lab):
+    # the case's configs name Kubernetes 1.35.4 (machine.kubelet.image); --kubernetes-version is ignored
+    lab = talos_kube_lab(case=os.path.join(CASES, "v1.13/v1.13.9/k8s-older"), version="v1.13.9",
+                         controlplanes=1, workers=1)
+    owner = lab.agent.owner
+    nodes = _wait(lambda: len(_nodes(lab.kube, owner)) == 2 and _nodes(lab.kube, owner), what="2 nodes")
+    assert sorted(nodes) == ["cp-1", "worker-1"]
+    for node in nodes.values():
+        assert node.status.node_info.kubelet_version == "v1.35.4"
+        assert node.status.node_info.os_image == "Talos (v1.13.9)"
+
+
+def test_kubelet_version_of_typed_kubelet_config():
+    for role in ("controlplane", "worker"):
+        with open(os.path.join(CASES, "v1.14/v1.14.1/basic", role + ".conf")) as fh:
+            text = fh.read()
+        assert "machine:\n" in text and "\nkind: KubeletConfig\n" in text  # no machine.kubelet: typed only
+        assert kubelet_version(text, "default") == "v1.37.0"
+    with open(os.path.join(CASES, "v1.13/v1.13.9/k8s-older", "worker.conf")) as fh:
+        assert kubelet_version(fh.read(), "default") == "v1.35.4"
+    assert kubelet_version("version: v1alpha1\nmachine: {type: worker}\n", "default") == "default"
+    assert kubelet_version("apiVersion: v1alpha1\nkind: KubeletConfig\nimage: registry:5000/kubelet@sha256:ab\n",
+                           "default") == "default"
+    assert kubelet_version(": [", "default") == "default"

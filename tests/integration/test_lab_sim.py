@@ -1,7 +1,9 @@
 """Tests of the Talos lab simulator itself, with a raw grpclib client on Python ssl."""
 
 import asyncio
+import base64
 import io
+import os
 import ssl
 import tarfile
 import time
@@ -513,3 +515,112 @@ def test_call_counters_and_peer_port(talos_lab):
     assert not peer_open(w1)
     lab.control.power("cp-2", on=False)
     assert not peer_open(cp2)
+
+
+# --- labs from real fixture cases -----------------------------------------------------------
+
+CASES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "configs")
+
+
+def _case_file(case, name):
+    with open(os.path.join(CASES, case, name), "rb") as fh:
+        return fh.read()
+
+
+def _check_case_lab(lab, case, version, cluster_name):
+    """Our client with the lab's talosconfig reaches every machine; each serves its case file
+    unchanged; all are one cluster with the control planes in etcd."""
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, talosconfig
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
+
+    state = lab.state()
+    assert state["case"] == os.path.join(CASES, case)
+    bundle = yaml.safe_load(_case_file(case, "secrets.yaml"))
+    # the lab CA (and so the talosconfig's) is the case's OS CA
+    assert lab.ca_pem == base64.b64decode(bundle["certs"]["os"]["crt"])
+    assert state["ca_algorithm"] == "ed25519"
+    configured = [m for m in state["machines"] if m["mode"] == "configured"]
+    addresses = [m["address"] for m in configured]
+    with tc.TalosClient(talosconfig.load(lab.talosconfig), timeout=10) as client:
+        facts = client.fan_out(lambda n: machine.machine_facts(client, n), addresses)
+        for m in configured:
+            text = _case_file(case, "%s.conf" % m["role"])
+            assert m["machine_config"].encode() == text
+            # the server certificate is signed by the case CA: verified by our client's TLS
+            f = facts[m["address"]]
+            assert f.error is None, f.error
+            f = f.message
+            assert f["version"] == version and f["role"] == m["role"]
+            assert f["hostname"] == m["name"]  # no hostname in the case config: the lab name
+            assert f["cluster"] == {"name": cluster_name, "id": state["cluster"]["id"]}
+            assert sorted(x["hostname"] for x in f["members"]) == sorted(x["name"] for x in configured)
+            spec = client.run(machine.get_resource(client, res.MACHINE_CONFIG, m["address"]))["spec"]
+            assert spec == text.decode()
+            raw = client.call("Get", tc.resource_request(res.MACHINE_CONFIG.type, res.MACHINE_CONFIG.namespace,
+                                                         "v1alpha1"), node=m["address"])
+            assert P.spec("config").MachineConfigSpec.FromString(
+                raw.resource.spec.proto_spec).yaml_marshalled == text
+        cp = [m for m in configured if m["role"] == "controlplane"][0]
+        members = client.first(client.call("EtcdMemberList", node=cp["address"])).members
+    cps = [m for m in configured if m["role"] == "controlplane"]
+    assert sorted(x.hostname for x in members) == sorted(m["name"] for m in cps)
+    assert {x.id for x in members} == {m["etcd_member_id"] for m in cps}
+    return state
+
+
+def test_lab_from_a_v113_case(talos_lab):
+    case = "v1.13/v1.13.9/k8s-older"
+    lab = talos_lab(controlplanes=1, workers=1, version="v1.13.9", case=case)
+    state = _check_case_lab(lab, case, "v1.13.9", "k8s-older")
+    bundle = yaml.safe_load(_case_file(case, "secrets.yaml"))
+    assert state["cluster"] == {"name": "k8s-older", "id": bundle["cluster"]["id"]}
+
+
+def test_lab_from_a_v114_case(talos_lab):
+    # typed documents: cluster id from DiscoveryIdentityConfig, name from KubeClusterConfig;
+    # --add in configured mode also starts from the case; a maintenance machine has no config
+    case = "v1.14/v1.14.1/basic"
+    lab = talos_lab(controlplanes=1, workers=1, version="v1.14.1", case=case, additions=[
+        {"name": "cp-extra", "role": "controlplane", "mode": "configured"},
+        {"name": "spare", "role": "worker", "mode": "maintenance"}])
+    state = _check_case_lab(lab, case, "v1.14.1", "basic")
+    assert state["cluster"] == {"name": "basic", "id": "zRDF+kakRR3Ff51l4LoNrECaHdNhS4mj/WUzsspjSjQ="}
+    assert lab.machine("spare")["machine_config"] == ""
+    # a config applied in typed form (v1.14 contract) is read the same way: the worker's own
+    # config with a new KubeletConfig image applies without a reboot and keeps the cluster
+    worker = lab.machine("worker-1")
+    data = _case_file(case, "worker.conf").replace(b"kubelet:v1.37.0", b"kubelet:v1.37.1")
+    mp = P.machine()
+    reply = call(worker["address"], lab.ssl(), MS + "ApplyConfiguration",
+                 mp.ApplyConfigurationRequest(data=data, mode=mp.ApplyConfigurationRequest.AUTO))
+    assert reply.messages[0].mode == mp.ApplyConfigurationRequest.NO_REBOOT
+    after = lab.machine("worker-1")
+    assert after["machine_config"].encode() == data
+    assert after["cluster_id"] == state["cluster"]["id"] and after["hostname"] == "worker-1"
+
+
+def test_config_facts_read_typed_documents():
+    from tests.lab.talos_sim import config as cfg
+    v114 = cfg.ConfigFacts(_case_file("v1.14/v1.14.1/basic", "controlplane.conf"))
+    assert v114.install_image == "ghcr.io/siderolabs/installer:v1.14.1"
+    assert v114.endpoint == "https://10.5.0.2:6443"
+    assert v114.kubelet_image == "ghcr.io/siderolabs/kubelet:v1.37.0"
+    assert (v114.cluster_name, v114.cluster_id) == ("basic", "zRDF+kakRR3Ff51l4LoNrECaHdNhS4mj/WUzsspjSjQ=")
+    assert v114.machine_type == "controlplane" and v114.hostname is None
+    v113 = cfg.ConfigFacts(_case_file("v1.13/v1.13.9/k8s-older", "worker.conf"))
+    assert v113.install_image == "ghcr.io/siderolabs/installer:v1.13.9"
+    assert v113.endpoint == "https://k8s-older.example.com:6443"
+    assert v113.kubelet_image == "ghcr.io/siderolabs/kubelet:v1.35.4"
+    assert v113.machine_type == "worker" and v113.ca_key_pem is None
+    # a 1.13 machine needs a reboot when the typed install document changes, not for the kubelet
+    worker = _case_file("v1.14/v1.14.1/basic", "worker.conf")
+    assert cfg.needs_reboot(worker, worker.replace(b"kubelet:v1.37.0", b"kubelet:v1.37.1")) is None
+    assert "machine.install" in cfg.needs_reboot(worker, worker.replace(b"installer:v1.14.1", b"installer:v1.14.2"))
+    # the case: its OS CA (Talos' Ed25519 PEM label) and the config bytes as they are
+    case = cfg.Case("v1.13/v1.13.9/k8s-older")
+    assert case.ca.algorithm == "ed25519"
+    assert case.ca.cert_pem == v113.ca_crt_pem
+    assert case.config("worker") == _case_file("v1.13/v1.13.9/k8s-older", "worker.conf")
+    with pytest.raises(cfg.ConfigError):
+        cfg.Case("v1.13/v1.13.9/no-such-case")

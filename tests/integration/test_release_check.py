@@ -1,5 +1,7 @@
-"""release_check against the lab: a behind cluster, an up-to-date one, a newer machine refused before
-any write, a two-minor Kubernetes gap refused, and a desired change validated against the record."""
+"""release_check against the lab, whose machines start from real Talos configs (tests/fixtures/configs): a
+behind cluster, a newer machine and a newer Kubernetes refused before any write, a two-minor Kubernetes gap
+refused, a config the engine cannot render refused, and a desired change validated against the record.
+(The up-to-date cluster is the end of the roll in test_upgrade.py.)"""
 
 import json
 
@@ -15,6 +17,9 @@ from tests.integration.ansible_env import REPO, ansible_playbook, write_inventor
 pytestmark = [pytest.mark.lab, pytest.mark.modules]
 
 PLAYBOOK = REPO + "/tests/integration/playbooks/release_check.yml"
+CONFIGS = REPO + "/tests/fixtures/configs/"
+V113_K8S_135 = CONFIGS + "v1.13/v1.13.9/k8s-older"  # contract v1.13, Talos v1.13.9, Kubernetes 1.35.4
+WRITES = ("ApplyConfiguration", "Upgrade", "Reboot", "Reset", "Pull", "Bootstrap", "EtcdLeaveCluster")
 
 
 def _run(lab, tmp_path, *extra):
@@ -45,50 +50,70 @@ def _no_record(kube_lab):
     yield
 
 
+def _no_write(lab, mark):
+    assert lab.kube.mutating_requests(since=mark, user="lab-admin", namespace="ichor-system") == []
+    for m in lab.machines:
+        calls = lab.control.calls(m["name"])
+        assert not [c for c in calls if any(c.endswith(w) for w in WRITES)], calls
+
+
 def test_behind_cluster(talos_kube_lab, tmp_path):
-    lab = talos_kube_lab(controlplanes=1, workers=2, version="v1.13.9", kubernetes_version="v1.35.4")
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=2, version="v1.13.9")
     proc = _run(lab, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = _result(proc)
     assert result["components"] == {"talos": "behind", "contract": "behind", "kubernetes": "behind"}
     assert result["step"] == "talos"
+    # the config step is not planned while Talos is behind; the machines' configs are in the v1.13 form
     assert [s["step"] for s in result["steps"]] == ["talos", "kubernetes"]
+    assert result["config_pending"] == [{"name": "cp-1", "form": "v1.13"}, {"name": "worker-1", "form": "v1.13"},
+                                        {"name": "worker-2", "form": "v1.13"}]
     assert result["steps"][0]["machines"] == ["cp-1", "worker-1", "worker-2"]
-    assert "Kubernetes        v1.35.4  v1.36.6  Behind" in "\n".join(result["plan"])
-
-
-def test_up_to_date_cluster(talos_kube_lab, tmp_path):
-    lab = talos_kube_lab(controlplanes=1, workers=1, version=release.TALOS, kubernetes_version=release.KUBERNETES)
-    proc = _run(lab, tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = _result(proc)
-    assert set(result["components"].values()) == {"up_to_date"}
-    assert result["step"] == "" and "nothing to do" in result["plan"][-1]
+    plan = "\n".join(result["plan"])
+    assert "Kubernetes        v1.35.4  v1.36.6  Behind" in plan
+    assert "Version contract  v1.13    v1.14    Behind" in plan
 
 
 def test_newer_machine_refused_before_any_write(talos_kube_lab, tmp_path):
-    lab = talos_kube_lab(controlplanes=1, workers=1, version="v1.13.9", kubernetes_version="v1.35.4",
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9",
                          overrides=[{"name": "worker-1", "version": "v1.14.6"}])
     mark = lab.kube.audit_mark()
     proc = _run(lab, tmp_path)
     assert proc.returncode != 0
     assert "Talos on worker-1 is v1.14.6, newer than the release set's v1.14.5" in proc.stdout
-    assert lab.kube.mutating_requests(since=mark, user="lab-admin", namespace="ichor-system") == []
-    writes = ("ApplyConfiguration", "Upgrade", "Reboot", "Reset", "Pull", "Bootstrap", "EtcdLeaveCluster")
-    for m in lab.machines:
-        calls = lab.control.calls(m["name"])
-        assert not [c for c in calls if any(c.endswith(w) for w in writes)], calls
+    _no_write(lab, mark)
+
+
+def test_newer_kubernetes_refused_before_any_write(talos_kube_lab, tmp_path):
+    # machinery v1.14.1's default Kubernetes (1.37.0) is newer than the set's
+    lab = talos_kube_lab(case=CONFIGS + "v1.14/v1.14.1/basic", controlplanes=1, workers=1, version=release.TALOS)
+    mark = lab.kube.audit_mark()
+    proc = _run(lab, tmp_path)
+    assert proc.returncode != 0
+    assert "is v1.37.0, newer than the release set's v1.36.6" in proc.stdout
+    _no_write(lab, mark)
 
 
 def test_two_minor_kubernetes_gap_refused(talos_kube_lab, tmp_path):
-    lab = talos_kube_lab(controlplanes=1, workers=0, version="v1.13.9", kubernetes_version="v1.34.2")
+    lab = talos_kube_lab(case=CONFIGS + "v1.12/v1.12.7/k8s-older", controlplanes=1, workers=0, version="v1.12.7")
     proc = _run(lab, tmp_path)
     assert proc.returncode != 0
-    assert "Kubernetes v1.34.2 is more than one minor behind the release set's v1.36.6" in proc.stdout
+    assert "Kubernetes v1.34.12 is more than one minor behind the release set's v1.36.6" in proc.stdout
+
+
+def test_a_config_the_engine_cannot_render_is_refused_before_any_step(talos_kube_lab, tmp_path):
+    # an inline manifest other than Cilium's has no spec field: a whole-config render would drop it
+    lab = talos_kube_lab(case=CONFIGS + "v1.13/v1.13.9/inline-other", controlplanes=1, workers=0, version="v1.13.9")
+    mark = lab.kube.audit_mark()
+    proc = _run(lab, tmp_path)
+    assert proc.returncode != 0
+    assert "cp-1: its live config is not what the cluster's spec renders at any contract" in proc.stdout
+    assert "bring the machine to its spec first" in proc.stdout
+    _no_write(lab, mark)
 
 
 def test_desired_change_validated_against_the_record(talos_kube_lab, tmp_path):
-    lab = talos_kube_lab(controlplanes=1, workers=0, version="v1.13.9", kubernetes_version="v1.35.4")
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=0, version="v1.13.9")
     kube = KubeClient(kubeconfig=lab.kube.kubeconfig)
     cluster_record.update(kube, lambda d: d.update(talos="v1.13.9", kubernetes="v1.35.4", contract="v1.13"))
     proc = _run(lab, tmp_path, "-e", '{"ichor_desired": {"talos": "v1.14.1"}}')

@@ -1,6 +1,13 @@
-"""The rollout's Talos step through ansible-playbook maesh.ichor.upgrade against the lab: check mode sends
-nothing, machines are rolled one at a time to the set, a rerun changes nothing, a machine that does not come
-back fails the run, leaves the rest untouched, and the rerun continues from it."""
+"""The rollout through ansible-playbook maesh.ichor.upgrade against the lab, whose machines start from real
+Talos configs (tests/fixtures/configs, made by machinery v1.13.9 and v1.14.1):
+
+* check mode sends nothing; the Talos step rolls one machine at a time, control planes first;
+* a cluster at Talos v1.13.9 / Kubernetes 1.35.4 / contract v1.13 is rolled step by step (talos, config,
+  kubernetes), each step rendered by the config engine, and then everything is Up to date and a run changes
+  nothing; ichor_upgrade_follow does the same in one run;
+* a machine that does not come back fails the run, leaves the rest untouched, and the rerun continues from it;
+* the removed-API check and the etcd quorum check.
+"""
 
 import time
 
@@ -8,10 +15,16 @@ import pytest
 import yaml
 
 from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 
-from tests.integration.ansible_env import ansible_playbook, write_inventory
+from tests.integration.ansible_env import REPO, ansible_playbook, write_inventory
 
 pytestmark = [pytest.mark.lab, pytest.mark.modules]
+
+CONFIGS = REPO + "/tests/fixtures/configs/"
+V113_K8S_135 = CONFIGS + "v1.13/v1.13.9/k8s-older"  # contract v1.13, Talos v1.13.9, Kubernetes 1.35.4
+V114_K8S_136 = CONFIGS + "v1.14/v1.14.1/k8s-older"  # contract v1.14, Kubernetes 1.36.3
 
 
 def _inventory(lab, tmp_path):
@@ -27,80 +40,158 @@ def _versions(lab):
     return dict((m["name"], m["version"]) for m in lab.machines)
 
 
-def _upgrade_calls(lab):
-    return sum(c.get(k, 0) for c in (lab.control.calls(m["name"]) for m in lab.machines)
-               for k in ("Upgrade", "ImagePull", "Pull", "LifecycleUpgrade", "/machine.LifecycleService/Upgrade",
-                         "/machine.ImageService/Pull", "/machine.MachineService/Upgrade"))
+def _configs(lab):
+    return dict((m["name"], [d for d in yaml.safe_load_all(m["machine_config"]) if d]) for m in lab.machines)
+
+
+def _kinds(docs):
+    return set(d.get("kind") for d in docs if d.get("kind"))
+
+
+def _image(docs, kind):
+    for d in docs:
+        if d.get("kind") == kind:
+            return d["image"]
+    return None
+
+
+def _upgrade(inv, *extra):
+    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade", *extra)
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    return proc
+
+
+def _changed_hosts(proc):
+    return [line.split("]")[0].split("[")[-1] for line in proc.stdout.splitlines()
+            if line.startswith("changed: [") and "localhost" not in line]
 
 
 def test_talos_step_rolls_one_machine_at_a_time(talos_kube_lab, tmp_path):
-    lab = talos_kube_lab(controlplanes=1, workers=2, version="v1.13.9", kubernetes_version=release.KUBERNETES,
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=2, version="v1.13.9",
                          overrides=[{"name": "worker-2", "version": "v1.12.7"}])
     inv = _inventory(lab, tmp_path)
-    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade", "--check", "--diff")
+    before = dict((m["name"], m["machine_config"]) for m in lab.machines)
+    proc = _upgrade(inv, "--check", "--diff")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PLAN (check mode: nothing was written)" in proc.stdout
     assert "cp-1 (%s): upgrade Talos from v1.13.9 to v1.14.5" % lab.address("cp-1") in proc.stdout
     assert "Talos             v1.12.7  v1.14.5  Behind" in proc.stdout
     assert set(_versions(lab).values()) == {"v1.13.9", "v1.12.7"}
-    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade")
+    proc = _upgrade(inv)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert set(_versions(lab).values()) == {release.TALOS}
-    order = [line.split("]")[0].split("[")[-1] for line in proc.stdout.splitlines()
-             if line.startswith("changed: [") and "localhost" not in line]
-    assert order == ["cp-1", "worker-1", "worker-2"]
-    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade")
-    assert proc.returncode == 0 and "changed=0" in proc.stdout, proc.stdout
+    assert _changed_hosts(proc) == ["cp-1", "worker-1", "worker-2"]
+    # the Talos step leaves the configs as they were (Talos does not upgrade Kubernetes); the next step is config
+    assert dict((m["name"], m["machine_config"]) for m in lab.machines) == before
+    proc = _upgrade(inv, "--check")
+    assert proc.returncode == 0, proc.stdout
+    assert "next step: config" in proc.stdout
 
 
 def test_a_machine_that_does_not_come_back_stops_the_run_and_the_rerun_continues(talos_kube_lab, tmp_path):
-    lab = talos_kube_lab(controlplanes=1, workers=2, version="v1.13.9", kubernetes_version=release.KUBERNETES)
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=2, version="v1.13.9")
     inv = _inventory(lab, tmp_path)
     lab.control.set_timing("worker-1", reboot_seconds=12, upgrade_seconds=12)
-    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade", "-e", "ichor_upgrade_wait=5")
+    proc = _upgrade(inv, "-e", "ichor_upgrade_wait=5")
     assert proc.returncode != 0
     assert "worker-1 (%s) did not come back within 5s" % lab.address("worker-1") in proc.stdout, proc.stdout[-3000:]
     assert _versions(lab)["cp-1"] == release.TALOS
     assert _versions(lab)["worker-2"] == "v1.13.9"  # untouched
     lab.wait_for("worker-1", lambda m: m["up"] and m["version"] == release.TALOS, timeout=30)
     time.sleep(1)
-    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade")
+    proc = _upgrade(inv)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "cp-1 (%s): already at Talos v1.14.5, skipped" % lab.address("cp-1") in proc.stdout
     assert set(_versions(lab).values()) == {release.TALOS}
 
 
-def test_follow_rolls_talos_then_kubernetes_and_a_rerun_changes_nothing(talos_kube_lab, tmp_path):
-    lab = talos_kube_lab(controlplanes=1, workers=1, version="v1.13.9", kubernetes_version="v1.35.4")
-    inv = _inventory(lab, tmp_path)
-    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade", "-e", "ichor_upgrade_follow=true")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert set(_versions(lab).values()) == {release.TALOS}
-    for m in lab.machines:
-        assert "kubelet:%s" % release.KUBERNETES in m["machine_config"]
-    assert "kube-apiserver:%s" % release.KUBERNETES in lab.machine("cp-1")["machine_config"]
-    assert lab.machine("worker-1")["stage"] == "running"
-    from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
-    from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
+def _assert_at_the_set(lab, inv):
+    configs = _configs(lab)
+    for name, docs in configs.items():
+        assert "KubeletConfig" in _kinds(docs), name  # the v1.14 form
+        assert _image(docs, "KubeletConfig") == "ghcr.io/siderolabs/kubelet:%s" % release.KUBERNETES
+    assert _image(configs["cp-1"], "KubeAPIServerConfig") == "registry.k8s.io/kube-apiserver:%s" % release.KUBERNETES
+    assert _image(configs["cp-1"], "KubeProxyConfig") == "registry.k8s.io/kube-proxy:%s" % release.KUBERNETES
     stored = cluster_record.read(KubeClient(kubeconfig=lab.kube.kubeconfig)).data
     assert (stored["talos"], stored["contract"], stored["kubernetes"]) == (release.TALOS, release.CONTRACT,
                                                                            release.KUBERNETES)
-    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade", "-e", "ichor_upgrade_follow=true")
+    proc = _upgrade(inv, "--check", "--diff")
+    assert proc.returncode == 0, proc.stdout
+    for component, version in (("Talos", release.TALOS), ("Version contract", release.CONTRACT),
+                               ("Kubernetes", release.KUBERNETES)):
+        assert "%-16s  %-7s  %-7s  Up to date" % (component, version, version) in proc.stdout, proc.stdout
+    proc = _upgrade(inv)
     assert proc.returncode == 0 and "changed=0" in proc.stdout, proc.stdout
     assert "the cluster is at the release set; nothing to do" in proc.stdout
 
 
-def test_kubernetes_step_alone_check_mode_then_run(talos_kube_lab, tmp_path):
-    lab = talos_kube_lab(controlplanes=1, workers=1, version=release.TALOS, kubernetes_version="v1.35.4")
+def test_a_v113_cluster_is_rolled_step_by_step_to_the_set(talos_kube_lab, tmp_path):
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9")
     inv = _inventory(lab, tmp_path)
-    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade", "--check")
+
+    # talos
+    proc = _upgrade(inv)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "cp-1: control plane kube-apiserver to v1.36.6 (no reboot)" in proc.stdout
-    assert "worker-1: kubelet kubelet to v1.36.6 (no reboot)" in proc.stdout
-    assert "kubelet:v1.35.4" in lab.machine("worker-1")["machine_config"]
-    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade")
+    assert set(_versions(lab).values()) == {release.TALOS}
+
+    # config: the plan (Talos's dry run says whether it reboots), with a masked diff, then the step
+    proc = _upgrade(inv, "--check", "--diff")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "next step: config" in proc.stdout
+    assert "cp-1: config from the v1.13 form to v1.14 (no reboot)" in proc.stdout
+    assert "worker-1: config from the v1.13 form to v1.14 (no reboot)" in proc.stdout
+    assert "reboots: none" in proc.stdout
+    assert "KubeletConfig" in proc.stdout and "PRIVATE KEY" not in proc.stdout
+    assert all("KubeletConfig" not in _kinds(docs) for docs in _configs(lab).values())
+    proc = _upgrade(inv)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name, docs in _configs(lab).items():
+        assert _image(docs, "KubeletConfig") == "ghcr.io/siderolabs/kubelet:v1.35.4", name
+    assert all(m["stage"] == "running" for m in lab.machines)
+
+    # kubernetes: control planes, kube-proxy, kubelets
+    proc = _upgrade(inv, "--check")
+    assert proc.returncode == 0, proc.stdout
+    lines = [line.strip().lstrip("- ") for line in proc.stdout.splitlines()]
+    order = [i for i, line in enumerate(lines) if line in (
+        "cp-1: control plane (kube-apiserver, kube-controller-manager, kube-scheduler) to v1.36.6 (no reboot)",
+        "cp-1: kube-proxy to v1.36.6 (no reboot)",
+        "cp-1: kubelet to v1.36.6 (no reboot)",
+        "worker-1: kubelet to v1.36.6 (no reboot)")]
+    assert len(order) == 4 and order == sorted(order), proc.stdout
+    proc = _upgrade(inv)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    _assert_at_the_set(lab, inv)
+
+
+def test_follow_runs_the_steps_in_order_in_one_run(talos_kube_lab, tmp_path):
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9")
+    inv = _inventory(lab, tmp_path)
+    proc = _upgrade(inv, "-e", "ichor_upgrade_follow=true")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tasks = [line for line in proc.stdout.splitlines() if line.startswith("TASK [")]
+    ran = [t for t in tasks if any(k in t for k in ("Upgrade Talos on this machine", "Move each machine's config",
+                                                    "Upgrade Kubernetes"))]
+    assert [t.split(":", 1)[-1].split("]")[0].strip() for t in ran][-3:] == [
+        "Upgrade Talos on this machine", "Move each machine's config to the release set's contract form",
+        "Upgrade Kubernetes (control planes, kube-proxy, kubelets; no reboot)"], tasks
+    _assert_at_the_set(lab, inv)
+
+
+def test_kubernetes_step_alone(talos_kube_lab, tmp_path):
+    lab = talos_kube_lab(case=V114_K8S_136, controlplanes=1, workers=1, version=release.TALOS)
+    inv = _inventory(lab, tmp_path)
+    proc = _upgrade(inv, "--check", "--diff")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "next step: kubernetes" in proc.stdout
+    assert "worker-1: kubelet to v1.36.6 (no reboot)" in proc.stdout
+    assert "kubelet:v1.36.3" in lab.machine("worker-1")["machine_config"]
+    proc = _upgrade(inv)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "kubelet:v1.36.6" in lab.machine("worker-1")["machine_config"]
+    proc = _upgrade(inv)
+    assert proc.returncode == 0 and "changed=0" in proc.stdout, proc.stdout
 
 
 def test_removed_api_check_reads_metrics_only_with_the_right_rbac(kube_lab, kube_namespace):

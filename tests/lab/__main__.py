@@ -7,6 +7,8 @@ Examples::
     python -m tests.lab up --workdir /tmp/lab --mixed-versions --extra-maintenance
     python -m tests.lab up --workdir /tmp/lab --set worker-1:version=v1.12.11,mode=maintenance \\
         --add name=spare,role=worker,version=v1.12.11,mode=maintenance
+    python -m tests.lab up --workdir /tmp/lab --controlplanes 1 --workers 1 \\
+        --talos-version v1.13.9 --case v1.13/v1.13.9/k8s-older
 
 Prints the path of DIR/lab.json once every machine listens, then serves until SIGTERM/SIGINT.
 """
@@ -26,7 +28,7 @@ from tests import collection_path  # noqa: E402
 
 collection_path.ensure()
 
-from tests.lab.talos_sim import runner  # noqa: E402
+from tests.lab.talos_sim import config as cfg, runner  # noqa: E402
 
 
 def _parser():
@@ -60,6 +62,10 @@ def _parser():
     up.add_argument("--upgrade-seconds", type=float, default=None)
     up.add_argument("--install-seconds", type=float, default=None)
     up.add_argument("--kubeconfig-server", default=None)
+    up.add_argument("--case", default=None, metavar="DIR",
+                    help="a config fixture case (DIR, or relative to tests/fixtures/configs): "
+                    "configured machines start from its controlplane.conf / worker.conf as they "
+                    "are, the lab CA is its OS CA; --kubernetes-version and --ca are ignored")
     up.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -77,6 +83,13 @@ def main(argv=None):
     if not plan:
         print("no machines requested", file=sys.stderr)
         return 2
+    case = None
+    if args.case:
+        try:  # load once: a bad case fails before any port is taken
+            case = cfg.Case(args.case)
+        except (ValueError, OSError) as exc:
+            print("bad --case: %s" % exc, file=sys.stderr)
+            return 2
     explicit = args.index is not None
     attempts = 1 if explicit else 5
     last = None
@@ -87,7 +100,7 @@ def main(argv=None):
                                reboot_seconds=args.reboot_seconds,
                                upgrade_seconds=args.upgrade_seconds,
                                install_seconds=args.install_seconds, name=args.name,
-                               kubeconfig_server=args.kubeconfig_server)
+                               kubeconfig_server=args.kubeconfig_server, case=case)
 
         def ready(lab):
             print(lab.lab_json, flush=True)

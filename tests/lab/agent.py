@@ -2,8 +2,9 @@
 the real API server, and plays the workload controllers' part for readiness.
 
 - a Node per configured machine (name = hostname): kubelet version from the machine config's
-  kubelet image, OS image "Talos (vX)", InternalIP, Ready while the machine is up and running,
-  NotReady while it reboots or upgrades; the Node goes when the machine is reset (maintenance);
+  kubelet image (``machine.kubelet.image`` or a typed ``KubeletConfig``), OS image "Talos (vX)",
+  InternalIP, Ready while the machine is up and running, NotReady while it reboots or upgrades;
+  the Node goes when the machine is reset (maintenance);
 - Deployments and DaemonSets get a ready status, except those annotated
   ``lab.maesh.dev/never-ready: "true"`` (a workload that never becomes ready).
 
@@ -23,13 +24,18 @@ MANAGED = "lab.maesh.dev/agent"
 
 
 def kubelet_version(machine_config, default):
+    """The kubelet image tag of a machine config: legacy ``machine.kubelet.image`` (v1alpha1), else
+    the typed ``KubeletConfig`` document's ``image`` (v1.14 contract); ``default`` without one."""
     try:
-        for doc in yaml.safe_load_all(machine_config or ""):
-            image = ((doc or {}).get("machine") or {}).get("kubelet", {}).get("image", "")
-            if ":" in image:
-                return image.rsplit(":", 1)[1]
+        docs = [d for d in yaml.safe_load_all(machine_config or "") if isinstance(d, dict)]
     except yaml.YAMLError:
-        pass
+        return default
+    legacy = [((d.get("machine") or {}).get("kubelet") or {}).get("image") for d in docs if "kind" not in d]
+    typed = [d.get("image") for d in docs if d.get("kind") == "KubeletConfig"]
+    for image in legacy + typed:
+        ref = (image or "").split("@", 1)[0]
+        if ":" in ref.rsplit("/", 1)[-1]:
+            return ref.rsplit(":", 1)[1]
     return default
 
 

@@ -4,6 +4,10 @@
 planes' Kubeconfig call returns the kube lab's admin kubeconfig, and a LabAgent that mirrors its
 machines as Nodes and marks workloads ready. Each new lab starts without a cluster record (the
 API server is shared by the session). The agent's Nodes are removed at teardown.
+
+``talos_kube_lab(case="v1.13/v1.13.9/k8s-older", version="v1.13.9", ...)`` starts the machines from a
+real fixture case (see ``tests.lab.fixtures``): the Nodes' kubelet version is the one its configs
+name (legacy ``machine.kubelet.image`` or a typed ``KubeletConfig``).
 """
 
 import itertools

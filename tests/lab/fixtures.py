@@ -6,7 +6,14 @@ Register from tests/conftest.py with::
 
 ``talos_lab`` (function scope) is a factory: ``lab = talos_lab(controlplanes=1, workers=1,
 version="v1.14.1", mode="configured", ca="ed25519", latency_ms=0, overrides=[...],
-additions=[...])``; every lab it made is stopped at teardown. ``talos_cluster`` (session scope)
+additions=[...], case=None)``; every lab it made is stopped at teardown.
+
+``case``: a config fixture case directory (absolute, relative to the cwd or the checkout, or
+relative to tests/fixtures/configs, e.g. ``"v1.13/v1.13.9/k8s-older"``). Every machine added in
+configured mode starts with the case's ``controlplane.conf`` / ``worker.conf`` bytes unchanged
+(cluster id / name / etcd membership follow them; no hostname in them: the lab name stays), and
+the lab's OS CA is the case's (``secrets.yaml`` ``certs.os``), so the talosconfig it writes is
+accepted. ``kubernetes_version`` and ``ca`` are then ignored; ``version`` still sets Talos. ``talos_cluster`` (session scope)
 is a ready 3 control planes + 2 workers, v1.14.1, configured, Ed25519 lab for read-only tests.
 """
 
@@ -46,7 +53,7 @@ class LabProcess:
                  mode="configured", ca="ed25519", latency_ms=0, overrides=(), additions=(),
                  mixed_versions=False, extra_maintenance=False, bootstrapped=True,
                  reboot_seconds=0.3, upgrade_seconds=0.5, install_seconds=0.2, name="lab",
-                 kubeconfig_server=None, index=None):
+                 kubeconfig_server=None, index=None, case=None):
         self.workdir = os.path.abspath(workdir)
         self.lab_json = os.path.join(self.workdir, "lab.json")
         self.talosconfig = os.path.join(self.workdir, "talosconfig")
@@ -79,6 +86,12 @@ class LabProcess:
             self._args.append("--no-bootstrap")
         if kubeconfig_server:
             self._args += ["--kubeconfig-server", kubeconfig_server]
+        self.case = None
+        if case:
+            # resolved here: the simulator runs from the checkout root, not the test's cwd
+            from .talos_sim.config import find_case_dir
+            self.case = find_case_dir(str(case))
+            self._args += ["--case", self.case]
 
     # --- process -----------------------------------------------------------------------
     def start(self, timeout=30.0, attempts=4):

@@ -175,9 +175,18 @@ def issue_server(ca, hostname, addresses, hours=24, extra_sans=()):
                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
                               critical=False)
                .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
-                   ca.key.public_key()), critical=False))
+               .add_extension(_authority_key_id(ca), critical=False))
     return KeyPair(builder.sign(ca.key, _hash_for(ca.key)), key)
+
+
+def _authority_key_id(ca):
+    """The issuer's own SubjectKeyIdentifier when it has one (a Talos-made CA computes it from the whole
+    SubjectPublicKeyInfo, not as pki does): OpenSSL chains a leaf only when its AKI equals the CA's SKI."""
+    try:
+        ski = ca.cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+        return x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski)
+    except x509.ExtensionNotFound:
+        return x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key())
 
 
 def issue_client(ca, roles=("os:admin",), common_name="", hours=24 * 365,
@@ -198,8 +207,7 @@ def issue_client(ca, roles=("os:admin",), common_name="", hours=24 * 365,
                         _now() + datetime.timedelta(hours=hours))
                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                .add_extension(_leaf_usage(key), critical=True)
-               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
-                   ca.key.public_key()), critical=False))
+               .add_extension(_authority_key_id(ca), critical=False))
     if ext_key_usage:
         builder = builder.add_extension(x509.ExtendedKeyUsage(list(ext_key_usage)), critical=False)
     return KeyPair(builder.sign(ca.key, _hash_for(ca.key)), key)

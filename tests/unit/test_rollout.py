@@ -21,10 +21,16 @@ def test_behind_cluster_plans_talos_first_control_planes_first():
 
 def test_config_step_only_after_talos_and_before_kubernetes():
     done = [dict(m, talos=release.TALOS) for m in CPS + WORKERS]
-    steps = release.plan_rollout(done, _k8s("v1.35.4"), "v1.14", None, config_pending=["cp-1"])
+    pending = [{"name": "cp-1", "form": "v1.13"}]
+    steps = release.plan_rollout(done, _k8s("v1.35.4"), "v1.13", None, config_pending=pending)
     assert [s["step"] for s in steps] == ["config", "kubernetes"]
-    steps = release.plan_rollout(CPS, _k8s("v1.35.4"), "v1.13", None, config_pending=["cp-1"])
+    assert steps[0]["machines"] == ["cp-1"]
+    assert "move the config of cp-1 from the v1.13 form to v1.14" in steps[0]["lines"][0]
+    steps = release.plan_rollout(CPS, _k8s("v1.35.4"), "v1.13", None, config_pending=pending)
     assert [s["step"] for s in steps] == ["talos", "kubernetes"]
+    # no controller applies a pending config here, so the config step also runs with Kubernetes at the set
+    steps = release.plan_rollout(done, _k8s(release.KUBERNETES), "v1.13", None, config_pending=pending)
+    assert [s["step"] for s in steps] == ["config"]
 
 
 def test_up_to_date_cluster_needs_nothing():
@@ -90,12 +96,57 @@ def test_removed_apis_from_recorded_metrics():
     assert upgrade.removed_apis_in_use("", "v1.36.6") == []
 
 
-def test_retag_changes_only_the_named_components():
-    from ansible_collections.maesh.ichor.plugins.module_utils import upgrade
-    text = ("machine:\n  kubelet:\n    image: ghcr.io/siderolabs/kubelet:v1.35.4\n"
-            "cluster:\n  apiServer:\n    image: registry.k8s.io/kube-apiserver:v1.35.4\n"
-            "  proxy:\n    image: registry.k8s.io/kube-proxy:v1.35.4\n")
-    out, changed = upgrade.retag(text, upgrade.CONTROL_PLANE_COMPONENTS, "v1.36.6")
-    assert changed == ["kube-apiserver"]
-    assert "kube-apiserver:v1.36.6" in out and "kubelet:v1.35.4" in out and "kube-proxy:v1.35.4" in out
-    assert upgrade.retag(out, upgrade.CONTROL_PLANE_COMPONENTS, "v1.36.6") == (out, [])
+def _fixture_machines(case, talos):
+    import os
+    from ansible_collections.maesh.ichor.plugins.module_utils.config import rollout
+    base = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "configs", case)
+    out = []
+    for role, name in (("controlplane", "cp-1"), ("worker", "worker-1")):
+        with open(os.path.join(base, role + ".conf")) as handle:
+            out.append(rollout.Machine(name, "10.5.0.%d" % (len(out) + 2), role, talos, handle.read()))
+    return out
+
+
+def test_config_pending_and_the_kubernetes_phases_over_real_talos_configs():
+    from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, render, rollout
+    from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+    # v1.13 configs on a machine upgraded to the set's Talos: still in the v1.13 form, so a config change is pending
+    model = rollout.model(_fixture_machines("v1.13/v1.13.9/k8s-older", release.TALOS))
+    assert [(m.name, m.form) for m in rollout.config_pending(model)] == [("cp-1", "v1.13"), ("worker-1", "v1.13")]
+    assert rollout.lowest_form(model) == "v1.13"
+    cp = model.machines[0]
+    assert cp.images == dict((c, "1.35.4") for c in render.COMPONENTS)
+    with pytest.raises(ConfigError, match="not yet in the v1.14 form: run the config step first"):
+        rollout.kubernetes_phases(model, release.KUBERNETES)
+    # what the config step applies: the v1.14 form with the images the machine runs
+    moved = model.render(cp, release.CONTRACT, cp.images)
+    assert documents.find(moved, "KubeletConfig").body["image"].endswith(":v1.35.4")
+
+    # once every config is in the v1.14 form, the phases move their components and keep the later ones
+    for m in model.machines:
+        m.docs = model.render(m, release.CONTRACT, m.images)
+        rollout.find_form(model, m)
+    assert rollout.config_pending(model) == []
+    phases = rollout.kubernetes_phases(model, release.KUBERNETES)
+    assert [p for p, _work in phases] == ["control plane", "kube-proxy", "kubelet"]
+    (cp_m, cp_images, _r), = phases[0][1]
+    assert cp_m.name == "cp-1" and cp_images["kube-apiserver"] == "1.36.6" and cp_images["kube-proxy"] == "1.35.4"
+    assert cp_images["kubelet"] == "1.35.4"
+    assert [m.name for m, _i, _r in phases[1][1]] == ["cp-1"]
+    assert [m.name for m, _i, _r in phases[2][1]] == ["cp-1", "worker-1"]
+    last = phases[2][1][1][2]
+    assert documents.find(last, "KubeletConfig").body["image"].endswith(":v1.36.6")
+
+
+def test_a_config_the_engine_cannot_render_is_refused_naming_the_paths():
+    from ansible_collections.maesh.ichor.plugins.module_utils.config import rollout
+    from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+    with pytest.raises(ConfigError) as exc:
+        rollout.model(_fixture_machines("v1.12/v1.12.7/kitchen-sink", release.TALOS))
+    assert "cp-1: its live config is not what the cluster's spec renders" in str(exc.value)
+    assert "inlineManifests[platform-extras]" in str(exc.value)
+    machines = _fixture_machines("v1.13/v1.13.9/k8s-older", release.TALOS)
+    other = _fixture_machines("v1.13/v1.13.9/basic", release.TALOS)
+    with pytest.raises(ConfigError, match="worker-1: the secrets bundle belongs to another cluster"):
+        rollout.model([machines[0], other[1]])
+

@@ -77,27 +77,37 @@ def _hostname(machine):
     return typed("HostnameConfig", {"auto": "stable"})
 
 
-def render(bundle, cluster, machine, contract=None):
-    """Documents for one machine. cluster and machine are raw or normalised specs."""
+COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet")
+
+
+def render(bundle, cluster, machine, contract=None, images=None):
+    """Documents for one machine. cluster and machine are raw or normalised specs.
+
+    images: {component: "X.Y.Z"} for components that run another Kubernetes version than
+    cluster.kubernetesVersion (a Kubernetes upgrade moves them one phase at a time).
+    """
     cluster = specs.cluster(cluster)
     machine = specs.machine(machine, cluster)
     contract = contracts.get(contract or cluster["versionContract"])
+    unknown = set(images or {}) - set(COMPONENTS)
+    if unknown:
+        raise ConfigError("images: unknown component(s) %s" % ", ".join(sorted(unknown)))
+    versions = dict((name, (images or {}).get(name) or cluster["kubernetesVersion"]) for name in COMPONENTS)
     if contract.multidoc_kubernetes:
-        return _render_typed(bundle, cluster, machine)
-    return _render_legacy(bundle, cluster, machine, contract)
+        return _render_typed(bundle, cluster, machine, versions)
+    return _render_legacy(bundle, cluster, machine, contract, versions)
 
 
-def render_text(bundle, cluster, machine, contract=None):
-    return documents.emit(render(bundle, cluster, machine, contract))
+def render_text(bundle, cluster, machine, contract=None, images=None):
+    return documents.emit(render(bundle, cluster, machine, contract, images))
 
 
 def _legacy_ca(bundle, name, controlplane):
     return {"crt": b64(bundle.crt(name)), "key": b64(bundle.key(name)) if controlplane else ""}
 
 
-def _render_legacy(bundle, cluster, machine, contract):
+def _render_legacy(bundle, cluster, machine, contract, versions):
     controlplane = machine["role"] == "controlplane"
-    version = cluster["kubernetesVersion"]
     talos_cni = specs.talos_cni(cluster)
     proxy_disabled = cluster["cni"]["kubeProxy"] == "replaced"
 
@@ -107,7 +117,7 @@ def _render_legacy(bundle, cluster, machine, contract):
         "ca": _legacy_ca(bundle, "os", controlplane),
         "certSANs": list(cluster["certSANs"]),
         "kubelet": {
-            "image": "%s:v%s" % (KUBELET, version),
+            "image": "%s:v%s" % (KUBELET, versions["kubelet"]),
             "defaultRuntimeSeccompProfileEnabled": True,
             "disableManifestsDirectory": True,
         },
@@ -153,18 +163,18 @@ def _render_legacy(bundle, cluster, machine, contract):
     if controlplane:
         clus["aggregatorCA"] = _legacy_ca(bundle, "k8saggregator", True)
         clus["serviceAccount"] = {"key": b64(bundle.key("k8sserviceaccount"))}
-        api = {"image": _image("kube-apiserver", version)}
+        api = {"image": _image("kube-apiserver", versions["kube-apiserver"])}
         if cluster["certSANs"]:
             api["certSANs"] = list(cluster["certSANs"])
         api["admissionControl"] = [{"name": "PodSecurity", "configuration": pod_security()}]
         api["auditPolicy"] = audit_policy()
         clus["apiServer"] = api
-        clus["controllerManager"] = {"image": _image("kube-controller-manager", version)}
-        proxy = {"image": _image("kube-proxy", version)}
+        clus["controllerManager"] = {"image": _image("kube-controller-manager", versions["kube-controller-manager"])}
+        proxy = {"image": _image("kube-proxy", versions["kube-proxy"])}
         if proxy_disabled:
             proxy["disabled"] = True
         clus["proxy"] = proxy
-        clus["scheduler"] = {"image": _image("kube-scheduler", version)}
+        clus["scheduler"] = {"image": _image("kube-scheduler", versions["kube-scheduler"])}
     elif proxy_disabled:
         clus["proxy"] = {"disabled": True}
     clus["discovery"] = {"enabled": True, "registries": {"kubernetes": {"disabled": True}, "service": {}}}
@@ -181,9 +191,8 @@ def _render_legacy(bundle, cluster, machine, contract):
     return docs
 
 
-def _render_typed(bundle, cluster, machine):
+def _render_typed(bundle, cluster, machine, versions):
     controlplane = machine["role"] == "controlplane"
-    version = cluster["kubernetesVersion"]
     talos_cni = specs.talos_cni(cluster)
 
     clus = {"token": bundle.bootstrap_token.reveal()}
@@ -219,7 +228,7 @@ def _render_typed(bundle, cluster, machine):
         node["labels"] = {CP_LABEL: "", LB_EXCLUDE: ""}
         node["taints"] = {CP_LABEL: "NoSchedule"}
     docs.append(typed("KubeNodeConfig", node))
-    docs.append(typed("KubeletConfig", {"image": "%s:v%s" % (KUBELET, version), "config": {}, "defaultRuntimeSeccompProfileEnabled": True}))
+    docs.append(typed("KubeletConfig", {"image": "%s:v%s" % (KUBELET, versions["kubelet"]), "config": {}, "defaultRuntimeSeccompProfileEnabled": True}))
     docs.append(typed("KubeNetworkConfig", {
         "dnsDomain": cluster["network"]["dnsDomain"],
         "podSubnets": list(cluster["network"]["podSubnets"]),
@@ -246,16 +255,16 @@ def _render_typed(bundle, cluster, machine):
             "resources": ["secrets"],
         }]}}))
         docs.append(typed("KubeServiceAccountConfig", {"issuer": {"privateKey": bundle.key("k8sserviceaccount"), "issuerURL": cluster["endpoint"]}}))
-        api = {"image": _image("kube-apiserver", version)}
+        api = {"image": _image("kube-apiserver", versions["kube-apiserver"])}
         if cluster["certSANs"]:
             api["certExtraSANs"] = list(cluster["certSANs"])
         docs.append(typed("KubeAPIServerConfig", api))
-        docs.append(typed("KubeControllerManagerConfig", {"image": _image("kube-controller-manager", version)}))
-        docs.append(typed("KubeSchedulerConfig", {"image": _image("kube-scheduler", version), "config": {}}))
+        docs.append(typed("KubeControllerManagerConfig", {"image": _image("kube-controller-manager", versions["kube-controller-manager"])}))
+        docs.append(typed("KubeSchedulerConfig", {"image": _image("kube-scheduler", versions["kube-scheduler"]), "config": {}}))
         proxy = {}
         if cluster["cni"]["kubeProxy"] == "replaced":
             proxy["enabled"] = False
-        proxy["image"] = _image("kube-proxy", version)
+        proxy["image"] = _image("kube-proxy", versions["kube-proxy"])
         proxy["config"] = {}
         docs.append(typed("KubeProxyConfig", proxy))
         if talos_cni == "default":

@@ -2,6 +2,7 @@
 
 import base64
 import difflib
+import json
 import os
 import secrets as _secrets
 import string
@@ -166,8 +167,16 @@ class ConfigFacts:
         self.hostname = _get(v1, "machine", "network", "hostname")
         for d in _typed(self.docs, "HostnameConfig"):
             self.hostname = d.get("hostname") or self.hostname
+        # v1.14-contract configs carry these in typed documents; the legacy field wins when set
         self.endpoint = _get(v1, "cluster", "controlPlane", "endpoint")
+        for d in _typed(self.docs, "KubeClusterConfig"):
+            self.endpoint = self.endpoint or d.get("endpoint")
         self.install_image = _get(v1, "machine", "install", "image")
+        for d in _typed(self.docs, "UnattendedInstallConfig"):
+            self.install_image = self.install_image or _get(d, "installer", "image")
+        self.kubelet_image = _get(v1, "machine", "kubelet", "image")
+        for d in _typed(self.docs, "KubeletConfig"):
+            self.kubelet_image = self.kubelet_image or d.get("image")
         self.ca_crt_pem = None
         self.ca_key_pem = None
         crt = _get(v1, "machine", "ca", "crt")
@@ -194,6 +203,58 @@ class ConfigFacts:
         return None
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+CASES_DIR = os.path.join(REPO, "tests", "fixtures", "configs")
+CASE_FILES = ("secrets.yaml", "controlplane.conf", "worker.conf")
+
+
+def find_case_dir(path):
+    """A fixture case directory: ``path`` as given, else under the checkout, else under
+    tests/fixtures/configs (so ``v1.13/v1.13.9/k8s-older`` works from anywhere)."""
+    for candidate in (path, os.path.join(REPO, path), os.path.join(CASES_DIR, path)):
+        if all(os.path.isfile(os.path.join(candidate, f)) for f in CASE_FILES):
+            return os.path.abspath(candidate)
+    raise ConfigError("not a config fixture case (needs %s): %s" % (", ".join(CASE_FILES), path))
+
+
+class Case:
+    """A real Talos-generated fixture case: its OS CA (from the secrets bundle) and the
+    controlplane / worker config bytes, served exactly as in the files."""
+
+    def __init__(self, path):
+        self.directory = find_case_dir(path)
+        with open(os.path.join(self.directory, "secrets.yaml")) as fh:
+            bundle = yaml.safe_load(fh)
+        os_ca = _get(bundle, "certs", "os") or {}
+        if not (os_ca.get("crt") and os_ca.get("key")):
+            raise ConfigError("%s: secrets.yaml has no certs.os crt/key" % self.directory)
+        # the key PEM is PKCS8 under Talos' "ED25519 PRIVATE KEY" label: pki relabels it
+        self.ca = pki.KeyPair(pki.load_cert_pem(_b64decode(os_ca["crt"])),
+                              pki.load_key_pem(_b64decode(os_ca["key"])))
+        if _public_der(self.ca.cert.public_key()) != _public_der(self.ca.key.public_key()):
+            raise ConfigError("%s: certs.os key does not match its certificate" % self.directory)
+        self.configs = {}
+        for role in ("controlplane", "worker"):
+            with open(os.path.join(self.directory, role + ".conf"), "rb") as fh:
+                self.configs[role] = fh.read()
+        self.options = {}
+        if os.path.isfile(os.path.join(self.directory, "case.json")):
+            with open(os.path.join(self.directory, "case.json")) as fh:
+                self.options = json.load(fh)
+        facts = ConfigFacts(self.configs["controlplane"])
+        self.cluster_id = facts.cluster_id or _get(bundle, "cluster", "id")
+        self.cluster_name = facts.cluster_name or self.options.get("cluster_name")
+
+    def config(self, role):
+        return self.configs["controlplane" if role == "controlplane" else "worker"]
+
+
+def _public_der(public_key):
+    from cryptography.hazmat.primitives import serialization
+    return public_key.public_bytes(serialization.Encoding.DER,
+                                   serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
 def _b64decode(value):
     try:
         return base64.b64decode(value, validate=False)
@@ -207,16 +268,32 @@ _REBOOT_PATHS = [("machine", "type"), ("machine", "install"), ("machine", "disks
                  ("machine", "ca"), ("machine", "token"), ("cluster", "id"),
                  ("cluster", "secret")]
 
+# typed documents holding the same settings: (kind, key or None for the whole document)
+_TYPED_PATHS = {("machine", "install"): ("UnattendedInstallConfig", None),
+                ("cluster", "id"): ("DiscoveryIdentityConfig", "clusterID"),
+                ("cluster", "secret"): ("DiscoveryIdentityConfig", "clusterSecret")}
+
+
+def _reboot_value(docs, path):
+    """The setting at a legacy ``path``, or its typed form when the legacy field is absent."""
+    value = _get(v1alpha1_of(docs) or {}, *path)
+    if value is None and path in _TYPED_PATHS:
+        kind, key = _TYPED_PATHS[path]
+        for d in _typed(docs, kind):
+            value = d.get(key) if key else {k: v for k, v in d.items()
+                                            if k not in ("apiVersion", "kind")}
+    return value
+
 
 def needs_reboot(old_data, new_data):
     """Reason a change can't apply immediately (1.12/1.13 rules, approximated), or None."""
     try:
-        old = v1alpha1_of(parse_documents(old_data)) or {}
+        old = parse_documents(old_data)
     except ConfigError:
-        old = {}
-    new = v1alpha1_of(parse_documents(new_data)) or {}
+        old = []
+    new = parse_documents(new_data)
     for path in _REBOOT_PATHS:
-        if _get(old, *path) != _get(new, *path):
+        if _reboot_value(old, path) != _reboot_value(new, path):
             return "this config change can't be applied in immediate mode\ndiff: field %s changed" % (
                 ".".join(path),)
     return None

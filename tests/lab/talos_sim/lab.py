@@ -236,19 +236,31 @@ class Node:
 class Lab:
     """All machines of one lab, served by one asyncio loop."""
 
-    def __init__(self, workdir, index=0, name="lab", ca_algorithm=pki.ED25519):
+    def __init__(self, workdir, index=0, name="lab", ca_algorithm=pki.ED25519, case=None):
         self.workdir = os.path.abspath(workdir)
         os.makedirs(self.workdir, exist_ok=True)
         self.index = index
         self.subnet = subnet_for_index(index)
         self.name = name
         self.context = name
+        # case: a fixture case directory (or cfg.Case); configured machines start from its
+        # configs and the lab's CA is the case's OS CA, so its talosconfig is accepted
+        if case is not None and not isinstance(case, cfg.Case):
+            case = cfg.Case(case)
+        self.case = case
+        if case is not None:
+            self.ca = case.ca
+            ca_algorithm = case.ca.algorithm
+        else:
+            self.ca = pki.new_ca(ca_algorithm)
         self.ca_algorithm = ca_algorithm
-        self.ca = pki.new_ca(ca_algorithm)
         self._ca_keys = {}
         self.remember_ca(self.ca)
         self._orphan_ca = None
         self.secrets = cfg.new_cluster_secrets(name, self.ca)
+        if case is not None:  # lab.json "cluster" names the case's cluster
+            self.secrets["cluster_id"] = case.cluster_id
+            self.secrets["cluster_name"] = case.cluster_name or name
         self.machines = []
         self.nodes = {}
         self.clusters = {}
@@ -328,7 +340,10 @@ class Lab:
         m.timing.update(self.default_timing)
         if self.default_latency_ms:
             m.faults["latency_ms"] = self.default_latency_ms
-        if mode == st.CONFIGURED:
+        if mode == st.CONFIGURED and self.case is not None:
+            # the case file's bytes as they are; the config names the Kubernetes version
+            self.set_machine_config(m, self.case.config(role))
+        elif mode == st.CONFIGURED:
             data = cfg.generate_machine_config(self.secrets, role, name, endpoint or address,
                                                version=version,
                                                kubernetes_version=(kubernetes or "1.36.6").lstrip("v"))
@@ -416,7 +431,7 @@ class Lab:
                 for k in ("faults", "timing", "pending_version", "staged_config"):
                     j.pop(k, None)
             machines.append(j)
-        return {
+        out = {
             "control": self.control_url,
             "talosconfig": self.talosconfig,
             "context": self.context,
@@ -424,6 +439,9 @@ class Lab:
             "cluster": {"name": self.secrets["cluster_name"], "id": self.secrets["cluster_id"]},
             "machines": machines,
         }
+        if self.case is not None:
+            out["case"] = self.case.directory
+        return out
 
     def changed(self):
         """Rewrite lab.json (atomically)."""

@@ -81,8 +81,9 @@ def plan_machines(controlplanes=3, workers=2, version="v1.14.1", mode=st.CONFIGU
 
 def build_lab(workdir, plan, index=0, ca=pki.ED25519, latency_ms=0, bootstrapped=True,
               reboot_seconds=None, upgrade_seconds=None, install_seconds=None, name="lab",
-              kubeconfig_server=None):
-    lab = Lab(workdir, index=index, name=name, ca_algorithm=ca)
+              kubeconfig_server=None, case=None):
+    """``case``: a fixture case directory; configured machines start from its configs (see Lab)."""
+    lab = Lab(workdir, index=index, name=name, ca_algorithm=ca, case=case)
     if reboot_seconds is not None:
         lab.default_timing["reboot_seconds"] = float(reboot_seconds)
     if upgrade_seconds is not None:

@@ -1,0 +1,204 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Machine configs in the rollout (ADR 0113): the config and Kubernetes steps render whole configs.
+
+Each machine's config is rendered by the config engine from the cluster's secrets bundle, the cluster
+spec and the machine spec. Given no spec and no bundle, both are read from the running configs the way
+adopt reads them (class A mapping, the bundle recovered from a control plane's config), so a cluster
+whose configs the engine represents can be rolled before it has a stored spec.
+
+* ``form``: the contract a machine's config is in now: the render at that contract, with the component
+  images it runs now, equals the live config. A machine in no form is refused before anything is
+  written: a whole-config render would change what no spec field covers.
+* ``config_pending``: the machines whose form is not the release set's contract (``upgrade.ConfigPending``).
+* ``kubernetes_phases``: control planes (API server, controller manager, scheduler), kube-proxy, kubelets;
+  each phase's render moves its components to the target and keeps the later ones as they run.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, contracts, documents, drift, render, secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
+from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+from ansible_collections.maesh.ichor.plugins.module_utils.talos.kubernetes import component_versions
+
+PHASES = (
+    ("control plane", ("kube-apiserver", "kube-controller-manager", "kube-scheduler")),
+    ("kube-proxy", ("kube-proxy",)),
+    ("kubelet", ("kubelet",)),
+)
+_SHOWN = 6  # differing paths named in a refusal
+
+
+class Machine:
+    """One machine's live config and what the engine reads from it."""
+
+    def __init__(self, name, address, role, talos, text):
+        self.name = name
+        self.address = address
+        self.role = role
+        self.talos = talos
+        self.text = text
+        if not text:
+            raise ConfigError("%s has no machine config (is it in maintenance mode?)" % name)
+        try:
+            self.docs = documents.parse(text)
+        except ConfigError as exc:
+            raise ConfigError("%s: its live config cannot be read: %s" % (name, exc))
+        # {component: "X.Y.Z"} as the images in the config name them
+        self.images = dict((name_, version.lstrip("v")) for name_, version in component_versions(text).items())
+        if "kubelet" not in self.images:
+            raise ConfigError("%s: its live config names no kubelet image" % name)
+        self.spec = None  # machine spec
+        self.form = None  # contract name the config is in
+        self.rendered = None  # render in that form (masked in any output)
+
+    @property
+    def controlplane(self):
+        return self.role == "controlplane"
+
+    def images_for(self, phase_components, target):
+        """The images after the phases up to and including one that moves phase_components to target."""
+        out = dict(self.images)
+        for component in phase_components:
+            if component in out:  # a worker's config names no control-plane image
+                out[component] = target
+        return out
+
+
+class Model:
+    """The secrets bundle, the cluster spec and each machine's spec, for rendering whole configs."""
+
+    def __init__(self, bundle, cluster, machines, source):
+        self.bundle = bundle
+        self.cluster = cluster
+        self.machines = machines
+        self.source = source  # "given" or "live": where spec and bundle came from
+
+    def render(self, machine, contract, images):
+        """Documents for machine at contract with the component images {component: X.Y.Z}."""
+        cluster = dict(self.cluster, kubernetesVersion=images["kubelet"], versionContract=contract)
+        return render.render(self.bundle, cluster, machine.spec, contract, images)
+
+    def drift(self, rendered, live_docs, contract):
+        return drift.drift(rendered, live_docs, self.cluster, contract)
+
+
+def _paths(found):
+    paths = [diff.path for diff in found.differences]
+    return ", ".join(paths[:_SHOWN]) + (" and %d more" % (len(paths) - _SHOWN) if len(paths) > _SHOWN else "")
+
+
+def model(machines, cluster=None, bundle=None):
+    """A Model over the machines (Machine objects); each machine's form is found, or ConfigError.
+
+    cluster: the cluster spec (inventory's ichor_cluster) or None to read it from the live configs;
+    bundle: a loaded secrets bundle or None to recover it from a control plane's live config.
+    """
+    if not machines:
+        raise ConfigError("no machines")
+    source = "given" if cluster else "live"
+    if bundle is None:
+        cps = [m for m in machines if m.controlplane]
+        if not cps:
+            raise ConfigError("no control plane to recover the secrets bundle from")
+        bundle = secrets.from_config(cps[0].docs)
+    bundle = secrets.validate(bundle)
+    for m in machines:
+        other = secrets.same_cluster(bundle, m.docs)
+        if other:
+            raise ConfigError("%s: %s" % (m.name, other))
+    read = []
+    for m in machines:
+        try:
+            read.append(adopt.from_config(m.docs, m.talos))
+        except ConfigError as exc:
+            raise ConfigError("%s: %s" % (m.name, exc))
+    if cluster:
+        cluster = dict(cluster)
+        cluster.setdefault("kubernetesVersion", release.KUBERNETES.lstrip("v"))
+        cluster.setdefault("versionContract", release.CONTRACT)
+    else:
+        cluster = adopt.merge([spec for spec, _machine in read])
+        cluster["versionContract"] = release.CONTRACT
+    cluster = specs.cluster(cluster)
+    for m, (_cluster, machine_spec) in zip(machines, read):
+        m.spec = specs.machine(machine_spec, cluster)
+    result = Model(bundle, cluster, machines, source)
+    for m in machines:
+        find_form(result, m)
+    return result
+
+
+def find_form(model_, m):
+    """Set m.form: the highest contract from m's Talos down to v1.12 whose render equals the live config."""
+    best = None
+    for contract in contracts.probe_order(m.talos):
+        try:
+            rendered = model_.render(m, contract.name, m.images)
+        except ConfigError:
+            continue
+        found = model_.drift(rendered, m.docs, contract.name)
+        if found.zero:
+            m.form, m.rendered = contract.name, rendered
+            return
+        if best is None or len(found.differences) < len(best[1].differences):
+            best = (contract.name, found)
+    if best is None:
+        raise ConfigError("%s: no contract from Talos %s down to v1.12 renders its spec" % (m.name, m.talos))
+    contract, found = best
+    raise ConfigError(
+        "%s: its live config is not what the %s spec renders at any contract (nearest %s: %d differing paths: %s); "
+        "the rollout renders whole configs and would change them: bring the machine to its spec first "
+        "(maesh.ichor.talos_machine_config shows the drift in check mode)" % (
+            m.name, "given" if model_.source == "given" else "cluster's", contract, len(found.differences),
+            _paths(found)))
+
+
+def config_pending(model_):
+    """Machines whose config is not yet in the release set's contract form, control planes first."""
+    return [m for m in ordered(model_.machines) if m.form != release.CONTRACT]
+
+
+def lowest_form(model_):
+    return min((m.form for m in model_.machines), key=release.parse)
+
+
+def ordered(machines):
+    return sorted(machines, key=lambda m: (not m.controlplane, m.name))
+
+
+def kubernetes_phases(model_, target):
+    """[(phase, [(machine, images, rendered)])]: what each phase applies, machines in phase order.
+
+    Only machines whose render changes in that phase are listed; every machine must already be in the
+    release set's contract form (the config step comes first).
+    """
+    target = target.lstrip("v")
+    behind = [m.name for m in model_.machines if m.form != release.CONTRACT]
+    if behind:
+        raise ConfigError("the config of %s is not yet in the %s form: run the config step first" % (
+            ", ".join(sorted(behind)), release.CONTRACT))
+    current = dict((m.name, dict(m.images)) for m in model_.machines)
+    out = []
+    moved = []
+    for phase, components in PHASES:
+        moved.extend(components)
+        work = []
+        group = [m for m in ordered(model_.machines) if m.controlplane or phase == "kubelet"]
+        for m in group:
+            images = m.images_for(moved, target)
+            if images == current[m.name]:
+                continue
+            current[m.name] = images
+            work.append((m, images, model_.render(m, release.CONTRACT, images)))
+        out.append((phase, work))
+    return out
+
+
+def masked_text(docs):
+    return documents.emit(drift.mask_docs(docs))
