@@ -43,7 +43,8 @@ options:
     required: true
   cluster:
     description:
-      - The cluster spec (see M(maesh.ichor.talos_machine_config)); omitted, it is read from the live configs.
+      - The cluster spec (see M(maesh.ichor.talos_machine_config)), whole or in part; the fields it does not give
+        are read from the live configs, as adopt reads them. Its version fields are not used.
     type: dict
   secrets:
     description:

@@ -52,9 +52,9 @@ options:
     default: {}
   cluster:
     description:
-      - The cluster spec (see M(maesh.ichor.talos_machine_config)), usually the inventory's C(ichor_cluster). Its
-        version fields are not used; the rollout renders with the versions each step moves to.
-      - Omitted, the spec is read from the live configs, as adopt reads it.
+      - The cluster spec (see M(maesh.ichor.talos_machine_config)), usually the inventory's C(ichor_cluster), whole
+        or in part; the fields it does not give are read from the live configs, as adopt reads them.
+      - Its version fields are not used; the rollout renders with the versions each step moves to.
     type: dict
   secrets:
     description:

@@ -27,10 +27,11 @@ V113_K8S_135 = CONFIGS + "v1.13/v1.13.9/k8s-older"  # contract v1.13, Talos v1.1
 V114_K8S_136 = CONFIGS + "v1.14/v1.14.1/k8s-older"  # contract v1.14, Kubernetes 1.36.3
 
 
-def _inventory(lab, tmp_path):
+def _inventory(lab, tmp_path, **extra_vars):
     inv = write_inventory(lab.state(), str(tmp_path / "inventory.yml"))
     data = yaml.safe_load(open(inv))
     data["all"]["vars"]["ichor_kubeconfig"] = lab.kube.kubeconfig
+    data["all"]["vars"].update(extra_vars)
     with open(inv, "w") as handle:
         yaml.safe_dump(data, handle)
     return inv
@@ -167,7 +168,9 @@ def test_a_v113_cluster_is_rolled_step_by_step_to_the_set(talos_kube_lab, tmp_pa
 
 def test_follow_runs_the_steps_in_order_in_one_run(talos_kube_lab, tmp_path):
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9")
-    inv = _inventory(lab, tmp_path)
+    # the inventory's spec (in part) and bundle file, instead of what the running configs state
+    inv = _inventory(lab, tmp_path, ichor_cluster={"name": "k8s-older", "network": {"dnsDomain": "cluster.local"}},
+                     ichor_secrets=V113_K8S_135 + "/secrets.yaml")
     proc = _upgrade(inv, "-e", "ichor_upgrade_follow=true")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     tasks = [line for line in proc.stdout.splitlines() if line.startswith("TASK [")]
@@ -179,19 +182,110 @@ def test_follow_runs_the_steps_in_order_in_one_run(talos_kube_lab, tmp_path):
     _assert_at_the_set(lab, inv)
 
 
-def test_kubernetes_step_alone(talos_kube_lab, tmp_path):
+def _kube_proxy_daemonset(kube, image):
+    kube.apply({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
+                "spec": {"selector": {"matchLabels": {"k8s-app": "kube-proxy"}},
+                         "template": {"metadata": {"labels": {"k8s-app": "kube-proxy"}},
+                                      "spec": {"containers": [{"name": "kube-proxy", "image": image}]}}}}, "talos")
+
+
+def test_kubernetes_step_alone_moves_the_kube_proxy_daemonset_too(talos_kube_lab, tmp_path):
     lab = talos_kube_lab(case=V114_K8S_136, controlplanes=1, workers=1, version=release.TALOS)
+    kube = KubeClient(kubeconfig=lab.kube.kubeconfig)
+    _kube_proxy_daemonset(kube, "registry.k8s.io/kube-proxy:v1.36.3")
+    try:
+        inv = _inventory(lab, tmp_path)
+        proc = _upgrade(inv, "--check", "--diff")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "next step: kubernetes" in proc.stdout
+        assert "worker-1: kubelet to v1.36.6 (no reboot)" in proc.stdout
+        assert "kube-system/kube-proxy DaemonSet to v1.36.6" in proc.stdout
+        assert "kubelet:v1.36.3" in lab.machine("worker-1")["machine_config"]
+        proc = _upgrade(inv)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "kubelet:v1.36.6" in lab.machine("worker-1")["machine_config"]
+        ds = kube.get("apps/v1", "DaemonSet", "kube-proxy", "kube-system")
+        assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.k8s.io/kube-proxy:v1.36.6"
+        proc = _upgrade(inv)
+        assert proc.returncode == 0 and "changed=0" in proc.stdout, proc.stdout
+    finally:
+        kube.delete("apps/v1", "DaemonSet", "kube-proxy", "kube-system")
+
+
+def _bundle_secrets(case_dir):
+    """Every secret value of the case's bundle, as it appears in the bundle and in a config."""
+    import base64
+    with open(case_dir + "/secrets.yaml") as handle:
+        bundle = yaml.safe_load(handle)
+    values = [bundle["cluster"]["id"], bundle["cluster"]["secret"], bundle["secrets"]["bootstraptoken"],
+              bundle["secrets"]["secretboxencryptionsecret"], bundle["trustdinfo"]["token"]]
+    for name, pair in bundle["certs"].items():
+        if pair.get("key"):
+            values.append(pair["key"])
+        if name in ("k8s", "k8saggregator", "k8sserviceaccount"):
+            # the v1.14 form holds these keys as PEM text: the first line of the key body
+            values.append(base64.b64decode(pair["key"]).decode().splitlines()[1])
+    return values
+
+
+def _runner_check_artifacts(inv, tmp_path):
+    """Run the upgrade playbook in check and diff mode through ansible-runner (as AWX does); all artifacts' text."""
+    import glob
+    import os
+    import sys
+
+    import ansible_runner
+
+    from tests.integration.ansible_env import ansible_env
+    private = tmp_path / "runner"
+    os.makedirs(str(private / "project"))
+    (private / "project" / "upgrade.yml").write_text("- name: Upgrade\n  ansible.builtin.import_playbook: maesh.ichor.upgrade\n")
+    env = ansible_env()
+    envvars = dict((k, env[k]) for k in ("ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_CALLBACKS_ENABLED", "ANSIBLE_LOCAL_TEMP"))
+    envvars["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    result = ansible_runner.run(private_data_dir=str(private), playbook="upgrade.yml", inventory=inv, envvars=envvars,
+                                cmdline="--check --diff", quiet=True)
+    assert result.rc == 0, result.stdout.read()
+    text = ""
+    for path in glob.glob(str(private / "artifacts" / "**" / "*"), recursive=True):
+        if os.path.isfile(path):
+            with open(path, errors="replace") as handle:
+                text += handle.read()
+    return text
+
+
+def test_config_step_reboots_what_talos_says_and_leaks_no_secret(talos_kube_lab, tmp_path):
+    # Talos already at the set, configs still in the v1.13 form: the first step is config
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version=release.TALOS)
+    lab.control.set_faults("cp-1", apply_needs_reboot=True)
     inv = _inventory(lab, tmp_path)
-    proc = _upgrade(inv, "--check", "--diff")
+    markers = _bundle_secrets(V113_K8S_135)
+    proc = _upgrade(inv, "--check", "--diff", "-vvvv")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "next step: kubernetes" in proc.stdout
-    assert "worker-1: kubelet to v1.36.6 (no reboot)" in proc.stdout
-    assert "kubelet:v1.36.3" in lab.machine("worker-1")["machine_config"]
-    proc = _upgrade(inv)
+    assert "cp-1: config from the v1.13 form to v1.14 (reboots)" in proc.stdout
+    assert "worker-1: config from the v1.13 form to v1.14 (no reboot)" in proc.stdout
+    assert "reboots: cp-1" in proc.stdout
+    assert "KubeletConfig" in proc.stdout and "<redacted>" in proc.stdout
+    for marker in markers:
+        assert marker not in proc.stdout + proc.stderr
+    assert all("KubeletConfig" not in _kinds(docs) for docs in _configs(lab).values())
+    artifacts = _runner_check_artifacts(inv, tmp_path)
+    assert "config from the v1.13 form to v1.14" in artifacts
+    for marker in markers:
+        assert marker not in artifacts
+
+    proc = _upgrade(inv, "--diff", "-vvvv")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "kubelet:v1.36.6" in lab.machine("worker-1")["machine_config"]
-    proc = _upgrade(inv)
-    assert proc.returncode == 0 and "changed=0" in proc.stdout, proc.stdout
+    for marker in markers:
+        assert marker not in proc.stdout + proc.stderr
+    assert lab.stderr().count("cp-1 down") == 1 and "worker-1 down" not in lab.stderr()
+    # the markers are real: each is in the control plane's config before or after the step
+    with open(V113_K8S_135 + "/controlplane.conf") as handle:
+        held = handle.read() + lab.machine("cp-1")["machine_config"]
+    assert all(marker in held for marker in markers)
+    for name, docs in _configs(lab).items():
+        assert _image(docs, "KubeletConfig") == "ghcr.io/siderolabs/kubelet:v1.35.4", name
+    assert "next step: kubernetes" in _upgrade(inv, "--check").stdout
 
 
 def test_removed_api_check_reads_metrics_only_with_the_right_rbac(kube_lab, kube_namespace):

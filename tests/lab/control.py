@@ -44,7 +44,8 @@ class LabControl:
 
     def set_faults(self, name, **faults):
         """unreachable, latency_ms, fail_call + fail_code (+ fail_message, fail_count),
-        new_address_on_reboot (an address or True for a free one), interrupt_reset."""
+        new_address_on_reboot (an address or True for a free one), interrupt_reset,
+        apply_needs_reboot."""
         return self._call("POST", "/machines/%s/faults" % name, faults)["faults"]
 
     def clear_faults(self, name):

@@ -150,3 +150,17 @@ def test_a_config_the_engine_cannot_render_is_refused_naming_the_paths():
     with pytest.raises(ConfigError, match="worker-1: the secrets bundle belongs to another cluster"):
         rollout.model([machines[0], other[1]])
 
+
+
+def test_a_given_spec_overrides_what_the_live_configs_state():
+    from ansible_collections.maesh.ichor.plugins.module_utils.config import rollout
+    from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+    machines = _fixture_machines("v1.13/v1.13.9/k8s-older", release.TALOS)
+    # an inventory that gives only the name (as reclaim needs) renders the same
+    model = rollout.model(machines, cluster={"name": "k8s-older"})
+    assert [m.form for m in model.machines] == ["v1.13", "v1.13"]
+    # a spec that differs from the running configs is refused, naming the paths it would change
+    with pytest.raises(ConfigError) as exc:
+        rollout.model(_fixture_machines("v1.13/v1.13.9/k8s-older", release.TALOS), cluster={"name": "prod"})
+    assert "cp-1: its live config is not what the cluster's spec renders" in str(exc.value)
+    assert "v1alpha1:cluster.clusterName" in str(exc.value)

@@ -4,9 +4,10 @@
 """Machine configs in the rollout (ADR 0113): the config and Kubernetes steps render whole configs.
 
 Each machine's config is rendered by the config engine from the cluster's secrets bundle, the cluster
-spec and the machine spec. Given no spec and no bundle, both are read from the running configs the way
-adopt reads them (class A mapping, the bundle recovered from a control plane's config), so a cluster
-whose configs the engine represents can be rolled before it has a stored spec.
+spec and the machine spec. The spec's fields not given (all of them, without an inventory spec) are read
+from the running configs the way adopt reads them (class A mapping), and without a bundle file the
+bundle is recovered from a control plane's config, so a cluster whose configs the engine represents can
+be rolled before it has a stored spec.
 
 * ``form``: the contract a machine's config is in now: the render at that contract, with the component
   images it runs now, equals the live config. A machine in no form is refused before anything is
@@ -42,7 +43,6 @@ class Machine:
         self.address = address
         self.role = role
         self.talos = talos
-        self.text = text
         if not text:
             raise ConfigError("%s has no machine config (is it in maintenance mode?)" % name)
         try:
@@ -50,21 +50,20 @@ class Machine:
         except ConfigError as exc:
             raise ConfigError("%s: its live config cannot be read: %s" % (name, exc))
         # {component: "X.Y.Z"} as the images in the config name them
-        self.images = dict((name_, version.lstrip("v")) for name_, version in component_versions(text).items())
+        self.images = dict((component, version.lstrip("v")) for component, version in component_versions(text).items())
         if "kubelet" not in self.images:
             raise ConfigError("%s: its live config names no kubelet image" % name)
         self.spec = None  # machine spec
         self.form = None  # contract name the config is in
-        self.rendered = None  # render in that form (masked in any output)
 
     @property
     def controlplane(self):
         return self.role == "controlplane"
 
-    def images_for(self, phase_components, target):
-        """The images after the phases up to and including one that moves phase_components to target."""
+    def images_for(self, moved, target):
+        """The images it runs, with the components moved so far at target."""
         out = dict(self.images)
-        for component in phase_components:
+        for component in moved:
             if component in out:  # a worker's config names no control-plane image
                 out[component] = target
         return out
@@ -73,11 +72,10 @@ class Machine:
 class Model:
     """The secrets bundle, the cluster spec and each machine's spec, for rendering whole configs."""
 
-    def __init__(self, bundle, cluster, machines, source):
+    def __init__(self, bundle, cluster, machines):
         self.bundle = bundle
         self.cluster = cluster
         self.machines = machines
-        self.source = source  # "given" or "live": where spec and bundle came from
 
     def render(self, machine, contract, images):
         """Documents for machine at contract with the component images {component: X.Y.Z}."""
@@ -96,12 +94,12 @@ def _paths(found):
 def model(machines, cluster=None, bundle=None):
     """A Model over the machines (Machine objects); each machine's form is found, or ConfigError.
 
-    cluster: the cluster spec (inventory's ichor_cluster) or None to read it from the live configs;
+    cluster: the cluster spec (inventory's ichor_cluster), whole or in part; the fields it does not give are
+    read from the live configs;
     bundle: a loaded secrets bundle or None to recover it from a control plane's live config.
     """
     if not machines:
         raise ConfigError("no machines")
-    source = "given" if cluster else "live"
     if bundle is None:
         cps = [m for m in machines if m.controlplane]
         if not cps:
@@ -118,17 +116,14 @@ def model(machines, cluster=None, bundle=None):
             read.append(adopt.from_config(m.docs, m.talos))
         except ConfigError as exc:
             raise ConfigError("%s: %s" % (m.name, exc))
-    if cluster:
-        cluster = dict(cluster)
-        cluster.setdefault("kubernetesVersion", release.KUBERNETES.lstrip("v"))
-        cluster.setdefault("versionContract", release.CONTRACT)
-    else:
-        cluster = adopt.merge([spec for spec, _machine in read])
-        cluster["versionContract"] = release.CONTRACT
-    cluster = specs.cluster(cluster)
+    # the given spec's fields over what the live configs state (an inventory may give only some, e.g. the name)
+    merged = adopt.merge([spec for spec, _machine in read])
+    merged.update(cluster or {})
+    merged["versionContract"] = release.CONTRACT  # each render names its own contract and images
+    cluster = specs.cluster(merged)
     for m, (_cluster, machine_spec) in zip(machines, read):
         m.spec = specs.machine(machine_spec, cluster)
-    result = Model(bundle, cluster, machines, source)
+    result = Model(bundle, cluster, machines)
     for m in machines:
         find_form(result, m)
     return result
@@ -144,7 +139,7 @@ def find_form(model_, m):
             continue
         found = model_.drift(rendered, m.docs, contract.name)
         if found.zero:
-            m.form, m.rendered = contract.name, rendered
+            m.form = contract.name
             return
         if best is None or len(found.differences) < len(best[1].differences):
             best = (contract.name, found)
@@ -152,11 +147,10 @@ def find_form(model_, m):
         raise ConfigError("%s: no contract from Talos %s down to v1.12 renders its spec" % (m.name, m.talos))
     contract, found = best
     raise ConfigError(
-        "%s: its live config is not what the %s spec renders at any contract (nearest %s: %d differing paths: %s); "
-        "the rollout renders whole configs and would change them: bring the machine to its spec first "
+        "%s: its live config is not what the cluster's spec renders at any contract (nearest %s: %d differing paths: "
+        "%s); the rollout renders whole configs and would change them: bring the machine to its spec first "
         "(maesh.ichor.talos_machine_config shows the drift in check mode)" % (
-            m.name, "given" if model_.source == "given" else "cluster's", contract, len(found.differences),
-            _paths(found)))
+            m.name, contract, len(found.differences), _paths(found)))
 
 
 def config_pending(model_):

@@ -635,6 +635,9 @@ async def apply_configuration(node, req, caller):
     details = "Applied configuration with a reboot"
     mode_err = ""
     reason = None if v114 else cfg.needs_reboot(m.config, req.data)
+    if m.faults.get("apply_needs_reboot") and not reason:
+        # a change this Talos cannot apply immediately (fault): AUTO reboots, NO_REBOOT is refused
+        reason = "this config change can't be applied in immediate mode\ndiff: lab fault apply_needs_reboot"
     if mode == Mode.REBOOT and v114:
         raise err(Status.UNIMPLEMENTED, "apply configuration in REBOOT mode is not supported, "
                   "use AUTO or NO_REBOOT")

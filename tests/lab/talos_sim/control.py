@@ -6,7 +6,7 @@ GET  /machines/<name>/calls       {"Reset": 1, "Version": 3, ...}: calls that re
                                   (dialled, or proxied to it); DELETE clears them
 POST /machines/<name>/faults      {"unreachable", "latency_ms", "fail_call", "fail_code",
                                    "fail_message", "fail_count", "new_address_on_reboot",
-                                   "interrupt_reset"}; ``{}`` clears all
+                                   "interrupt_reset", "apply_needs_reboot"}; ``{}`` clears all
 POST /machines/<name>/timing      {"reboot_seconds", "upgrade_seconds", "install_seconds"}
 POST /machines/<name>/power       {"on": true|false}   (power on after a Reset with reboot=false)
 POST /settings                    {"kubeconfig_server", "kubeconfig_path"}
