@@ -151,7 +151,6 @@ def test_a_config_the_engine_cannot_render_is_refused_naming_the_paths():
         rollout.model([machines[0], other[1]])
 
 
-
 def test_a_given_spec_overrides_what_the_live_configs_state():
     from ansible_collections.maesh.ichor.plugins.module_utils.config import rollout
     from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
