@@ -137,6 +137,14 @@ def removed_apis_in_use(metrics_text, target):
     return sorted(hits)
 
 
+def check_removed_apis(metrics_text, target):
+    """Refuse the Kubernetes step (UpgradeFailed) while an API the target no longer serves is requested."""
+    hits = removed_apis_in_use(metrics_text, target)
+    if hits:
+        raise UpgradeFailed("removed APIs are still in use, Kubernetes %s no longer serves them: %s; move their "
+                            "clients to the replacement APIs first" % (target, "; ".join(hits)))
+
+
 def node_kubelet(kube, hostname):
     node = kube.get("v1", "Node", hostname)
     status = (node or {}).get("status") or {}

@@ -94,6 +94,13 @@ def test_removed_apis_from_recorded_metrics():
         "example.io/v1beta1 widgets (removed in 1.38)",
         "flowcontrol.apiserver.k8s.io/v1beta3 flowschemas (removed in 1.32)"]
     assert upgrade.removed_apis_in_use("", "v1.36.6") == []
+    # the kubernetes step's refusal, before anything is written
+    with pytest.raises(upgrade.UpgradeFailed) as exc:
+        upgrade.check_removed_apis(METRICS, "v1.36.6")
+    assert str(exc.value) == ("removed APIs are still in use, Kubernetes v1.36.6 no longer serves them: "
+                              "flowcontrol.apiserver.k8s.io/v1beta3 flowschemas (removed in 1.32); move their clients "
+                              "to the replacement APIs first")
+    upgrade.check_removed_apis("", "v1.36.6")
 
 
 def _fixture_machines(case, talos):
