@@ -10,7 +10,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.config import rollout, secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.connection import with_connection
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, cni
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
@@ -26,6 +28,16 @@ async def _machine_versions(client, m):
     if m["role"] == "controlplane":
         out["components"] = component_versions(text)
     return out
+
+
+def rollout_argument_spec(**extra):
+    """The options of the rollout's modules (doc fragments maesh.ichor.connection and maesh.ichor.rollout)."""
+    machine = dict(name=dict(type="str", required=True), address=dict(type="str", required=True),
+                   role=dict(type="str", required=True, choices=["controlplane", "worker"]))
+    spec = dict(machines=dict(type="list", elements="dict", required=True, options=machine), cluster=dict(type="dict"),
+                secrets=dict(type="path"))
+    spec.update(extra)
+    return with_connection(spec)
 
 
 def _read_machines(talos, machines):
@@ -46,6 +58,12 @@ def _live(read_rows):
 def live_machines(talos, machines):
     """Each machine's Talos version and live config, as rollout.Machine (for the config engine)."""
     return _live(_read_machines(talos, machines))
+
+
+def reads_back(talos, m, model, rendered):
+    """Whether machine m's live config now equals rendered (the set's contract form)."""
+    back = live_machines(talos, [{"name": m.name, "address": m.address, "role": m.role}])[0]
+    return model.drift(rendered, back.docs, release.CONTRACT).zero
 
 
 def live_from(state):

@@ -28,6 +28,7 @@ author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
   - maesh.ichor.connection
+  - maesh.ichor.rollout
 attributes:
   check_mode:
     support: full
@@ -36,20 +37,6 @@ attributes:
     support: full
     description: The live and the final rendered config of each machine, every secret value replaced by C(<redacted>).
 options:
-  machines:
-    description: The cluster's machines (C(name), C(address), C(role)); see the C(maesh.ichor.machines) filter.
-    type: list
-    elements: dict
-    required: true
-  cluster:
-    description:
-      - The cluster spec (see M(maesh.ichor.talos_machine_config)), whole or in part; the fields it does not give
-        are read from the live configs, as adopt reads them. Its version fields are not used.
-    type: dict
-  secrets:
-    description:
-      - Path of the cluster's secrets bundle; omitted, it is recovered in memory from a control plane's live config.
-    type: path
   wait:
     description: Seconds to wait for each kubelet to report the new version.
     type: float
@@ -83,7 +70,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils import cluster_state, 
 from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, rollout
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.connection import (
-    fail, kube_client_for, talos_client_for, with_connection)
+    fail, kube_client_for, talos_client_for)
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 
@@ -101,12 +88,7 @@ def _retagged(image, target):
 
 
 def main():
-    module = AnsibleModule(argument_spec=with_connection(dict(
-        machines=dict(type="list", elements="dict", required=True),
-        cluster=dict(type="dict"),
-        secrets=dict(type="path"),
-        wait=dict(type="float", default=600.0),
-    )), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=cluster_state.rollout_argument_spec(wait=dict(type="float", default=600.0)), supports_check_mode=True)
     params = module.params
     target = release.KUBERNETES
     client = talos_client_for(module)
@@ -151,8 +133,7 @@ def main():
         for phase, work in phases:
             for m, images, rendered in work:
                 upgrade.apply_config(client, m.address, documents.emit(rendered))
-                back = cluster_state.live_machines(client, [{"name": m.name, "address": m.address, "role": m.role}])[0]
-                if not model.drift(rendered, back.docs, release.CONTRACT).zero:
+                if not cluster_state.reads_back(client, m, model, rendered):
                     fail(module, "%s: the config read back after the %s phase differs from the render; the remaining "
                          "machines were not touched" % (m.name, phase), **result)
                 if phase == "kubelet":

@@ -30,6 +30,7 @@ author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
   - maesh.ichor.connection
+  - maesh.ichor.rollout
 attributes:
   check_mode:
     support: full
@@ -38,29 +39,11 @@ attributes:
     support: none
     description: Nothing is changed.
 options:
-  machines:
-    description:
-      - The cluster's machines, each with C(name), C(address) and C(role) (C(controlplane) or C(worker)); usually
-        built from the inventory groups.
-    type: list
-    elements: dict
-    required: true
   desired:
     description:
       - A desired change to validate against the stored versions, with any of C(talos), C(kubernetes), C(contract).
     type: dict
     default: {}
-  cluster:
-    description:
-      - The cluster spec (see M(maesh.ichor.talos_machine_config)), usually the inventory's C(ichor_cluster), whole
-        or in part; the fields it does not give are read from the live configs, as adopt reads them.
-      - Its version fields are not used; the rollout renders with the versions each step moves to.
-    type: dict
-  secrets:
-    description:
-      - Path of the cluster's secrets bundle. Omitted, the bundle is recovered in memory from a control plane's live
-        config; it is never returned or written.
-    type: path
 """
 
 EXAMPLES = r"""
@@ -120,24 +103,16 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.maesh.ichor.plugins.module_utils import cluster_state, release
 from ansible_collections.maesh.ichor.plugins.module_utils.config import rollout
 from ansible_collections.maesh.ichor.plugins.module_utils.connection import (
-    fail, kube_client_for, talos_client_for, with_connection)
+    fail, kube_client_for, talos_client_for)
 
 STATE_KEYS = {"Talos": "talos", "Version contract": "contract", "Kubernetes": "kubernetes", "Cilium": "cilium"}
 
 
 def main():
-    module = AnsibleModule(argument_spec=with_connection(dict(
-        machines=dict(type="list", elements="dict", required=True),
-        desired=dict(type="dict", default={}),
-        cluster=dict(type="dict"),
-        secrets=dict(type="path"),
-    )), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=cluster_state.rollout_argument_spec(desired=dict(type="dict", default={})),
+                           supports_check_mode=True)
     result = dict(changed=False, release_set=release.release_set(), plan=[])
     machines = module.params["machines"]
-    for m in machines:
-        if not m.get("name") or not m.get("address") or m.get("role") not in ("controlplane", "worker"):
-            module.fail_json(msg="each machine needs name, address and role controlplane or worker; got %r"
-                             % dict((k, m.get(k)) for k in ("name", "address", "role")), **result)
     talos = talos_client_for(module)
     kube = kube_client_for(module)
     try:

@@ -120,3 +120,18 @@ def test_desired_change_validated_against_the_record(talos_kube_lab, tmp_path):
     assert proc.returncode != 0 and "talos v1.14.1 is not the release set's v1.14.5" in proc.stdout
     proc = _run(lab, tmp_path, "-e", '{"ichor_desired": {"talos": "v1.14.5", "kubernetes": "v1.35.4"}}')
     assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.parametrize("module", ["release_check", "config_upgrade", "kubernetes_upgrade"])
+def test_a_machine_without_a_role_is_one_line(talos_lab, tmp_path, module):
+    lab = talos_lab(controlplanes=1, workers=0)
+    play = tmp_path / "play.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": False,
+                                     "vars": {"ansible_python_interpreter": "{{ ansible_playbook_python }}"},
+                                     "tasks": [{"maesh.ichor.%s" % module: {
+                                         "talosconfig": lab.talosconfig,
+                                         "machines": [{"name": "cp-1", "address": lab.address("cp-1")}]}}]}]))
+    proc = ansible_playbook("-i", "localhost,", str(play))
+    assert proc.returncode != 0
+    assert "missing required arguments: role found in machines" in proc.stdout, proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
