@@ -189,6 +189,17 @@ def _kube_proxy_daemonset(kube, image):
                                       "spec": {"containers": [{"name": "kube-proxy", "image": image}]}}}}, "talos")
 
 
+def test_follow_stops_rather_than_start_a_step_a_second_time(talos_kube_lab, tmp_path):
+    # --limit keeps worker-1 out of the Talos step, so the plan after it still starts with talos
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9")
+    inv = _inventory(lab, tmp_path)
+    proc = _upgrade(inv, "-e", "ichor_upgrade_follow=true", "--limit", "cp-1,localhost")
+    assert proc.returncode != 0
+    assert "the talos step is still needed after it ran; stopping rather than starting it a second time" in proc.stdout
+    assert _versions(lab) == {"cp-1": release.TALOS, "worker-1": "v1.13.9"}
+    assert all("KubeletConfig" not in _kinds(docs) for docs in _configs(lab).values())
+
+
 def test_kubernetes_step_alone_moves_the_kube_proxy_daemonset_too(talos_kube_lab, tmp_path):
     lab = talos_kube_lab(case=V114_K8S_136, controlplanes=1, workers=1, version=release.TALOS)
     kube = KubeClient(kubeconfig=lab.kube.kubeconfig)
