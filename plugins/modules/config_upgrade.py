@@ -76,7 +76,8 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 
 
 def main():
-    module = AnsibleModule(argument_spec=cluster_state.rollout_argument_spec(wait=dict(type="float", default=900.0)), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=cluster_state.rollout_argument_spec(wait=dict(type="float", default=900.0)),
+                           supports_check_mode=True)
     params = module.params
     result = dict(changed=False, plan=[], machines=[])
     client = talos_client_for(module)

@@ -88,7 +88,8 @@ def _retagged(image, target):
 
 
 def main():
-    module = AnsibleModule(argument_spec=cluster_state.rollout_argument_spec(wait=dict(type="float", default=600.0)), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=cluster_state.rollout_argument_spec(wait=dict(type="float", default=600.0)),
+                           supports_check_mode=True)
     params = module.params
     target = release.KUBERNETES
     client = talos_client_for(module)

@@ -171,6 +171,9 @@ def test_follow_runs_the_steps_in_order_in_one_run(talos_kube_lab, tmp_path):
     # the inventory's spec (in part) and bundle file, instead of what the running configs state
     inv = _inventory(lab, tmp_path, ichor_cluster={"name": "k8s-older", "network": {"dnsDomain": "cluster.local"}},
                      ichor_secrets=V113_K8S_135 + "/secrets.yaml")
+    # the inventory's spec is what the engine renders from: another name is refused, naming the path
+    proc = _upgrade(inv, "--check", "-e", '{"ichor_cluster": {"name": "prod"}}')
+    assert proc.returncode != 0 and "v1alpha1:cluster.clusterName" in proc.stdout, proc.stdout
     proc = _upgrade(inv, "-e", "ichor_upgrade_follow=true")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     tasks = [line for line in proc.stdout.splitlines() if line.startswith("TASK [")]
