@@ -152,22 +152,6 @@ def node_kubelet(kube, hostname):
     return ((status.get("nodeInfo") or {}).get("kubeletVersion"), ready)
 
 
-def _apply_request(text, mode_name, dry_run=False):
-    cls = tc.request_type("ApplyConfiguration")
-    return cls(data=text.encode("utf-8"), mode=getattr(cls, mode_name), dry_run=dry_run)
-
-
-def apply_needs_reboot(client, node, text):
-    """Talos's answer to a dry run in AUTO mode: does this config need a reboot? (Nothing is applied.)"""
-    reply = client.call("ApplyConfiguration", _apply_request(text, "AUTO", dry_run=True), node=node)
-    return client.first(reply, node).mode == tc.request_type("ApplyConfiguration").REBOOT
-
-
-def apply_config(client, node, text, reboot=False):
-    """Apply a whole config: without a reboot (Talos refuses if the change needs one), or with one."""
-    client.call("ApplyConfiguration", _apply_request(text, "AUTO" if reboot else "NO_REBOOT"), node=node)
-
-
 def wait_kubelet(kube, hostname, target, timeout, interval=0.5, clock=time):
     deadline = clock.time() + timeout
     while clock.time() < deadline:

@@ -72,7 +72,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import C
 from ansible_collections.maesh.ichor.plugins.module_utils.connection import (
     fail, kube_client_for, talos_client_for)
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine
 
 
 def main():
@@ -97,7 +97,7 @@ def main():
         diffs = []
         for m in pending:
             rendered = model.render(m, release.CONTRACT, m.images)
-            reboot = upgrade.apply_needs_reboot(client, m.address, documents.emit(rendered))
+            reboot = machine.apply_needs_reboot(client, m.address, documents.emit(rendered))
             work.append((m, rendered, reboot))
             result["machines"].append({"name": m.name, "from": m.form, "reboot": reboot})
             result["plan"].append("%s: config from the %s form to %s (%s)" % (
@@ -118,7 +118,7 @@ def main():
                 if not healthy:
                     fail(module, "%s: etcd is not healthy (%s); a control plane is not started while etcd is "
                          "unhealthy: fix etcd and rerun" % (m.name, detail), **result)
-            upgrade.apply_config(client, m.address, documents.emit(rendered), reboot)
+            machine.apply_config(client, m.address, documents.emit(rendered), reboot)
             if reboot:
                 client.close()
                 time.sleep(1.0)

@@ -72,7 +72,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import C
 from ansible_collections.maesh.ichor.plugins.module_utils.connection import (
     fail, kube_client_for, talos_client_for)
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine
 
 
 def _proxy_daemonset(kube, model):
@@ -133,7 +133,7 @@ def main():
             module.exit_json(**result)
         for phase, work in phases:
             for m, images, rendered in work:
-                upgrade.apply_config(client, m.address, documents.emit(rendered))
+                machine.apply_config(client, m.address, documents.emit(rendered))
                 if not cluster_state.reads_back(client, m, model, rendered):
                     fail(module, "%s: the config read back after the %s phase differs from the render; the remaining "
                          "machines were not touched" % (m.name, phase), **result)

@@ -179,8 +179,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import C
 from ansible_collections.maesh.ichor.plugins.module_utils.connection import fail, talos_client_for, with_connection
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.client import request_type
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.machine import get_resource, version
+from ansible_collections.maesh.ichor.plugins.module_utils.talos.machine import apply_config, apply_needs_reboot, get_resource, version
 
 
 def read_live(client, node):
@@ -194,11 +193,6 @@ def read_live(client, node):
     except ConfigError as exc:
         raise ConfigError("the live config of %s cannot be read: %s" % (node, exc))
     return ver, docs
-
-
-def apply_request(data, mode_name, dry_run=False):
-    cls = request_type("ApplyConfiguration")
-    return cls(data=data, mode=getattr(cls, mode_name), dry_run=dry_run)
 
 
 def wait_back(module, node, deadline):
@@ -255,7 +249,7 @@ def main():
                 module.exit_json(**result)
             mclient = talos_client_for(module, maintenance=True, dial_only=node)
             try:
-                mclient.call("ApplyConfiguration", apply_request(text.encode("utf-8"), "AUTO"))
+                apply_config(mclient, None, text, reboot=True)
             finally:
                 mclient.close()
             client, ver, live = wait_back(module, node, time.time() + params["wait_timeout"])
@@ -303,10 +297,8 @@ def main():
             module.fail_json(msg="%s: %d class B (Ichor-owned) change(s) need consent (accept_class_b: true); nothing applied" % (
                 node, result_drift.counts()["B"]), **result)
 
-        data = render.render_text(bundle, cluster, machine, contract_name).encode("utf-8")
-        mode_cls = request_type("ApplyConfiguration")
-        dry = client.call("ApplyConfiguration", apply_request(data, "AUTO", dry_run=True), node=node)
-        needs_reboot = client.first(dry, node).mode == mode_cls.REBOOT
+        text = render.render_text(bundle, cluster, machine, contract_name)
+        needs_reboot = apply_needs_reboot(client, node, text)
         result.update(changed=True, apply_mode="reboot" if needs_reboot else "no_reboot")
         if needs_reboot and not params["allow_reboot"]:
             plan.append("%s: the change needs a reboot and allow_reboot is false; nothing applied" % node)
@@ -316,7 +308,7 @@ def main():
         plan.append("%s: apply %s" % (node, "with a reboot" if needs_reboot else "without a reboot"))
         if module.check_mode:
             module.exit_json(**result)
-        client.call("ApplyConfiguration", apply_request(data, "AUTO" if needs_reboot else "NO_REBOOT"), node=node)
+        apply_config(client, node, text, reboot=needs_reboot)
         if needs_reboot:
             client.close()
             time.sleep(1.0)

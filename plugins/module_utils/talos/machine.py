@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What a Talos machine is, read over its API: version, identity, role, stage, cluster."""
+"""What a Talos machine is, read over its API: version, identity, role, stage, cluster; and applying a
+machine config to it."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -88,3 +89,23 @@ async def machine_facts(client, node=None):
 def facts_for(client, nodes):
     """machine_facts for several nodes at once: {node: NodeResult}."""
     return client.fan_out(lambda n: machine_facts(client, n), nodes)
+
+
+# -- applying a machine config ---------------------------------------------------------------
+
+
+def _apply_request(text, mode_name, dry_run=False):
+    cls = talos_client.request_type("ApplyConfiguration")
+    return cls(data=text.encode("utf-8"), mode=getattr(cls, mode_name), dry_run=dry_run)
+
+
+def apply_needs_reboot(client, node, text):
+    """Talos's answer to a dry run in AUTO mode: does this config need a reboot? (Nothing is applied.)"""
+    reply = client.call("ApplyConfiguration", _apply_request(text, "AUTO", dry_run=True), node=node)
+    return client.first(reply, node).mode == talos_client.request_type("ApplyConfiguration").REBOOT
+
+
+def apply_config(client, node, text, reboot=False):
+    """Apply a whole config: without a reboot (Talos refuses if the change needs one), or in AUTO mode, which
+    reboots when the change needs it (and is what a machine in maintenance mode takes)."""
+    client.call("ApplyConfiguration", _apply_request(text, "AUTO" if reboot else "NO_REBOOT"), node=node)
