@@ -18,9 +18,11 @@ from tests import collection_path
 collection_path.ensure()
 
 # pylint: disable=wrong-import-position
-from ansible_collections.maesh.ichor.plugins.module_utils import release, upgrade  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils import release  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import etcd  # noqa: E402
 from tests.lab.fixtures import LabProcess  # noqa: E402
 
 REBOOT_SECONDS = 2.0
@@ -32,17 +34,17 @@ def main():
                      reboot_seconds=REBOOT_SECONDS, upgrade_seconds=REBOOT_SECONDS).start(timeout=60)
     try:
         machines = lab.machines
-        image = upgrade.installer_image()
-        target = upgrade.image_version(image)
+        image = talos_step.installer_image()
+        target = talos_step.image_version(image)
         with tc.TalosClient(talosconfig.load(lab.talosconfig), timeout=10) as client:
             start = time.perf_counter()
             for m in sorted(machines, key=lambda x: (x["role"] != "controlplane", x["name"])):
                 if m["role"] == "controlplane":
-                    healthy, detail = upgrade.etcd_health(client, m["address"])
+                    healthy, detail = etcd.health(client, m["address"])
                     if not healthy:
                         raise SystemExit(detail)
-                upgrade.start_upgrade(client, m["address"], m["version"], image)
-                upgrade.wait_back(client, None, m["address"], m["name"], m["role"], target, 120, interval=0.1)
+                talos_step.start_upgrade(client, m["address"], m["version"], image)
+                talos_step.wait_back(client, None, m["address"], m["name"], m["role"], target, 120, interval=0.1)
             total = time.perf_counter() - start
         assert set(m["version"] for m in lab.machines) == {release.TALOS}
     finally:

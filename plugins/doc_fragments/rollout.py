@@ -22,8 +22,8 @@ options:
         description: The machine's name (its Kubernetes Node name).
         type: str
         required: true
-      address:
-        description: The machine's Talos API address.
+      node:
+        description: The machine's Talos API address (its C(ansible_host)).
         type: str
         required: true
       role:

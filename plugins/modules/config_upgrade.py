@@ -66,13 +66,18 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.maesh.ichor.plugins.module_utils import cluster_state, release, upgrade
-from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, rollout
+from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import state as cluster_state
+from ansible_collections.maesh.ichor.plugins.module_utils.config import documents
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.connection import (
     fail, kube_client_for, talos_client_for)
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import etcd
 
 
 def main():
@@ -114,7 +119,7 @@ def main():
             module.exit_json(**result)
         for m, rendered, reboot in work:
             if m.controlplane:
-                healthy, detail = upgrade.etcd_health(client, m.address)
+                healthy, detail = etcd.health(client, m.address)
                 if not healthy:
                     fail(module, "%s: etcd is not healthy (%s); a control plane is not started while etcd is "
                          "unhealthy: fix etcd and rerun" % (m.name, detail), **result)
@@ -123,12 +128,12 @@ def main():
                 client.close()
                 time.sleep(1.0)
                 client = talos_client_for(module)
-                upgrade.wait_back(client, kube, m.address, m.name, m.role, m.talos, params["wait"])
+                talos_step.wait_back(client, kube, m.address, m.name, m.role, m.talos, params["wait"])
             if not cluster_state.reads_back(client, m, model, rendered):
                 fail(module, "%s: the config read back differs from the %s render; the remaining machines were not "
                      "touched" % (m.name, release.CONTRACT), **result)
             result["plan"].append("%s: now in the %s form, read back" % (m.name, release.CONTRACT))
-    except (ConfigError, errors.TalosError, upgrade.UpgradeFailed, KubeError) as exc:
+    except (ConfigError, errors.TalosError, UpgradeFailed, KubeError) as exc:
         fail(module, exc, **result)
     finally:
         client.close()

@@ -66,13 +66,17 @@ removed_apis:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.maesh.ichor.plugins.module_utils import cluster_state, release, upgrade
-from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, rollout
+from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import state as cluster_state
+from ansible_collections.maesh.ichor.plugins.module_utils.config import documents
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.connection import (
     fail, kube_client_for, talos_client_for)
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import kubernetes_step
 
 
 def _proxy_daemonset(kube, model):
@@ -104,8 +108,8 @@ def main():
         except KubeError as exc:
             fail(module, "cannot read the API server's /metrics to check for removed APIs (%s); the kubeconfig's user "
                  "needs get on the non-resource URL /metrics" % exc, **result)
-        result["removed_apis"] = upgrade.removed_apis_in_use(metrics, target)
-        upgrade.check_removed_apis(metrics, target)
+        result["removed_apis"] = kubernetes_step.removed_apis_in_use(metrics, target)
+        kubernetes_step.check_removed_apis(metrics, target)
         diffs = []
         for phase, work in phases:
             for m, images, rendered in work:
@@ -138,7 +142,7 @@ def main():
                     fail(module, "%s: the config read back after the %s phase differs from the render; the remaining "
                          "machines were not touched" % (m.name, phase), **result)
                 if phase == "kubelet":
-                    upgrade.wait_kubelet(kube, m.name, target, params["wait"])
+                    kubernetes_step.wait_kubelet(kube, m.name, target, params["wait"])
             if phase == "kube-proxy" and proxy_behind:
                 kube.apply({"apiVersion": "apps/v1", "kind": "DaemonSet",
                             "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
@@ -146,7 +150,7 @@ def main():
                                 {"name": c["name"], "image": _retagged(c["image"], target)}
                                 for c in proxy_containers]}}}},
                            "ichor-upgrade", force=True)
-    except (ConfigError, errors.TalosError, upgrade.UpgradeFailed, KubeError) as exc:
+    except (ConfigError, errors.TalosError, UpgradeFailed, KubeError) as exc:
         fail(module, exc, **result)
     finally:
         client.close()

@@ -101,9 +101,10 @@ plan:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.maesh.ichor.plugins.module_utils import cluster_state, release
-from ansible_collections.maesh.ichor.plugins.module_utils.config import rollout
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
 from ansible_collections.maesh.ichor.plugins.module_utils.connection import (
     fail, kube_client_for, talos_client_for)
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import plan
 
 STATE_KEYS = {"Talos": "talos", "Version contract": "contract", "Kubernetes": "kubernetes", "Cilium": "cilium"}
 
@@ -124,20 +125,20 @@ def main():
             refusal = release.validate_change(field, stored[field], desired)
             if refusal:
                 module.fail_json(msg=refusal, **result)
-        release.check_not_newer(state["machines"], state["kubernetes"], None, state["cni"])
+        plan.check_not_newer(state["machines"], state["kubernetes"], None, state["cni"])
         model = cluster_state.config_model(cluster_state.live_from(state), module.params["cluster"],
                                            module.params["secrets"])
         pending = [{"name": m.name, "form": m.form} for m in rollout.config_pending(model)]
         contract = rollout.lowest_form(model)
         result["config_pending"] = pending
-        kubernetes = release.lowest(state["kubernetes"].values())
-        rows = release.versions_table(state["machines"], kubernetes, contract, state["cni"])
+        kubernetes = plan.lowest(state["kubernetes"].values())
+        rows = plan.versions_table(state["machines"], kubernetes, contract, state["cni"])
         result.update(versions=rows, cni=state["cni"],
                       components=dict((STATE_KEYS[r["component"]], r["state"].lower().replace(" ", "_"))
                                       for r in rows))
-        result["plan"] = release.format_table(rows)
-        steps = release.plan_rollout(state["machines"], state["kubernetes"], contract, state["cni"], pending)
-    except release.Refused as exc:
+        result["plan"] = plan.format_table(rows)
+        steps = plan.plan_rollout(state["machines"], state["kubernetes"], contract, state["cni"], pending)
+    except plan.Refused as exc:
         fail(module, exc, **result)
     except Exception as exc:  # pylint: disable=broad-except
         fail(module, exc, **result)

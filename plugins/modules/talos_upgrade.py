@@ -88,10 +88,12 @@ plan:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.maesh.ichor.plugins.module_utils import upgrade
 from ansible_collections.maesh.ichor.plugins.module_utils.connection import (
     fail, kube_client_for, talos_client_for, with_connection)
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import etcd
 
 
 def main():
@@ -103,8 +105,8 @@ def main():
         wait=dict(type="float", default=900.0),
     )), supports_check_mode=True)
     p = module.params
-    image = p["image"] or upgrade.installer_image()
-    target = upgrade.image_version(image)
+    image = p["image"] or talos_step.installer_image()
+    target = talos_step.image_version(image)
     client = talos_client_for(module)
     kube = kube_client_for(module) if (p["kubeconfig"] or p["kubeconfig_content"]) else None
     node = p["node"]
@@ -119,7 +121,7 @@ def main():
             result["diff"] = {"before": "", "after": ""}
             module.exit_json(changed=False, **result)
         if p["role"] == "controlplane":
-            healthy, detail = upgrade.etcd_health(client, node)
+            healthy, detail = etcd.health(client, node)
             if not healthy:
                 fail(module, "%s is a control plane and etcd is not healthy (%s); no upgrade was started" % (
                     hostname, detail), plan=[], before=before, after=before)
@@ -128,9 +130,9 @@ def main():
             ", its etcd member and its Node" if p["role"] == "controlplane" else " and its Node")]
         if module.check_mode:
             module.exit_json(changed=True, **result)
-        upgrade.start_upgrade(client, node, before, image)
-        upgrade.wait_back(client, kube, node, hostname, p["role"], target, p["wait"])
-    except (errors.TalosError, upgrade.UpgradeFailed) as exc:
+        talos_step.start_upgrade(client, node, before, image)
+        talos_step.wait_back(client, kube, node, hostname, p["role"], target, p["wait"])
+    except (errors.TalosError, UpgradeFailed) as exc:
         fail(module, exc, plan=[], before=before, after="")
     finally:
         client.close()

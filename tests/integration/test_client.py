@@ -11,6 +11,7 @@ import time
 import pytest
 import yaml
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import redact
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine, talosconfig
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
@@ -251,7 +252,7 @@ def test_errors_are_one_line_and_hold_no_key_material(talos_lab, tmp_path):
     markers = _secret_markers(lab.talosconfig)
     seen = []
     ctx = talosconfig.parse(text)
-    seen += [str(ctx), repr(ctx), json.dumps(ctx.credentials.key, cls=errors.RedactingEncoder)]
+    seen += [str(ctx), repr(ctx), json.dumps(ctx.credentials.key, cls=redact.RedactingEncoder)]
     with tc.TalosClient(ctx, timeout=2) as client:
         seen.append(json.dumps(client.run(machine.machine_facts(client, w1["address"]))))
         lab.control.set_faults("worker-2", unreachable=True)

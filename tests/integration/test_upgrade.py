@@ -17,6 +17,8 @@ import yaml
 from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import kubernetes_step
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import etcd
 
 from tests.integration.ansible_env import REPO, ansible_playbook, write_inventory
 
@@ -303,7 +305,6 @@ def test_config_step_reboots_what_talos_says_and_leaks_no_secret(talos_kube_lab,
 
 
 def test_removed_api_check_reads_metrics_only_with_the_right_rbac(kube_lab, kube_namespace):
-    from ansible_collections.maesh.ichor.plugins.module_utils import upgrade
     from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient, KubeError
     denied = KubeClient(kubeconfig=kube_lab.service_account_kubeconfig(kube_namespace, "no-metrics"))
     with pytest.raises(KubeError) as exc:
@@ -314,18 +315,17 @@ def test_removed_api_check_reads_metrics_only_with_the_right_rbac(kube_lab, kube
     metrics = allowed.raw_get("/metrics")
     assert "apiserver_request_total" in metrics
     # the lab's API server serves no API removed by its own version: the no-hit path
-    assert upgrade.removed_apis_in_use(metrics, release.KUBERNETES) == []
+    assert kubernetes_step.removed_apis_in_use(metrics, release.KUBERNETES) == []
 
 
 def test_etcd_health_needs_a_quorum_of_members(talos_lab):
-    from ansible_collections.maesh.ichor.plugins.module_utils import upgrade
     from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
     from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
     lab = talos_lab(controlplanes=3, workers=0)
     cp1 = lab.address("cp-1")
     with tc.TalosClient(talosconfig.load(lab.talosconfig), timeout=3) as client:
-        assert upgrade.etcd_health(client, cp1) == (True, "3 of 3 etcd members healthy")
+        assert etcd.health(client, cp1) == (True, "3 of 3 etcd members healthy")
         lab.control.set_faults("cp-2", unreachable=True)
-        assert upgrade.etcd_health(client, cp1) == (True, "2 of 3 etcd members healthy")
+        assert etcd.health(client, cp1) == (True, "2 of 3 etcd members healthy")
         lab.control.set_faults("cp-3", unreachable=True)
-        assert upgrade.etcd_health(client, cp1) == (False, "only 1 of 3 etcd members are healthy (no quorum)")
+        assert etcd.health(client, cp1) == (False, "only 1 of 3 etcd members are healthy (no quorum)")

@@ -3,6 +3,9 @@
 import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import plan
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import kubernetes_step
 
 CPS = [{"name": "cp-%d" % i, "role": "controlplane", "talos": "v1.13.9"} for i in (1, 2, 3)]
 WORKERS = [{"name": "worker-1", "role": "worker", "talos": "v1.13.9"}]
@@ -13,7 +16,7 @@ def _k8s(version):
 
 
 def test_behind_cluster_plans_talos_first_control_planes_first():
-    steps = release.plan_rollout(WORKERS + CPS, _k8s("v1.35.4"), "v1.13", {"name": "cilium", "version": "1.19.10"})
+    steps = plan.plan_rollout(WORKERS + CPS, _k8s("v1.35.4"), "v1.13", {"name": "cilium", "version": "1.19.10"})
     assert [s["step"] for s in steps] == ["talos", "kubernetes", "cilium"]
     assert steps[0]["machines"] == ["cp-1", "cp-2", "cp-3", "worker-1"]
     assert "version contract to v1.14" in steps[0]["lines"][0]
@@ -22,58 +25,58 @@ def test_behind_cluster_plans_talos_first_control_planes_first():
 def test_config_step_only_after_talos_and_before_kubernetes():
     done = [dict(m, talos=release.TALOS) for m in CPS + WORKERS]
     pending = [{"name": "cp-1", "form": "v1.13"}]
-    steps = release.plan_rollout(done, _k8s("v1.35.4"), "v1.13", None, config_pending=pending)
+    steps = plan.plan_rollout(done, _k8s("v1.35.4"), "v1.13", None, config_pending=pending)
     assert [s["step"] for s in steps] == ["config", "kubernetes"]
     assert steps[0]["machines"] == ["cp-1"]
     assert "move the config of cp-1 from the v1.13 form to v1.14" in steps[0]["lines"][0]
-    steps = release.plan_rollout(CPS, _k8s("v1.35.4"), "v1.13", None, config_pending=pending)
+    steps = plan.plan_rollout(CPS, _k8s("v1.35.4"), "v1.13", None, config_pending=pending)
     assert [s["step"] for s in steps] == ["talos", "kubernetes"]
     # no controller applies a pending config here, so the config step also runs with Kubernetes at the set
-    steps = release.plan_rollout(done, _k8s(release.KUBERNETES), "v1.13", None, config_pending=pending)
+    steps = plan.plan_rollout(done, _k8s(release.KUBERNETES), "v1.13", None, config_pending=pending)
     assert [s["step"] for s in steps] == ["config"]
 
 
 def test_up_to_date_cluster_needs_nothing():
     done = [dict(m, talos=release.TALOS) for m in CPS + WORKERS]
     cni = {"name": "cilium", "version": release.CILIUM}
-    assert release.plan_rollout(done, _k8s(release.KUBERNETES), release.CONTRACT, cni) == []
-    rows = release.versions_table(done, release.KUBERNETES, release.CONTRACT, cni)
+    assert plan.plan_rollout(done, _k8s(release.KUBERNETES), release.CONTRACT, cni) == []
+    rows = plan.versions_table(done, release.KUBERNETES, release.CONTRACT, cni)
     assert [r["state"] for r in rows] == ["Up to date"] * 4
 
 
 def test_newer_components_are_refused_naming_both_versions():
-    with pytest.raises(release.Refused) as exc:
-        release.plan_rollout(CPS + [{"name": "w", "role": "worker", "talos": "v1.14.6"}], _k8s("v1.35.4"), "v1.13")
+    with pytest.raises(plan.Refused) as exc:
+        plan.plan_rollout(CPS + [{"name": "w", "role": "worker", "talos": "v1.14.6"}], _k8s("v1.35.4"), "v1.13")
     assert "Talos on w is v1.14.6, newer than the release set's v1.14.5" in str(exc.value)
-    with pytest.raises(release.Refused) as exc:
-        release.plan_rollout(CPS, _k8s("v1.37.0"), "v1.13")
+    with pytest.raises(plan.Refused) as exc:
+        plan.plan_rollout(CPS, _k8s("v1.37.0"), "v1.13")
     assert "v1.37.0, newer than the release set's v1.36.6" in str(exc.value)
 
 
 def test_two_minor_kubernetes_gap_and_unsupported_kubernetes_are_refused():
-    with pytest.raises(release.Refused) as exc:
-        release.plan_rollout(CPS, _k8s("v1.34.2"), "v1.13")
+    with pytest.raises(plan.Refused) as exc:
+        plan.plan_rollout(CPS, _k8s("v1.34.2"), "v1.13")
     assert "more than one minor behind" in str(exc.value)
-    with pytest.raises(release.Refused) as exc:
-        release.plan_rollout(CPS, _k8s("v1.32.0"), "v1.13")
+    with pytest.raises(plan.Refused) as exc:
+        plan.plan_rollout(CPS, _k8s("v1.32.0"), "v1.13")
     assert "not supported by Talos v1.14.5" in str(exc.value)
 
 
 def test_a_flannel_version_is_never_judged_as_ciliums():
-    steps = release.plan_rollout(CPS, _k8s("v1.35.4"), "v1.13", {"name": "flannel", "version": "0.28.9"})
+    steps = plan.plan_rollout(CPS, _k8s("v1.35.4"), "v1.13", {"name": "flannel", "version": "0.28.9"})
     assert "cilium" not in [s["step"] for s in steps]
-    rows = release.versions_table(CPS, "v1.35.4", "v1.13", {"name": "flannel", "version": "0.28.9"})
+    rows = plan.versions_table(CPS, "v1.35.4", "v1.13", {"name": "flannel", "version": "0.28.9"})
     assert [r["component"] for r in rows] == ["Talos", "Version contract", "Kubernetes"]
 
 
 def test_cilium_two_minors_behind_is_refused():
-    with pytest.raises(release.Refused):
-        release.plan_rollout(CPS, _k8s("v1.35.4"), "v1.13", {"name": "cilium", "version": "1.18.16"})
+    with pytest.raises(plan.Refused):
+        plan.plan_rollout(CPS, _k8s("v1.35.4"), "v1.13", {"name": "cilium", "version": "1.18.16"})
 
 
 def test_table_text():
-    rows = release.versions_table(CPS, "v1.35.4", "v1.13", None)
-    text = release.format_table(rows)
+    rows = plan.versions_table(CPS, "v1.35.4", "v1.13", None)
+    text = plan.format_table(rows)
     assert text[0].split() == ["Component", "Running", "Target", "State"]
     assert "Behind" in text[1]
 
@@ -87,25 +90,24 @@ apiserver_requested_deprecated_apis{group="",removed_release="",resource="compon
 
 
 def test_removed_apis_from_recorded_metrics():
-    from ansible_collections.maesh.ichor.plugins.module_utils import upgrade
-    assert upgrade.removed_apis_in_use(METRICS, "v1.36.6") == [
+    assert kubernetes_step.removed_apis_in_use(METRICS, "v1.36.6") == [
         "flowcontrol.apiserver.k8s.io/v1beta3 flowschemas (removed in 1.32)"]
-    assert upgrade.removed_apis_in_use(METRICS, "v1.38.0") == [
+    assert kubernetes_step.removed_apis_in_use(METRICS, "v1.38.0") == [
         "example.io/v1beta1 widgets (removed in 1.38)",
         "flowcontrol.apiserver.k8s.io/v1beta3 flowschemas (removed in 1.32)"]
-    assert upgrade.removed_apis_in_use("", "v1.36.6") == []
+    assert kubernetes_step.removed_apis_in_use("", "v1.36.6") == []
     # the kubernetes step's refusal, before anything is written
-    with pytest.raises(upgrade.UpgradeFailed) as exc:
-        upgrade.check_removed_apis(METRICS, "v1.36.6")
+    with pytest.raises(UpgradeFailed) as exc:
+        kubernetes_step.check_removed_apis(METRICS, "v1.36.6")
     assert str(exc.value) == ("removed APIs are still in use, Kubernetes v1.36.6 no longer serves them: "
                               "flowcontrol.apiserver.k8s.io/v1beta3 flowschemas (removed in 1.32); move their clients "
                               "to the replacement APIs first")
-    upgrade.check_removed_apis("", "v1.36.6")
+    kubernetes_step.check_removed_apis("", "v1.36.6")
 
 
 def _fixture_machines(case, talos):
     import os
-    from ansible_collections.maesh.ichor.plugins.module_utils.config import rollout
+    from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
     base = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "configs", case)
     out = []
     for role, name in (("controlplane", "cp-1"), ("worker", "worker-1")):
@@ -146,7 +148,7 @@ def test_config_pending_and_the_kubernetes_phases_over_real_talos_configs():
 
 
 def test_a_config_the_engine_cannot_render_is_refused_naming_the_paths():
-    from ansible_collections.maesh.ichor.plugins.module_utils.config import rollout
+    from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
     from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
     with pytest.raises(ConfigError) as exc:
         rollout.model(_fixture_machines("v1.12/v1.12.7/kitchen-sink", release.TALOS))
@@ -159,7 +161,7 @@ def test_a_config_the_engine_cannot_render_is_refused_naming_the_paths():
 
 
 def test_a_given_spec_overrides_what_the_live_configs_state():
-    from ansible_collections.maesh.ichor.plugins.module_utils.config import rollout
+    from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
     from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
     machines = _fixture_machines("v1.13/v1.13.9/k8s-older", release.TALOS)
     # an inventory that gives only the name (as reclaim needs) renders the same

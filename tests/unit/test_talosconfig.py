@@ -7,6 +7,7 @@ import os
 import pytest
 import yaml
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import redact
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, talosconfig
 
 MARKER = "ICHOR-MARKER-7f3a"
@@ -103,7 +104,7 @@ def test_default_path_follows_talosctl():
 def test_credentials_redact_in_str_repr_and_json():
     ctx = talosconfig.parse(config_text())
     for text in (str(ctx), repr(ctx), str(ctx.credentials), repr(ctx.credentials.key),
-                 json.dumps({"key": ctx.credentials.key, "crt": ctx.credentials.crt}, cls=errors.RedactingEncoder)):
+                 json.dumps({"key": ctx.credentials.key, "crt": ctx.credentials.crt}, cls=redact.RedactingEncoder)):
         assert MARKER not in text
     with pytest.raises(TypeError) as exc:
         json.dumps({"key": ctx.credentials.key})
@@ -123,5 +124,5 @@ def test_split_endpoint(endpoint, expected):
 
 def test_redact_text_folds_and_hides_pem():
     text = "bad\n" + _pem("PRIVATE KEY", MARKER * 3).decode() + " and " + "Ab1" * 20
-    out = errors.redact_text(text)
+    out = redact.redact_text(text)
     assert MARKER not in out and "Ab1" * 20 not in out and "\n" not in out

@@ -30,7 +30,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config import contract
 from ansible_collections.maesh.ichor.plugins.module_utils.config import render as renderer
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.errors import REDACTED
+from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import REDACTED
 
 REGISTRIES = "registries"
 

@@ -7,14 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 
-class ConfigError(Exception):
+
+class ConfigError(IchorError):
     """A one-line error for the user: what was wrong with the input and what to do."""
-
-    def __init__(self, message):
-        message = " ".join(str(message).split())
-        super(ConfigError, self).__init__(message)
-        self.message = message
-
-    def __str__(self):
-        return self.message

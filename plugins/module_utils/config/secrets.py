@@ -29,7 +29,7 @@ import tempfile
 
 from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.errors import Secret
+from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import Secret
 
 try:
     from cryptography import x509

@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 try:
+    import urllib3
     import yaml
     from kubernetes import config as k8s_config
     from kubernetes.client.rest import ApiException
@@ -24,15 +25,15 @@ except ImportError as _exc:
     HAS_KUBERNETES = False
     IMPORT_ERROR = _exc
 
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.errors import redact_text
+from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 
 
-class KubeError(Exception):
+class KubeError(IchorError):
     """One line: what the API server said (status, reason), never the kubeconfig."""
 
     def __init__(self, message, status=None):
         self.status = status
-        super(KubeError, self).__init__(redact_text(message))
+        super(KubeError, self).__init__(message)
 
 
 class Conflict(KubeError):
@@ -74,7 +75,7 @@ def ref_text(api_version, kind, name, namespace=None):
 class KubeClient:
     """The cluster's API through a kubeconfig."""
 
-    def __init__(self, kubeconfig=None, kubeconfig_content=None, context=None):
+    def __init__(self, kubeconfig=None, kubeconfig_content=None, context=None, timeout=None):
         if not HAS_KUBERNETES:
             raise KubeError("the kubernetes Python package is required (%s)" % IMPORT_ERROR)
         try:
@@ -86,6 +87,9 @@ class KubeClient:
         except Exception as exc:  # pylint: disable=broad-except
             raise KubeError("cannot load the kubeconfig%s: %s" % (
                 " " + kubeconfig if kubeconfig else "", type(exc).__name__))
+        if timeout:
+            # the default of every request of this client, discovery included
+            self.api.rest_client.pool_manager.connection_pool_kw["timeout"] = urllib3.Timeout(total=timeout)
         self._dynamic = None
 
     @property

@@ -16,6 +16,7 @@ __metaclass__ = type
 import copy
 import json
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Conflict
 
 NAMESPACE = "ichor-system"
@@ -24,7 +25,7 @@ KEY = "record"
 SCHEMA = 1
 
 
-class RecordError(Exception):
+class RecordError(IchorError):
     """The record cannot be used (newer schema, not JSON)."""
 
 

@@ -22,7 +22,8 @@ try:
 except ImportError:  # pragma: no cover - reported by the module through missing_required_lib
     HAS_YAML = False
 
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.errors import Secret, TalosConfigError
+from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import Secret
+from ansible_collections.maesh.ichor.plugins.module_utils.talos.errors import TalosConfigError
 
 DEFAULT_PORT = 50000
 

@@ -25,7 +25,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, contracts, documents, drift, render, secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.kubernetes import component_versions
+from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
 
 PHASES = (
     ("control plane", ("kube-apiserver", "kube-controller-manager", "kube-scheduler")),

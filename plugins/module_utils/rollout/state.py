@@ -11,12 +11,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.maesh.ichor.plugins.module_utils import release
-from ansible_collections.maesh.ichor.plugins.module_utils.config import rollout, secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
 from ansible_collections.maesh.ichor.plugins.module_utils.connection import with_connection
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, cni
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.kubernetes import component_versions
+from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
 
 
 async def _machine_versions(client, m):

@@ -8,6 +8,7 @@ __metaclass__ = type
 
 
 class ModuleDocFragment:
+    # The Talos API connection; every module of the action group maesh.ichor.talos takes these.
     DOCUMENTATION = r"""
 options:
   talosconfig:
@@ -30,17 +31,9 @@ options:
       - The Talos API endpoint to dial instead of the context's endpoints (C(host) or C(host:port), port 50000
         by default). Calls for other machines go through it with the C(node) gRPC metadata, as C(talosctl -e) does.
     type: str
-  kubeconfig:
-    description:
-      - Path of a kubeconfig for the cluster's Kubernetes API. Falls back to E(KUBECONFIG).
-    type: path
-  kubeconfig_content:
-    description:
-      - The kubeconfig itself. Takes precedence over O(kubeconfig). Never logged.
-    type: str
   timeout:
     description:
-      - Seconds to wait for each API call, connection included.
+      - Seconds to wait for each API call (Talos and Kubernetes), connection included.
     type: float
     default: 30
 requirements:
@@ -51,4 +44,5 @@ requirements:
 notes:
   - "Modules run on the Ansible controller (C(connection: local)); set C(ansible_python_interpreter) to
     C({{ ansible_playbook_python }}) so they run with the Python that has these requirements."
+  - "Set these options once for a play with C(module_defaults: {group/maesh.ichor.talos: {...}})."
 """

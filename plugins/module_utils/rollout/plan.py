@@ -1,0 +1,127 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The rollout's plan (ADR 0113 decision 6): the Versions table, the refusals a cluster the set cannot
+reach gets before anything is written, and the steps still needed, in order (talos, config,
+kubernetes, cilium)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
+
+STEPS = ("talos", "config", "kubernetes", "cilium")
+
+
+class Refused(IchorError):
+    """The cluster cannot be rolled to the set; nothing is written. One line with the reason."""
+
+
+def lowest(versions):
+    versions = [v for v in versions if v]
+    return min(versions, key=release.parse) if versions else None
+
+
+def versions_table(machines, kubernetes, contract, cni):
+    """Rows: component, running, target, state ('Up to date' / 'Behind' / 'Newer')."""
+    label = {"up_to_date": "Up to date", "behind": "Behind", "newer": "Newer"}
+    rows = []
+    talos = lowest(m["talos"] for m in machines)
+    rows.append({"component": "Talos", "running": talos, "target": release.TALOS, "state": label[release.judge(talos, release.TALOS)]})
+    rows.append({"component": "Version contract", "running": contract, "target": release.CONTRACT,
+                 "state": label[release.judge(contract, release.CONTRACT)]})
+    rows.append({"component": "Kubernetes", "running": kubernetes, "target": release.KUBERNETES,
+                 "state": label[release.judge(kubernetes, release.KUBERNETES)]})
+    if cni and cni.get("name") == "cilium" and cni.get("version"):
+        rows.append({"component": "Cilium", "running": cni["version"], "target": release.CILIUM,
+                     "state": label[release.judge(cni["version"], release.CILIUM)]})
+    return rows
+
+
+def format_table(rows):
+    header = {"component": "Component", "running": "Running", "target": "Target", "state": "State"}
+    widths = [max(len(str(r[k])) for r in rows + [header]) for k in ("component", "running", "target", "state")]
+    line = "%-*s  %-*s  %-*s  %s"
+    out = [line % (widths[0], "Component", widths[1], "Running", widths[2], "Target", "State")]
+    for r in rows:
+        out.append(line % (widths[0], r["component"], widths[1], r["running"], widths[2], r["target"], r["state"]))
+    return out
+
+
+def check_not_newer(machines, kubernetes_by_source, contract, cni):
+    """A component newer than the set is refused before anything is written."""
+    for m in machines:
+        if release.judge(m["talos"], release.TALOS) == "newer":
+            raise Refused("Talos on %s is %s, newer than the release set's %s; this collection cannot manage it"
+                          % (m["name"], m["talos"], release.TALOS))
+    for source, version in sorted(kubernetes_by_source.items()):
+        if version and release.judge(version, release.KUBERNETES) == "newer":
+            raise Refused("Kubernetes (%s) is %s, newer than the release set's %s; this collection cannot manage it"
+                          % (source, version, release.KUBERNETES))
+    if contract and release.judge(contract, release.CONTRACT) == "newer":
+        raise Refused("the version contract is %s, newer than the release set's %s" % (contract, release.CONTRACT))
+    if cni and cni.get("name") == "cilium" and cni.get("version") and release.judge(cni["version"], release.CILIUM) == "newer":
+        raise Refused("Cilium is %s, newer than the release set's chart %s; this collection cannot manage it"
+                      % (cni["version"], release.CILIUM))
+
+
+def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pending=()):
+    """The steps still needed, in order, and the first of them.
+
+    machines: [{name, role, talos}] (control planes first is the order the talos step takes);
+    kubernetes_by_source: {"<machine> kube-apiserver": "v1.35.4", "<node> kubelet": ...};
+    contract: the cluster's version contract; cni: {name, version} from the detector;
+    config_pending: [{name, form}] of the machines whose config is not yet in the set's contract form
+    (config engine, control planes first).
+    Raises Refused with the reason when the cluster cannot be rolled.
+    """
+    check_not_newer(machines, kubernetes_by_source, contract, cni)
+    kubernetes = lowest(kubernetes_by_source.values())
+    for m in machines:
+        if release.minor(m["talos"]) < release.MINIMUM_TALOS:
+            raise Refused("Talos on %s is %s; this collection manages Talos v%d.%d or later: upgrade Talos first"
+                          % (m["name"], m["talos"], release.MINIMUM_TALOS[0], release.MINIMUM_TALOS[1]))
+    if kubernetes:
+        if not release.talos_supports(release.TALOS, kubernetes):
+            low, high = release.TALOS_KUBERNETES[release.minor(release.TALOS)]
+            raise Refused("Kubernetes %s is not supported by Talos %s (it supports %s to %s); upgrade Kubernetes to "
+                          "%s first with the tool that manages it"
+                          % (kubernetes, release.TALOS, release.fmt_minor(low), release.fmt_minor(high), release.fmt_minor(low)))
+        if release.judge(kubernetes, release.KUBERNETES) == "behind" and not release.one_minor_step(kubernetes, release.KUBERNETES):
+            raise Refused("Kubernetes %s is more than one release.minor behind the release set's %s; Kubernetes moves one "
+                          "release.minor at a time: bring it to %d.%d first" % (
+                              kubernetes, release.KUBERNETES, release.minor(release.KUBERNETES)[0], release.minor(release.KUBERNETES)[1] - 1))
+    if cni and cni.get("name") == "cilium" and cni.get("version"):
+        if release.judge(cni["version"], release.CILIUM) == "behind" and not release.one_minor_step(cni["version"], release.CILIUM):
+            raise Refused("Cilium %s is more than one release.minor behind the chart %s; Cilium moves one release.minor at a time: "
+                          "upgrade it to %d.%d first with the tool that installed it" % (
+                              cni["version"], release.CILIUM, release.minor(release.CILIUM)[0], release.minor(release.CILIUM)[1] - 1))
+    ordered = sorted(machines, key=lambda m: (m["role"] != "controlplane", m["name"]))
+    steps = []
+    behind = [m for m in ordered if release.judge(m["talos"], release.TALOS) == "behind"]
+    if behind:
+        lines = ["upgrade Talos on %s (%s) from %s to %s%s" % (
+            m["name"], m["role"], m["talos"], release.TALOS,
+            ", version contract to %s" % release.CONTRACT if contract and release.judge(contract, release.CONTRACT) == "behind" else "")
+            for m in behind]
+        steps.append({"step": "talos", "machines": [m["name"] for m in behind], "lines": lines})
+    kube_behind = bool(kubernetes) and release.judge(kubernetes, release.KUBERNETES) == "behind"
+    # ADR 0113 runs the config step when Kubernetes is behind (Ichor's controller applies any other pending
+    # config on its own); with no controller here, it also runs when Kubernetes is up to date.
+    if config_pending and not behind:
+        steps.append({"step": "config", "machines": [m["name"] for m in config_pending],
+                      "lines": ["move the config of %s from the %s form to %s (Talos says in the step's plan whether "
+                                "it reboots)" % (m["name"], m["form"], release.CONTRACT) for m in config_pending]})
+    if kube_behind:
+        cps = [m["name"] for m in ordered if m["role"] == "controlplane"]
+        steps.append({"step": "kubernetes", "machines": cps + [m["name"] for m in ordered if m["role"] != "controlplane"],
+                      "lines": ["upgrade the Kubernetes control plane on %s from %s to %s (no reboot)" % (
+                          n, kubernetes, release.KUBERNETES) for n in cps]
+                      + ["upgrade kube-proxy to %s" % release.KUBERNETES,
+                         "upgrade the kubelets of every machine to %s (no reboot)" % release.KUBERNETES]})
+    if cni and cni.get("name") == "cilium" and cni.get("version") and release.judge(cni["version"], release.CILIUM) == "behind":
+        steps.append({"step": "cilium", "machines": [],
+                      "lines": ["upgrade the Cilium release from %s to chart %s" % (cni["version"], release.CILIUM)]})
+    return steps

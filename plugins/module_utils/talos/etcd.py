@@ -1,0 +1,43 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one etcd health check: a control plane is not touched while etcd is unhealthy."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
+
+
+def _member_host(member):
+    for url in list(member.client_urls) + list(member.peer_urls):
+        host = url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+        if host:
+            return host
+    return None
+
+
+def health(client, node):
+    """(healthy?, detail): this member answers its status, and a quorum of the voting members does."""
+    try:
+        members = client.call("EtcdMemberList", node=node).messages[0].members
+        status = client.call("EtcdStatus", node=node).messages[0].member_status
+    except errors.TalosError as exc:
+        return False, "etcd on %s does not answer (%s)" % (node, exc)
+    if status.errors:
+        return False, "etcd on %s reports errors" % node
+    voters = [m for m in members if not m.is_learner]
+    if not voters:
+        return False, "etcd on %s lists no members" % node
+    healthy = 0
+    for member in voters:
+        host = _member_host(member)
+        try:
+            if host and not client.call("EtcdStatus", node=host).messages[0].member_status.errors:
+                healthy += 1
+        except errors.TalosError:
+            continue
+    if healthy * 2 <= len(voters):
+        return False, "only %d of %d etcd members are healthy (no quorum)" % (healthy, len(voters))
+    return True, "%d of %d etcd members healthy" % (healthy, len(voters))
