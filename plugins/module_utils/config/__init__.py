@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The machine-config engine: documents, contracts, the secrets bundle, the renderer and drift."""
+"""The machine-config engine: documents (``documents``, ``yamlio``), version contracts and their gates
+(``contracts``), the cluster and machine spec (``spec``), the secrets bundle (``secrets``), the
+renderer (``render``), drift and its classes A/B/C (``drift``), the spec read back from live configs
+(``adopt``) and the component images a config names (``images``)."""

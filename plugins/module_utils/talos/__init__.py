@@ -1,0 +1,7 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The Talos API, as talosctl speaks it: the talosconfig (``talosconfig``), mTLS (``transport``), the
+gRPC client with node targeting and fan-out (``client``), our wire-compatible protos (``proto``), COSI
+resource names (``resources``), machine reads and the one config apply (``machine``), the one etcd
+health check (``etcd``) and the one-line errors every Talos failure becomes (``errors``)."""
