@@ -21,7 +21,7 @@ collection_path.ensure()
 # pylint: disable=wrong-import-position
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, talosconfig  # noqa: E402
-from tests.lab.fixtures import LabProcess  # noqa: E402
+from tests.lab.process import LabProcess  # noqa: E402
 
 MACHINES = 50
 LATENCY_MS = 100

@@ -624,3 +624,19 @@ def test_config_facts_read_typed_documents():
     assert case.config("worker") == _case_file("v1.13/v1.13.9/k8s-older", "worker.conf")
     with pytest.raises(cfg.ConfigError):
         cfg.Case("v1.13/v1.13.9/no-such-case")
+
+
+def test_the_default_lab_starts_from_real_talos_configs_with_their_bundle(talos_lab):
+    """`python -m tests.lab up` without --generated: a fixture case made by machinery, with its secrets bundle."""
+    from tests.lab.__main__ import DEFAULT_CASE, _parser
+    from tests.lab.talos_sim.config import find_case_dir
+    args = _parser().parse_args(["up", "--workdir", "/nonexistent"])
+    assert args.case == DEFAULT_CASE and not args.generated
+    case = find_case_dir(DEFAULT_CASE)
+    assert os.path.exists(os.path.join(case, "secrets.yaml"))
+    lab = talos_lab(controlplanes=1, workers=1, case=DEFAULT_CASE)
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc, machine, resources, talosconfig
+    with tc.TalosClient(talosconfig.load(lab.talosconfig), timeout=5) as client:
+        live = client.run(machine.get_resource(client, resources.MACHINE_CONFIG, lab.address("worker-1")))
+    with open(os.path.join(case, "worker.conf")) as handle:
+        assert live["spec"] == handle.read()

@@ -2,7 +2,8 @@
 
 Examples::
 
-    python -m tests.lab up --workdir /tmp/lab --controlplanes 3 --workers 2 \\
+    python -m tests.lab up --workdir /tmp/lab     # 3 + 2 machines from real Talos configs (DEFAULT_CASE)
+    python -m tests.lab up --workdir /tmp/lab --generated --controlplanes 3 --workers 2 \\
         --talos-version v1.14.1 --mode configured --ca ed25519
     python -m tests.lab up --workdir /tmp/lab --mixed-versions --extra-maintenance
     python -m tests.lab up --workdir /tmp/lab --set worker-1:version=v1.12.11,mode=maintenance \\
@@ -29,6 +30,12 @@ from tests import collection_path  # noqa: E402
 collection_path.ensure()
 
 from tests.lab.talos_sim import config as cfg, runner  # noqa: E402
+
+
+# Real Talos configs (machinery v1.14.1, Kubernetes 1.36.3) with their secrets bundle, so that every module
+# works against the default lab; Talos and Kubernetes are one patch behind the release set, so the rollout
+# has steps to plan.
+DEFAULT_CASE = "v1.14/v1.14.1/k8s-older"
 
 
 def _parser():
@@ -62,10 +69,14 @@ def _parser():
     up.add_argument("--upgrade-seconds", type=float, default=None)
     up.add_argument("--install-seconds", type=float, default=None)
     up.add_argument("--kubeconfig-server", default=None)
-    up.add_argument("--case", default=None, metavar="DIR",
+    up.add_argument("--case", default=DEFAULT_CASE, metavar="DIR",
                     help="a config fixture case (DIR, or relative to tests/fixtures/configs): "
                     "configured machines start from its controlplane.conf / worker.conf as they "
-                    "are, the lab CA is its OS CA; --kubernetes-version and --ca are ignored")
+                    "are (made by real Talos code), the lab CA is its OS CA; --kubernetes-version "
+                    "and --ca are ignored (default: %(default)s)")
+    up.add_argument("--generated", action="store_true",
+                    help="configured machines get configs the simulator makes (Talos CA only: the "
+                    "config engine refuses them) instead of --case's")
     up.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -84,7 +95,7 @@ def main(argv=None):
         print("no machines requested", file=sys.stderr)
         return 2
     case = None
-    if args.case:
+    if args.case and not args.generated:
         try:  # load once: a bad case fails before any port is taken
             case = cfg.Case(args.case)
         except (ValueError, OSError) as exc:
