@@ -12,7 +12,7 @@ short_description: The cluster's machines from the inventory groups controlplane
 version_added: 0.1.0
 description:
   - Turns the inventory's C(controlplane) and C(worker) groups into the list of machines the cluster-wide modules
-    take, each with C(name), C(address) (C(ansible_host), else the host name) and C(role); control planes first.
+    take, each with C(name), C(node) (C(ansible_host), else the host name) and C(role); control planes first.
 author:
   - maesh.ichor developers (@maesh-ichor)
 options:
@@ -34,9 +34,19 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: The machines, control planes first.
+  description: The machines, control planes first (the suboptions of the rollout modules' O(machines)).
   type: list
   elements: dict
+  contains:
+    name:
+      description: The inventory host name (the machine's Kubernetes Node name).
+      type: str
+    node:
+      description: The machine's Talos API address (C(ansible_host), else the host name).
+      type: str
+    role:
+      description: C(controlplane) or C(worker), from its inventory group.
+      type: str
 """
 
 
@@ -44,8 +54,8 @@ def machines(groups, hostvars):
     out = []
     for role in ("controlplane", "worker"):
         for host in groups.get(role, []):
-            address = hostvars[host].get("ansible_host") or host
-            out.append({"name": host, "address": str(address), "role": role})
+            node = hostvars[host].get("ansible_host") or host
+            out.append({"name": host, "node": str(node), "role": role})
     return out
 
 

@@ -20,7 +20,7 @@ description:
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
-  - maesh.ichor.connection
+  - maesh.ichor.kubernetes
 attributes:
   check_mode:
     support: full
@@ -56,46 +56,16 @@ plan:
   elements: str
 """
 
-import json
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
-from ansible_collections.maesh.ichor.plugins.module_utils.connection import fail, kube_client_for, with_connection
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import record
 
 
 def main():
-    module = AnsibleModule(argument_spec=with_connection(dict(update=dict(type="dict", default={}))),
+    module = AnsibleModule(argument_spec=specs.spec(dict(update=dict(type="dict", default={})), kube=True),
                            supports_check_mode=True)
-    kube = kube_client_for(module)
-    wanted = module.params["update"] or {}
-    try:
-        current = cluster_record.read(kube)
-        for field in ("talos", "kubernetes", "contract"):
-            if field in wanted and wanted[field] is not None:
-                refusal = release.validate_change(field, current.get(field), wanted[field])
-                if refusal:
-                    module.fail_json(msg=refusal, plan=[])
-
-        def mutate(data):
-            for key, value in wanted.items():
-                if value is None:
-                    data.pop(key, None)
-                else:
-                    data[key] = value
-
-        before, after, changed = cluster_record.update(kube, mutate, dry_run=module.check_mode) if wanted else (
-            current.data, current.data, False)
-    except Exception as exc:  # pylint: disable=broad-except
-        fail(module, exc, plan=[])
-    plan = ["cluster record %s/%s: set %s" % (cluster_record.NAMESPACE, cluster_record.NAME, ", ".join(
-        "%s=%s" % (k, after.get(k)) for k in sorted(wanted) if before.get(k) != after.get(k)))] if changed else []
-    result = dict(changed=changed, record=after, plan=plan)
-    if module._diff:  # pylint: disable=protected-access
-        result["diff"] = {"before": json.dumps(before, indent=2, sort_keys=True) + "\n",
-                          "after": json.dumps(after, indent=2, sort_keys=True) + "\n"}
-    module.exit_json(**result)
+    runner.run(module, lambda conn: record.run(module.params, conn, module.check_mode))
 
 
 if __name__ == "__main__":

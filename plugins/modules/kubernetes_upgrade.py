@@ -27,7 +27,8 @@ description:
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
-  - maesh.ichor.connection
+  - maesh.ichor.talos
+  - maesh.ichor.kubernetes
   - maesh.ichor.rollout
 attributes:
   check_mode:
@@ -37,8 +38,11 @@ attributes:
     support: full
     description: The live and the final rendered config of each machine, every secret value replaced by C(<redacted>).
 options:
-  wait:
-    description: Seconds to wait for each kubelet to report the new version.
+  wait_timeout:
+    description:
+      - Seconds to wait for each kubelet to report the new version and its Node to be Ready.
+      - There is no O(wait) option - the wait between kubelets is the step's safety gate (the next machine starts
+        only once the one before is Ready at the new version), so it cannot be skipped.
     type: float
     default: 600
 """
@@ -66,95 +70,14 @@ removed_apis:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
-from ansible_collections.maesh.ichor.plugins.module_utils.rollout import state as cluster_state
-from ansible_collections.maesh.ichor.plugins.module_utils.config import documents
-from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
-from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
-from ansible_collections.maesh.ichor.plugins.module_utils.connection import (
-    fail, kube_client_for, talos_client_for)
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine
-from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed
+from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import kubernetes_step
 
 
-def _proxy_daemonset(kube, model):
-    """kube-system/kube-proxy when Talos runs kube-proxy (not replaced by the CNI) and it exists."""
-    if model.cluster["cni"]["kubeProxy"] == "replaced":
-        return None
-    return kube.get("apps/v1", "DaemonSet", "kube-proxy", "kube-system")
-
-
-def _retagged(image, target):
-    name = image.rsplit("@", 1)[0].rsplit(":", 1)[0]
-    return "%s:%s" % (name, target) if name.endswith("/kube-proxy") else image
-
-
 def main():
-    module = AnsibleModule(argument_spec=cluster_state.rollout_argument_spec(wait=dict(type="float", default=600.0)),
+    module = AnsibleModule(argument_spec=specs.rollout(wait_timeout=specs.wait(600)["wait_timeout"]),
                            supports_check_mode=True)
-    params = module.params
-    target = release.KUBERNETES
-    client = talos_client_for(module)
-    kube = kube_client_for(module)
-    result = dict(changed=False, plan=[], removed_apis=[])
-    try:
-        model = cluster_state.config_model(cluster_state.live_machines(client, params["machines"]),
-                                           params["cluster"], params["secrets"])
-        phases = rollout.kubernetes_phases(model, target)
-        try:
-            metrics = kube.raw_get("/metrics")
-        except KubeError as exc:
-            fail(module, "cannot read the API server's /metrics to check for removed APIs (%s); the kubeconfig's user "
-                 "needs get on the non-resource URL /metrics" % exc, **result)
-        result["removed_apis"] = kubernetes_step.removed_apis_in_use(metrics, target)
-        kubernetes_step.check_removed_apis(metrics, target)
-        diffs = []
-        for phase, work in phases:
-            for m, images, rendered in work:
-                moved = [c for c in dict(rollout.PHASES)[phase] if images.get(c) != m.images.get(c)]
-                what = phase if moved == [phase] else "%s (%s)" % (phase, ", ".join(moved))
-                result["plan"].append("%s: %s to %s (no reboot)" % (m.name, what, target))
-        final = dict((m.name, rendered) for _phase, work in phases for m, _images, rendered in work)
-        for m in rollout.ordered(model.machines):
-            if m.name in final:
-                diffs.append({"before_header": m.name, "before": rollout.masked_text(m.docs),
-                              "after_header": "%s (Kubernetes %s)" % (m.name, target),
-                              "after": rollout.masked_text(final[m.name])})
-        proxy_ds = _proxy_daemonset(kube, model)
-        proxy_containers = (proxy_ds or {}).get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
-        proxy_behind = any(_retagged(c.get("image", ""), target) != c.get("image") for c in proxy_containers)
-        if proxy_behind:
-            result["plan"].append("kube-system/kube-proxy DaemonSet to %s" % target)
-        if not result["plan"]:
-            result["plan"] = ["Kubernetes is at %s on every machine; nothing to do" % target]
-            module.exit_json(**result)
-        result["changed"] = True
-        if module._diff:
-            result["diff"] = diffs
-        if module.check_mode:
-            module.exit_json(**result)
-        for phase, work in phases:
-            for m, images, rendered in work:
-                machine.apply_config(client, m.address, documents.emit(rendered))
-                if not cluster_state.reads_back(client, m, model, rendered):
-                    fail(module, "%s: the config read back after the %s phase differs from the render; the remaining "
-                         "machines were not touched" % (m.name, phase), **result)
-                if phase == "kubelet":
-                    kubernetes_step.wait_kubelet(kube, m.name, target, params["wait"])
-            if phase == "kube-proxy" and proxy_behind:
-                kube.apply({"apiVersion": "apps/v1", "kind": "DaemonSet",
-                            "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
-                            "spec": {"template": {"spec": {"containers": [
-                                {"name": c["name"], "image": _retagged(c["image"], target)}
-                                for c in proxy_containers]}}}},
-                           "ichor-upgrade", force=True)
-    except (ConfigError, errors.TalosError, UpgradeFailed, KubeError) as exc:
-        fail(module, exc, **result)
-    finally:
-        client.close()
-    module.exit_json(**result)
+    runner.run(module, lambda conn: kubernetes_step.run(module.params, conn, module.check_mode))
 
 
 if __name__ == "__main__":

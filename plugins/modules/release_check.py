@@ -29,7 +29,8 @@ description:
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
-  - maesh.ichor.connection
+  - maesh.ichor.talos
+  - maesh.ichor.kubernetes
   - maesh.ichor.rollout
 attributes:
   check_mode:
@@ -42,6 +43,7 @@ options:
   desired:
     description:
       - A desired change to validate against the stored versions, with any of C(talos), C(kubernetes), C(contract).
+      - Another key is refused.
     type: dict
     default: {}
 """
@@ -52,9 +54,23 @@ EXAMPLES = r"""
     talosconfig: "{{ ichor_talosconfig }}"
     kubeconfig: "{{ ichor_kubeconfig }}"
     machines:
-      - {name: cp-1, address: 10.0.0.11, role: controlplane}
-      - {name: worker-1, address: 10.0.0.21, role: worker}
+      - {name: cp-1, node: 10.0.0.11, role: controlplane}
+      - {name: worker-1, node: 10.0.0.21, role: worker}
   register: release
+
+- name: The same from the inventory, connection options set once for the play's tasks
+  module_defaults:
+    group/maesh.ichor.talos:
+      talosconfig: "{{ ichor_talosconfig }}"
+    group/maesh.ichor.k8s:
+      kubeconfig: "{{ ichor_kubeconfig }}"
+  block:
+    - name: Judge the cluster and validate a desired Kubernetes version
+      maesh.ichor.release_check:
+        machines: "{{ groups | maesh.ichor.machines(hostvars) }}"
+        desired:
+          kubernetes: "{{ lookup('maesh.ichor.release_set', 'kubernetes') }}"
+      register: release
 """
 
 RETURN = r"""
@@ -63,34 +79,103 @@ release_set:
   returned: always
   type: dict
   sample: {"talos": "v1.14.5", "contract": "v1.14", "kubernetes": "v1.36.6", "cilium": "1.20.4"}
+  contains:
+    talos:
+      description: The Talos release.
+      type: str
+    contract:
+      description: The version contract.
+      type: str
+    kubernetes:
+      description: The Kubernetes release.
+      type: str
+    cilium:
+      description: The Cilium chart version.
+      type: str
 versions:
-  description: The Versions table, one row per component (component, running, target, state).
+  description: The Versions table, one row per component (Cilium only when the CNI is Cilium).
   returned: success
   type: list
   elements: dict
+  contains:
+    component:
+      description: C(Talos), C(Version contract), C(Kubernetes) or C(Cilium).
+      type: str
+    running:
+      description: What runs (the lowest over the machines, Nodes and control-plane components).
+      type: str
+    target:
+      description: The release set's version.
+      type: str
+    state:
+      description: C(Up to date), C(Behind) or C(Newer).
+      type: str
+  sample: [{"component": "Talos", "running": "v1.13.9", "target": "v1.14.5", "state": "Behind"}]
 components:
   description: Per component, C(up_to_date) or C(behind).
   returned: success
   type: dict
   sample: {"talos": "behind", "contract": "behind", "kubernetes": "behind", "cilium": "up_to_date"}
+  contains:
+    talos:
+      description: The Talos state.
+      type: str
+    contract:
+      description: The version contract's state.
+      type: str
+    kubernetes:
+      description: The Kubernetes state.
+      type: str
+    cilium:
+      description: The Cilium state, only when the CNI is Cilium.
+      type: str
 steps:
-  description: Every step still needed, in order, each with C(step), C(machines) and C(lines).
+  description: Every step still needed, in order.
   returned: success
   type: list
   elements: dict
+  contains:
+    step:
+      description: C(talos), C(config), C(kubernetes) or C(cilium).
+      type: str
+    machines:
+      description: The machines the step touches, in its order (control planes first); empty for C(cilium).
+      type: list
+      elements: str
+    lines:
+      description: What the step does, as plan lines.
+      type: list
+      elements: str
 step:
   description: The first step still needed (C(talos), C(config), C(kubernetes), C(cilium)), or an empty string.
   returned: success
   type: str
 config_pending:
-  description: The machines whose config is not yet in the set's contract form (C(name), C(form)), control planes first.
+  description: The machines whose config is not yet in the set's contract form, control planes first.
   returned: success
   type: list
   elements: dict
+  contains:
+    name:
+      description: The machine's name.
+      type: str
+    form:
+      description: The contract form its config is in.
+      type: str
 cni:
-  description: The detected CNI (name, version, image).
+  description: The detected CNI.
   returned: success
   type: dict
+  contains:
+    name:
+      description: C(cilium), C(flannel), C(calico), C(unknown) or C(none).
+      type: str
+    version:
+      description: Its version, from its image tag (null when the tag is not a version).
+      type: str
+    image:
+      description: The image it runs.
+      type: str
 plan:
   description: The Versions table and the next step, as lines.
   returned: always
@@ -100,57 +185,13 @@ plan:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.maesh.ichor.plugins.module_utils import cluster_state, release
-from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
-from ansible_collections.maesh.ichor.plugins.module_utils.connection import (
-    fail, kube_client_for, talos_client_for)
-from ansible_collections.maesh.ichor.plugins.module_utils.rollout import plan
-
-STATE_KEYS = {"Talos": "talos", "Version contract": "contract", "Kubernetes": "kubernetes", "Cilium": "cilium"}
+from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import check
 
 
 def main():
-    module = AnsibleModule(argument_spec=cluster_state.rollout_argument_spec(desired=dict(type="dict", default={})),
-                           supports_check_mode=True)
-    result = dict(changed=False, release_set=release.release_set(), plan=[])
-    machines = module.params["machines"]
-    talos = talos_client_for(module)
-    kube = kube_client_for(module)
-    try:
-        state = cluster_state.read(talos, kube, machines)
-        stored = cluster_state.stored_versions(state["record"])
-        for field, desired in sorted((module.params["desired"] or {}).items()):
-            if field not in stored:
-                module.fail_json(msg="desired: unknown field %r (talos, kubernetes, contract)" % field, **result)
-            refusal = release.validate_change(field, stored[field], desired)
-            if refusal:
-                module.fail_json(msg=refusal, **result)
-        plan.check_not_newer(state["machines"], state["kubernetes"], None, state["cni"])
-        model = cluster_state.config_model(cluster_state.live_from(state), module.params["cluster"],
-                                           module.params["secrets"])
-        pending = [{"name": m.name, "form": m.form} for m in rollout.config_pending(model)]
-        contract = rollout.lowest_form(model)
-        result["config_pending"] = pending
-        kubernetes = plan.lowest(state["kubernetes"].values())
-        rows = plan.versions_table(state["machines"], kubernetes, contract, state["cni"])
-        result.update(versions=rows, cni=state["cni"],
-                      components=dict((STATE_KEYS[r["component"]], r["state"].lower().replace(" ", "_"))
-                                      for r in rows))
-        result["plan"] = plan.format_table(rows)
-        steps = plan.plan_rollout(state["machines"], state["kubernetes"], contract, state["cni"], pending)
-    except plan.Refused as exc:
-        fail(module, exc, **result)
-    except Exception as exc:  # pylint: disable=broad-except
-        fail(module, exc, **result)
-    finally:
-        talos.close()
-    result.update(steps=steps, step=steps[0]["step"] if steps else "")
-    if steps:
-        result["plan"] += ["next step: %s" % steps[0]["step"]] + steps[0]["lines"]
-        result["plan"] += ["then: %s" % ", ".join(s["step"] for s in steps[1:])] if steps[1:] else []
-    else:
-        result["plan"].append("the cluster is at the release set; nothing to do")
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=specs.rollout(desired=dict(type="dict", default={})), supports_check_mode=True)
+    runner.run(module, lambda conn: check.run(module.params, conn, module.check_mode))
 
 
 if __name__ == "__main__":

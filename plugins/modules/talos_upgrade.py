@@ -18,11 +18,13 @@ description:
   - Talos v1.13+ machines are upgraded with ImageService Pull, LifecycleService Upgrade and a reboot (as
     C(talosctl) 1.14 does); v1.12 machines with the legacy Upgrade call.
   - Waits for the machine to answer with the new version, a control plane's etcd member to be healthy with the
-    cluster in quorum, and its Kubernetes Node to be Ready (when a kubeconfig is given).
+    cluster in quorum, and its Kubernetes Node to be Ready (when a kubeconfig is given; without one there is no Node
+    to wait for). With O(wait=false) it returns once the upgrade is sent.
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
-  - maesh.ichor.connection
+  - maesh.ichor.talos
+  - maesh.ichor.kubernetes
 attributes:
   check_mode:
     support: full
@@ -32,7 +34,7 @@ attributes:
     description: The Talos version before and after.
 options:
   node:
-    description: The machine's address.
+    description: The machine's Talos API address (its C(ansible_host)).
     type: str
     required: true
   hostname:
@@ -47,7 +49,14 @@ options:
     description: The installer image; defaults to C(ghcr.io/siderolabs/installer) at the release set's Talos.
     type: str
   wait:
-    description: Seconds to wait for the machine to be back and healthy.
+    description:
+      - Wait for the machine to be back and healthy (see the description) before returning.
+      - With C(false) the upgrade is started and the module returns; the machine reboots on its own. Use it only when
+        something else waits, since the rollout's safety rests on one machine at a time.
+    type: bool
+    default: true
+  wait_timeout:
+    description: Seconds to wait for the machine to be back and healthy, when O(wait) is true.
     type: float
     default: 900
 """
@@ -68,6 +77,7 @@ EXAMPLES = r"""
         node: "{{ ansible_host }}"
         hostname: "{{ inventory_hostname }}"
         role: "{{ 'controlplane' if 'controlplane' in group_names else 'worker' }}"
+        wait_timeout: 1200
 """
 
 RETURN = r"""
@@ -76,7 +86,7 @@ before:
   returned: always
   type: str
 after:
-  description: The Talos version after (or that would be, in check mode).
+  description: The Talos version after (or that would be, in check mode or with O(wait=false)).
   returned: always
   type: str
 plan:
@@ -88,55 +98,20 @@ plan:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.maesh.ichor.plugins.module_utils.connection import (
-    fail, kube_client_for, talos_client_for, with_connection)
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine
-from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed
+from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import etcd
 
 
 def main():
-    module = AnsibleModule(argument_spec=with_connection(dict(
+    options = dict(
         node=dict(type="str", required=True),
         hostname=dict(type="str"),
         role=dict(type="str", required=True, choices=["controlplane", "worker"]),
         image=dict(type="str"),
-        wait=dict(type="float", default=900.0),
-    )), supports_check_mode=True)
-    p = module.params
-    image = p["image"] or talos_step.installer_image()
-    target = talos_step.image_version(image)
-    client = talos_client_for(module)
-    kube = kube_client_for(module) if (p["kubeconfig"] or p["kubeconfig_content"]) else None
-    node = p["node"]
-    before = ""
-    try:
-        facts = client.run(machine.machine_facts(client, node))
-        hostname = p["hostname"] or facts["hostname"]
-        before = facts["version"]
-        result = dict(before=before, after=target, diff={"before": "talos: %s\n" % before, "after": "talos: %s\n" % target})
-        if before == target:
-            result["plan"] = ["%s (%s): already at Talos %s, skipped" % (hostname, node, target)]
-            result["diff"] = {"before": "", "after": ""}
-            module.exit_json(changed=False, **result)
-        if p["role"] == "controlplane":
-            healthy, detail = etcd.health(client, node)
-            if not healthy:
-                fail(module, "%s is a control plane and etcd is not healthy (%s); no upgrade was started" % (
-                    hostname, detail), plan=[], before=before, after=before)
-        result["plan"] = ["%s (%s): upgrade Talos from %s to %s with %s, reboot, wait for it%s" % (
-            hostname, node, before, target, image,
-            ", its etcd member and its Node" if p["role"] == "controlplane" else " and its Node")]
-        if module.check_mode:
-            module.exit_json(changed=True, **result)
-        talos_step.start_upgrade(client, node, before, image)
-        talos_step.wait_back(client, kube, node, hostname, p["role"], target, p["wait"])
-    except (errors.TalosError, UpgradeFailed) as exc:
-        fail(module, exc, plan=[], before=before, after="")
-    finally:
-        client.close()
-    module.exit_json(changed=True, **result)
+    )
+    options.update(specs.wait(900))
+    module = AnsibleModule(argument_spec=specs.spec(options, talos=True, kube=True), supports_check_mode=True)
+    runner.run(module, lambda conn: talos_step.run(module.params, conn, module.check_mode))
 
 
 if __name__ == "__main__":

@@ -130,7 +130,7 @@ def test_a_machine_without_a_role_is_one_line(talos_lab, tmp_path, module):
                                      "vars": {"ansible_python_interpreter": "{{ ansible_playbook_python }}"},
                                      "tasks": [{"maesh.ichor.%s" % module: {
                                          "talosconfig": lab.talosconfig,
-                                         "machines": [{"name": "cp-1", "address": lab.address("cp-1")}]}}]}]))
+                                         "machines": [{"name": "cp-1", "node": lab.address("cp-1")}]}}]}]))
     proc = ansible_playbook("-i", "localhost,", str(play))
     assert proc.returncode != 0
     assert "missing required arguments: role found in machines" in proc.stdout, proc.stdout

@@ -117,7 +117,8 @@ def _fixture_machines(case, talos):
 
 
 def test_config_pending_and_the_kubernetes_phases_over_real_talos_configs():
-    from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, render, rollout
+    from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, render
+    from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
     from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
     # v1.13 configs on a machine upgraded to the set's Talos: still in the v1.13 form, so a config change is pending
     model = rollout.model(_fixture_machines("v1.13/v1.13.9/k8s-older", release.TALOS))

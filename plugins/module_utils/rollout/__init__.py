@@ -4,4 +4,6 @@
 """The rollout to the release set (ADR 0113): ``plan`` (the Versions table, refusals, the steps still
 needed), ``state`` (what a running cluster runs, read from its machines, Nodes and record),
 ``model`` (the config engine's view of the cluster: each machine's contract form, the Kubernetes
-phases), and one module per step: ``talos_step``, ``config_step``, ``kubernetes_step``."""
+phases), ``check`` (judge the cluster and plan the next step), one module per step: ``talos_step``,
+``config_step``, ``kubernetes_step``, and ``record`` (the cluster record's guarded update). Each
+module's flow is its ``run(params, conn, check_mode)``."""

@@ -1,8 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The rollout's Kubernetes step (ADR 0057): removed APIs still in use refuse it; kubelets are
-waited for one at a time."""
+"""The rollout's Kubernetes step (ADR 0057, ADR 0113): removed APIs still in use refuse it; each
+machine's config is rendered by the config engine and applied without a reboot, in phases (the
+control planes, then kube-proxy with its DaemonSet, then the kubelets, each waited for one at a
+time), every apply read back. ``run`` is the ``kubernetes_upgrade`` module's flow."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,8 +14,14 @@ import re
 
 from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common import poll
+from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
+from ansible_collections.maesh.ichor.plugins.module_utils.config import documents
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import nodes
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import state
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
 
 _DEPRECATED = re.compile(r'^apiserver_requested_deprecated_apis\{([^}]*)\}\s+(\S+)', re.M)
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
@@ -50,3 +58,78 @@ def wait_kubelet(kube, hostname, target, timeout, interval=0.5, clock=None):
     if not poll.until(at_target, timeout, interval, clock)[0]:
         raise UpgradeFailed("the kubelet of %s did not report %s and Ready within %ss; the remaining machines were "
                             "not touched; rerun to continue" % (hostname, target, int(timeout)))
+
+
+def _proxy_daemonset(kube, model):
+    """kube-system/kube-proxy when Talos runs kube-proxy (not replaced by the CNI) and it exists."""
+    if model.cluster["cni"]["kubeProxy"] == "replaced":
+        return None
+    return kube.get("apps/v1", "DaemonSet", "kube-proxy", "kube-system")
+
+
+def _retagged(image, target):
+    name = image.rsplit("@", 1)[0].rsplit(":", 1)[0]
+    return "%s:%s" % (name, target) if name.endswith("/kube-proxy") else image
+
+
+def run(params, conn, check_mode, clock=None):
+    """The step over ``params["machines"]``; the result dict (plan, removed_apis, diff).
+
+    Every failure (IchorError) carries the result so far: the plan and the removed APIs found.
+    """
+    result = dict(changed=False, plan=[], removed_apis=[])
+    try:
+        return _run(params, conn, check_mode, result, clock)
+    except IchorError as exc:
+        exc.result = result
+        raise
+
+
+def _run(params, conn, check_mode, result, clock):
+    target = release.KUBERNETES
+    client = conn.talos()
+    kube = conn.kube()
+    model = state.config_model(state.live_machines(client, params["machines"]), params["cluster"], params["secrets"])
+    phases = rollout.kubernetes_phases(model, target)
+    try:
+        metrics = kube.raw_get("/metrics")
+    except KubeError as exc:
+        raise UpgradeFailed("cannot read the API server's /metrics to check for removed APIs (%s); the kubeconfig's user "
+                            "needs get on the non-resource URL /metrics" % exc)
+    result["removed_apis"] = removed_apis_in_use(metrics, target)
+    check_removed_apis(metrics, target)
+    for phase, work in phases:
+        for m, images, _rendered in work:
+            moved = [c for c in dict(rollout.PHASES)[phase] if images.get(c) != m.images.get(c)]
+            what = phase if moved == [phase] else "%s (%s)" % (phase, ", ".join(moved))
+            result["plan"].append("%s: %s to %s (no reboot)" % (m.name, what, target))
+    final = dict((m.name, rendered) for _phase, work in phases for m, _images, rendered in work)
+    diffs = [{"before_header": m.name, "before": rollout.masked_text(m.docs),
+              "after_header": "%s (Kubernetes %s)" % (m.name, target), "after": rollout.masked_text(final[m.name])}
+             for m in rollout.ordered(model.machines) if m.name in final]
+    proxy_ds = _proxy_daemonset(kube, model)
+    proxy_containers = (proxy_ds or {}).get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+    proxy_behind = any(_retagged(c.get("image", ""), target) != c.get("image") for c in proxy_containers)
+    if proxy_behind:
+        result["plan"].append("kube-system/kube-proxy DaemonSet to %s" % target)
+    if not result["plan"]:
+        result["plan"] = ["Kubernetes is at %s on every machine; nothing to do" % target]
+        return result
+    result.update(changed=True, diff=diffs)
+    if check_mode:
+        return result
+    for phase, work in phases:
+        for m, _images, rendered in work:
+            machine.apply_config(client, m.node, documents.emit(rendered))
+            if not state.reads_back(client, m, model, rendered):
+                raise UpgradeFailed("%s: the config read back after the %s phase differs from the render; the remaining "
+                                    "machines were not touched" % (m.name, phase))
+            if phase == "kubelet":
+                wait_kubelet(kube, m.name, target, params["wait_timeout"], clock=clock)
+        if phase == "kube-proxy" and proxy_behind:
+            kube.apply({"apiVersion": "apps/v1", "kind": "DaemonSet",
+                        "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
+                        "spec": {"template": {"spec": {"containers": [
+                            {"name": c["name"], "image": _retagged(c["image"], target)} for c in proxy_containers]}}}},
+                       "ichor-upgrade", force=True)
+    return result

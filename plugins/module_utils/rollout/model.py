@@ -38,9 +38,9 @@ _SHOWN = 6  # differing paths named in a refusal
 class Machine:
     """One machine's live config and what the engine reads from it."""
 
-    def __init__(self, name, address, role, talos, text):
+    def __init__(self, name, node, role, talos, text):
         self.name = name
-        self.address = address
+        self.node = node  # its Talos API address
         self.role = role
         self.talos = talos
         if not text:

@@ -90,12 +90,12 @@ def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pend
                           "%s first with the tool that manages it"
                           % (kubernetes, release.TALOS, release.fmt_minor(low), release.fmt_minor(high), release.fmt_minor(low)))
         if release.judge(kubernetes, release.KUBERNETES) == "behind" and not release.one_minor_step(kubernetes, release.KUBERNETES):
-            raise Refused("Kubernetes %s is more than one release.minor behind the release set's %s; Kubernetes moves one "
-                          "release.minor at a time: bring it to %d.%d first" % (
+            raise Refused("Kubernetes %s is more than one minor behind the release set's %s; Kubernetes moves one "
+                          "minor at a time: bring it to %d.%d first" % (
                               kubernetes, release.KUBERNETES, release.minor(release.KUBERNETES)[0], release.minor(release.KUBERNETES)[1] - 1))
     if cni and cni.get("name") == "cilium" and cni.get("version"):
         if release.judge(cni["version"], release.CILIUM) == "behind" and not release.one_minor_step(cni["version"], release.CILIUM):
-            raise Refused("Cilium %s is more than one release.minor behind the chart %s; Cilium moves one release.minor at a time: "
+            raise Refused("Cilium %s is more than one minor behind the chart %s; Cilium moves one minor at a time: "
                           "upgrade it to %d.%d first with the tool that installed it" % (
                               cni["version"], release.CILIUM, release.minor(release.CILIUM)[0], release.minor(release.CILIUM)[1] - 1))
     ordered = sorted(machines, key=lambda m: (m["role"] != "controlplane", m["name"]))

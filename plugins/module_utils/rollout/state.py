@@ -13,7 +13,6 @@ __metaclass__ = type
 from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
-from ansible_collections.maesh.ichor.plugins.module_utils.connection import with_connection
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, cni
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
@@ -21,39 +20,29 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config.images import c
 
 
 async def _machine_versions(client, m):
-    info = await machine.version(client, m["address"])
-    config = await machine.get_resource(client, res.MACHINE_CONFIG, m["address"])
+    info = await machine.version(client, m["node"])
+    config = await machine.get_resource(client, res.MACHINE_CONFIG, m["node"])
     text = config["spec"] if config else ""
-    out = {"name": m["name"], "address": m["address"], "role": m["role"], "talos": info["tag"], "components": {},
+    out = {"name": m["name"], "node": m["node"], "role": m["role"], "talos": info["tag"], "components": {},
            "config": text}
     if m["role"] == "controlplane":
         out["components"] = component_versions(text)
     return out
 
 
-def rollout_argument_spec(**extra):
-    """The options of the rollout's modules (doc fragments maesh.ichor.connection and maesh.ichor.rollout)."""
-    machine = dict(name=dict(type="str", required=True), address=dict(type="str", required=True),
-                   role=dict(type="str", required=True, choices=["controlplane", "worker"]))
-    spec = dict(machines=dict(type="list", elements="dict", required=True, options=machine), cluster=dict(type="dict"),
-                secrets=dict(type="path"))
-    spec.update(extra)
-    return with_connection(spec)
-
-
 def _read_machines(talos, machines):
     results = {}
-    by_address = dict((m["address"], m) for m in machines)
-    fan = talos.fan_out(lambda addr: _machine_versions(talos, by_address[addr]), list(by_address))
-    for addr, result in fan.items():
+    by_node = dict((m["node"], m) for m in machines)
+    fan = talos.fan_out(lambda node: _machine_versions(talos, by_node[node]), list(by_node))
+    for node, result in fan.items():
         if result.error is not None:
             raise result.error
-        results[addr] = result.message
-    return [results[m["address"]] for m in machines]
+        results[node] = result.message
+    return [results[m["node"]] for m in machines]
 
 
 def _live(read_rows):
-    return [rollout.Machine(m["name"], m["address"], m["role"], m["talos"], m["config"]) for m in read_rows]
+    return [rollout.Machine(m["name"], m["node"], m["role"], m["talos"], m["config"]) for m in read_rows]
 
 
 def live_machines(talos, machines):
@@ -63,7 +52,7 @@ def live_machines(talos, machines):
 
 def reads_back(talos, m, model, rendered):
     """Whether machine m's live config now equals rendered (the set's contract form)."""
-    back = live_machines(talos, [{"name": m.name, "address": m.address, "role": m.role}])[0]
+    back = live_machines(talos, [{"name": m.name, "node": m.node, "role": m.role}])[0]
     return model.drift(rendered, back.docs, release.CONTRACT).zero
 
 

@@ -1,0 +1,68 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Judge a running cluster against the release set and plan the rollout's next step (ADR 0113):
+the ``release_check`` module's flow. Reads only: the machines, the Nodes, the CNI, the cluster
+record; validates a desired change against the stored versions; finds each config's contract form
+with the config engine; returns the Versions table and the steps still needed."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import plan, state
+
+# Versions table component -> the key of ``components`` in the result
+STATE_KEYS = {"Talos": "talos", "Version contract": "contract", "Kubernetes": "kubernetes", "Cilium": "cilium"}
+
+
+def check_desired(stored, desired):
+    """Refuse (plan.Refused) a desired change the stored versions do not allow (release.validate_change)."""
+    for field, value in sorted((desired or {}).items()):
+        if field not in stored:
+            raise plan.Refused("desired: unknown field %r (talos, kubernetes, contract)" % field)
+        refusal = release.validate_change(field, stored[field], value)
+        if refusal:
+            raise plan.Refused(refusal)
+
+
+def run(params, conn, check_mode):
+    """The result dict: release_set, versions, components, cni, config_pending, steps, step, plan.
+
+    Every failure (IchorError) carries the result so far (at least the release set and the plan).
+    ``check_mode`` changes nothing: the check reads only.
+    """
+    result = dict(changed=False, release_set=release.release_set(), plan=[])
+    try:
+        _run(params, conn, result)
+    except IchorError as exc:
+        exc.result = result
+        raise
+    return result
+
+
+def _run(params, conn, result):
+    talos = conn.talos()
+    kube = conn.kube()
+    found = state.read(talos, kube, params["machines"])
+    check_desired(state.stored_versions(found["record"]), params["desired"])
+    plan.check_not_newer(found["machines"], found["kubernetes"], None, found["cni"])
+    model = state.config_model(state.live_from(found), params["cluster"], params["secrets"])
+    pending = [{"name": m.name, "form": m.form} for m in rollout.config_pending(model)]
+    contract = rollout.lowest_form(model)
+    result["config_pending"] = pending
+    kubernetes = plan.lowest(found["kubernetes"].values())
+    rows = plan.versions_table(found["machines"], kubernetes, contract, found["cni"])
+    result.update(versions=rows, cni=found["cni"],
+                  components=dict((STATE_KEYS[r["component"]], r["state"].lower().replace(" ", "_")) for r in rows))
+    result["plan"] = plan.format_table(rows)
+    steps = plan.plan_rollout(found["machines"], found["kubernetes"], contract, found["cni"], pending)
+    result.update(steps=steps, step=steps[0]["step"] if steps else "")
+    if steps:
+        result["plan"] += ["next step: %s" % steps[0]["step"]] + steps[0]["lines"]
+        result["plan"] += ["then: %s" % ", ".join(s["step"] for s in steps[1:])] if steps[1:] else []
+    else:
+        result["plan"].append("the cluster is at the release set; nothing to do")

@@ -1,0 +1,574 @@
+"""The rollout's module flows (rollout.check, talos_step, config_step, kubernetes_step, record) on a fake world:
+Talos machines answering real protobuf replies from real Talos configs (tests/fixtures/configs), a fake Kubernetes
+API and a fake clock, so every gate, wait and refusal runs without a lab."""
+
+import asyncio
+import json
+import os
+
+import pytest
+
+from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import check, config_step, kubernetes_step, record
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout.plan import Refused
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
+from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import (
+    cosi_resource_pb2, cosi_state_pb2, machine_pb2, spec_config_pb2)
+
+CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "configs")
+V113 = "v1.13/v1.13.9/k8s-older"  # contract v1.13, Kubernetes 1.35.4
+V114 = "v1.14/v1.14.1/k8s-older"  # contract v1.14, Kubernetes 1.36.3
+WRITES = ("ApplyConfiguration", "ImagePull", "LifecycleUpgrade", "Reboot", "Upgrade")
+REBOOT_SECONDS = 30.0
+APPLY = tc.request_type("ApplyConfiguration")
+
+
+# --- the fake world ---------------------------------------------------------------------------------------------
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def time(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+class Machine:
+    def __init__(self, world, name, node, role, version, config):
+        self.world = world
+        self.name = name
+        self.node = node
+        self.role = role
+        self.version = version
+        self.config = config
+        self.down_until = None
+        self.next_version = None
+        self.etcd_errors = []
+        self.needs_reboot = False  # Talos's answer to a dry run
+        self.ignores_applies = False  # takes an apply and keeps its config (a read back differs)
+        self.never_back = False
+
+    @property
+    def up(self):
+        return self.down_until is None or (not self.never_back and self.world.clock.now >= self.down_until)
+
+    def reboot(self):
+        self.down_until = self.world.clock.now + REBOOT_SECONDS
+        if self.next_version:
+            self.version, self.next_version = self.next_version, None
+
+
+def _tag(image):
+    return image.rsplit(":", 1)[1]
+
+
+class World:
+    """Machines, Nodes, the kube-system DaemonSets, the cluster record and every write, in the order sent."""
+
+    def __init__(self, case, versions, workers=1):
+        self.clock = Clock()
+        self.machines = {}
+        self.writes = []
+        self.daemonsets = {}
+        self.configmap = None
+        self.metrics = ""
+        self.metrics_error = None
+        self.kube_writes = []
+        names = [("cp-1", "controlplane")] + [("worker-%d" % i, "worker") for i in range(1, workers + 1)]
+        for i, (name, role) in enumerate(names):
+            with open(os.path.join(CONFIGS, case, "controlplane.conf" if role == "controlplane" else "worker.conf")) as f:
+                node = "10.5.0.%d" % (i + 2)
+                self.machines[node] = Machine(self, name, node, role, versions.get(name, versions.get("*")), f.read())
+
+    def machine(self, name):
+        return next(m for m in self.machines.values() if m.name == name)
+
+    def params(self, **extra):
+        params = dict(machines=[{"name": m.name, "node": m.node, "role": m.role} for m in self.machines.values()],
+                      cluster=None, secrets=None, wait_timeout=900.0)
+        params.update(extra)
+        return params
+
+    # Talos
+    def answer(self, call, request, node):
+        m = self.machines[node]
+        if not m.up:
+            raise errors.unreachable(node)
+        if call in WRITES and not getattr(request, "dry_run", False):
+            self.writes.append((call, m.name))
+        if call == "Version":
+            return machine_pb2.VersionResponse(messages=[machine_pb2.Version(version={"tag": m.version})])
+        if call == "Get":
+            return self._resource(m, request)
+        if call == "List":
+            return []
+        if call == "EtcdMemberList":
+            members = [machine_pb2.EtcdMember(hostname=c.name, client_urls=["https://%s:2379" % c.node])
+                       for c in self.machines.values() if c.role == "controlplane"]
+            return machine_pb2.EtcdMemberListResponse(messages=[machine_pb2.EtcdMembers(members=members)])
+        if call == "EtcdStatus":
+            status = machine_pb2.EtcdMemberStatus(errors=m.etcd_errors)
+            return machine_pb2.EtcdStatusResponse(messages=[machine_pb2.EtcdStatus(member_status=status)])
+        if call == "ApplyConfiguration":
+            return self._apply(m, request)
+        if call == "LifecycleUpgrade":
+            m.next_version = _tag(request.source.image_name)
+        if call == "Upgrade":  # the legacy call reboots by itself
+            m.next_version = _tag(request.image)
+            m.reboot()
+        if call == "Reboot":
+            m.reboot()
+        return []
+
+    def _resource(self, m, request):
+        resource = cosi_resource_pb2.Resource()
+        resource.metadata.type = request.type
+        resource.metadata.id = request.id
+        if request.type == res.MACHINE_CONFIG.type:
+            resource.spec.proto_spec = spec_config_pb2.MachineConfigSpec(
+                yaml_marshalled=m.config.encode()).SerializeToString()
+        elif request.type == res.HOSTNAME_STATUS.type:
+            resource.spec.yaml_spec = "hostname: %s\n" % m.name
+        else:
+            raise errors.call_error(m.node, "NOT_FOUND")
+        return cosi_state_pb2.GetResponse(resource=resource)
+
+    def _apply(self, m, request):
+        if request.dry_run:
+            mode = APPLY.REBOOT if m.needs_reboot else APPLY.NO_REBOOT
+            return machine_pb2.ApplyConfigurationResponse(messages=[machine_pb2.ApplyConfiguration(mode=mode)])
+        if not m.ignores_applies:
+            m.config = request.data.decode()
+        self.writes[-1] = ("ApplyConfiguration", m.name, component_versions(m.config).get("kube-apiserver"),
+                           component_versions(m.config).get("kube-proxy"), component_versions(m.config)["kubelet"])
+        if request.mode == APPLY.AUTO and m.needs_reboot:
+            m.reboot()
+        return machine_pb2.ApplyConfigurationResponse(messages=[machine_pb2.ApplyConfiguration(mode=request.mode)])
+
+    # Kubernetes
+    def node_object(self, m):
+        conditions = [{"type": "Ready", "status": "True" if m.up else "False"}]
+        return {"metadata": {"name": m.name}, "status": {"conditions": conditions, "nodeInfo": {
+            "osImage": "Talos (%s)" % m.version, "kubeletVersion": component_versions(m.config)["kubelet"]}}}
+
+
+class FakeTalos(tc.TalosClient):
+    """The real client's calls, fan-out and reply unwrapping over the world's answers instead of gRPC."""
+
+    def __init__(self, world):  # pylint: disable=super-init-not-called
+        self.world = world
+        self.timeout = 1.0
+        self.dial_only = None
+        self.maintenance = False
+        self._loop = asyncio.new_event_loop()
+        self._channels = {}
+
+    async def _invoke(self, call, request, node=None, timeout=None):
+        return self.world.answer(call, request, node)
+
+
+class _Listed:
+    def __init__(self, items):
+        self.items = items
+
+    def get(self):
+        return self
+
+    def to_dict(self):
+        return {"items": self.items}
+
+
+class FakeKube:
+    def __init__(self, world):
+        self.world = world
+
+    def get(self, api_version, kind, name, namespace=None):
+        if kind == "Node":
+            m = next((m for m in self.world.machines.values() if m.name == name), None)
+            return self.world.node_object(m) if m else None
+        if kind == "DaemonSet":
+            return self.world.daemonsets.get(name)
+        if kind == "ConfigMap":
+            return self.world.configmap
+        return {"metadata": {"name": name}}  # the namespace
+
+    def resource(self, api_version, kind):
+        assert kind == "Node"
+        return _Listed([self.world.node_object(m) for m in self.world.machines.values()])
+
+    def raw_get(self, path):
+        if self.world.metrics_error:
+            raise self.world.metrics_error
+        return self.world.metrics
+
+    def apply(self, obj, field_manager, dry_run=False, force=True):
+        self.world.kube_writes.append(("apply", obj["kind"], obj["metadata"]["name"]))
+        self.world.writes.append(("DaemonSet", obj["spec"]["template"]["spec"]["containers"][0]["image"]))
+        containers = self.world.daemonsets[obj["metadata"]["name"]]["spec"]["template"]["spec"]["containers"]
+        for c in obj["spec"]["template"]["spec"]["containers"]:
+            next(x for x in containers if x["name"] == c["name"])["image"] = c["image"]
+
+    def _write(self, verb, obj, dry_run):
+        self.world.kube_writes.append((verb, obj["kind"], obj["metadata"]["name"], dry_run))
+        if not dry_run and obj["kind"] == "ConfigMap":
+            version = int((self.world.configmap or {"metadata": {"resourceVersion": "0"}})["metadata"]["resourceVersion"])
+            self.world.configmap = dict(obj, metadata=dict(obj["metadata"], resourceVersion=str(version + 1)))
+
+    def create(self, obj, dry_run=False):
+        self._write("create", obj, dry_run)
+
+    def replace(self, obj, dry_run=False):
+        self._write("replace", obj, dry_run)
+
+
+class Conn:
+    """The runner's Connections over the world: a new Talos client per call, one Kubernetes client."""
+
+    def __init__(self, world, kube=True):
+        self.world = world
+        self.talos_clients = []
+        self._kube = FakeKube(world) if kube else None
+
+    def talos(self, maintenance=False, dial_only=None):
+        self.talos_clients.append(FakeTalos(self.world))
+        return self.talos_clients[-1]
+
+    def has_kube(self):
+        return self._kube is not None
+
+    def kube(self):
+        assert self._kube is not None, "no kubeconfig was given"
+        return self._kube
+
+    def close(self):
+        for client in self.talos_clients:
+            client.close()
+
+
+@pytest.fixture
+def conns():
+    made = []
+
+    def make(world, kube=True):
+        made.append(Conn(world, kube))
+        return made[-1]
+
+    yield make
+    for conn in made:
+        conn.close()
+
+
+def _record(**data):
+    data["schema"] = 1
+    return {"metadata": {"name": "ichor-cluster", "namespace": "ichor-system", "resourceVersion": "7"},
+            "data": {"record": json.dumps(data)}}
+
+
+def _talos_writes(world):
+    return [w for w in world.writes if w[0] in WRITES]
+
+
+# --- release_check --------------------------------------------------------------------------------------------
+
+def test_check_plans_the_talos_step_of_a_behind_cluster(conns):
+    world = World(V113, {"*": "v1.13.9"})
+    result = check.run(dict(world.params(), desired={}), conns(world), True)
+    assert result["components"] == {"talos": "behind", "contract": "behind", "kubernetes": "behind"}
+    assert result["step"] == "talos" and [s["step"] for s in result["steps"]] == ["talos", "kubernetes"]
+    assert result["config_pending"] == [{"name": "cp-1", "form": "v1.13"}, {"name": "worker-1", "form": "v1.13"}]
+    assert "next step: talos" in result["plan"] and world.writes == [] and world.kube_writes == []
+
+
+@pytest.mark.parametrize("desired, message", [
+    ({"cilium": "1.20.4"}, "desired: unknown field 'cilium' (talos, kubernetes, contract)"),
+    ({"talos": "v1.14.1"}, "talos v1.14.1 is not the release set's v1.14.5; this collection manages only its release "
+                           "set (no override)"),
+    ({"kubernetes": "v1.35.4", "talos": "v1.13.9"}, "talos v1.13.9 is not the release set's v1.14.5"),
+])
+def test_check_refuses_a_desired_change_the_stored_versions_do_not_allow(conns, desired, message):
+    world = World(V113, {"*": "v1.13.9"})
+    world.configmap = _record(talos="v1.14.5", kubernetes="v1.35.4", contract="v1.13")
+    with pytest.raises(Refused) as exc:
+        check.run(dict(world.params(), desired=desired), conns(world), True)
+    assert exc.value.message.startswith(message)
+    # the result so far goes with the failure: the release set, no plan yet
+    assert exc.value.result == {"changed": False, "release_set": release.release_set(), "plan": []}
+
+
+def test_check_takes_an_unchanged_or_pinned_desired_value(conns):
+    world = World(V113, {"*": "v1.13.9"})
+    world.configmap = _record(talos="v1.13.9", kubernetes="v1.35.4", contract="v1.13")
+    desired = {"talos": release.TALOS, "kubernetes": "v1.35.4", "contract": release.CONTRACT}
+    assert check.run(dict(world.params(), desired=desired), conns(world), True)["step"] == "talos"
+
+
+def test_check_refuses_a_newer_machine_with_the_table_unset(conns):
+    world = World(V113, {"cp-1": "v1.13.9", "worker-1": "v1.14.6"})
+    with pytest.raises(Refused) as exc:
+        check.run(dict(world.params(), desired={}), conns(world), True)
+    assert "Talos on worker-1 is v1.14.6, newer than the release set's v1.14.5" in exc.value.message
+    assert "versions" not in exc.value.result and exc.value.result["plan"] == []
+
+
+# --- talos_upgrade --------------------------------------------------------------------------------------------
+
+def _talos_params(world, name, **extra):
+    m = world.machine(name)
+    params = dict(node=m.node, hostname=None, role=m.role, image=None, wait=True, wait_timeout=900.0)
+    params.update(extra)
+    return params
+
+
+def test_talos_step_skips_a_machine_at_the_target(conns):
+    world = World(V113, {"*": release.TALOS})
+    result = talos_step.run(_talos_params(world, "cp-1"), conns(world), False, clock=world.clock)
+    assert result["changed"] is False
+    assert result["plan"] == ["cp-1 (10.5.0.2): already at Talos v1.14.5, skipped"]
+    assert result["diff"] == {"before": "", "after": ""} and world.writes == []
+
+
+def test_talos_step_refuses_a_control_plane_while_etcd_is_unhealthy(conns):
+    world = World(V113, {"*": "v1.13.9"})
+    world.machine("cp-1").etcd_errors = ["NOSPACE"]
+    with pytest.raises(UpgradeFailed) as exc:
+        talos_step.run(_talos_params(world, "cp-1"), conns(world), False, clock=world.clock)
+    assert exc.value.message == ("cp-1 is a control plane and etcd is not healthy (etcd on 10.5.0.2 reports errors); "
+                                 "no upgrade was started")
+    assert exc.value.result == {"plan": [], "before": "v1.13.9", "after": "v1.13.9"}
+    assert world.writes == []
+
+
+def test_talos_step_in_check_mode_plans_and_sends_nothing(conns):
+    world = World(V113, {"*": "v1.13.9"})
+    result = talos_step.run(_talos_params(world, "worker-1"), conns(world), True, clock=world.clock)
+    assert result["changed"] is True and (result["before"], result["after"]) == ("v1.13.9", release.TALOS)
+    assert result["plan"] == ["worker-1 (10.5.0.3): upgrade Talos from v1.13.9 to v1.14.5 with "
+                              "ghcr.io/siderolabs/installer:v1.14.5, reboot, wait for it and its Node"]
+    assert result["diff"] == {"before": "talos: v1.13.9\n", "after": "talos: v1.14.5\n"}
+    assert world.writes == []
+
+
+def test_talos_step_starts_the_upgrade_and_waits_for_etcd_and_the_node(conns):
+    world = World(V113, {"*": "v1.13.9"})
+    result = talos_step.run(_talos_params(world, "cp-1", hostname="cp-1"), conns(world), False, clock=world.clock)
+    assert result["changed"] is True
+    assert result["plan"][0].endswith("reboot, wait for it, its etcd member and its Node")
+    assert world.writes == [("ImagePull", "cp-1"), ("LifecycleUpgrade", "cp-1"), ("Reboot", "cp-1")]
+    cp = world.machine("cp-1")
+    assert cp.version == release.TALOS and cp.up and world.clock.now >= REBOOT_SECONDS
+
+
+def test_talos_step_without_wait_returns_once_the_upgrade_is_sent(conns):
+    world = World(V113, {"*": "v1.12.7"})
+    result = talos_step.run(_talos_params(world, "worker-1", wait=False), conns(world), False, clock=world.clock)
+    assert result["changed"] is True and result["plan"][0].endswith("reboot, not waiting for it (wait: false)")
+    assert world.writes == [("Upgrade", "worker-1")]  # a v1.12 machine takes the legacy call
+    assert not world.machine("worker-1").up and world.clock.now == 0
+
+
+def test_talos_step_names_what_it_waited_for_when_the_machine_does_not_come_back(conns):
+    world = World(V113, {"*": "v1.13.9"})
+    world.machine("worker-1").never_back = True
+    with pytest.raises(UpgradeFailed) as exc:
+        talos_step.run(_talos_params(world, "worker-1", wait_timeout=60.0), conns(world, kube=False), False,
+                       clock=world.clock)
+    assert exc.value.message == ("worker-1 (10.5.0.3) did not come back within 60s: waited for it to answer with Talos "
+                                 "v1.14.5; the remaining machines were not touched; fix the machine and rerun, the "
+                                 "rollout continues from it")
+    assert exc.value.result == {"plan": [], "before": "v1.13.9", "after": ""}
+
+
+# --- config_upgrade -------------------------------------------------------------------------------------------
+
+def test_config_step_refuses_before_the_talos_step_is_done(conns):
+    world = World(V113, {"cp-1": release.TALOS, "worker-1": "v1.13.9"})
+    with pytest.raises(Refused) as exc:
+        config_step.run(world.params(), conns(world), False, clock=world.clock)
+    assert exc.value.message == "the talos step is not done: worker-1 runs Talos v1.13.9; the config step runs after it"
+    assert exc.value.result == {"changed": False, "plan": [], "machines": []}
+    assert world.writes == []
+
+
+def test_config_step_with_nothing_pending(conns):
+    world = World(V114, {"*": release.TALOS})
+    result = config_step.run(world.params(), conns(world), False, clock=world.clock)
+    assert result == {"changed": False, "plan": ["every machine's config is in the v1.14 form; nothing to do"],
+                      "machines": []}
+    assert world.writes == []
+
+
+def test_config_step_in_check_mode_plans_what_talos_says_it_reboots(conns):
+    world = World(V113, {"*": release.TALOS})
+    world.machine("cp-1").needs_reboot = True
+    result = config_step.run(world.params(), conns(world), True, clock=world.clock)
+    assert result["changed"] is True
+    assert result["plan"] == ["cp-1: config from the v1.13 form to v1.14 (reboots)",
+                              "worker-1: config from the v1.13 form to v1.14 (no reboot)", "reboots: cp-1"]
+    assert result["machines"] == [{"name": "cp-1", "from": "v1.13", "reboot": True},
+                                  {"name": "worker-1", "from": "v1.13", "reboot": False}]
+    assert [d["after_header"] for d in result["diff"]] == ["cp-1 (v1.14 form)", "worker-1 (v1.14 form)"]
+    assert "KubeletConfig" in result["diff"][0]["after"] and "PRIVATE KEY" not in json.dumps(result)
+    assert world.writes == []  # the dry runs are not writes
+
+
+def test_config_step_refuses_a_control_plane_while_etcd_is_unhealthy(conns):
+    world = World(V113, {"*": release.TALOS})
+    world.machine("cp-1").etcd_errors = ["NOSPACE"]
+    with pytest.raises(UpgradeFailed) as exc:
+        config_step.run(world.params(), conns(world), False, clock=world.clock)
+    assert exc.value.message == ("cp-1: etcd is not healthy (etcd on 10.5.0.2 reports errors); a control plane is not "
+                                 "started while etcd is unhealthy: fix etcd and rerun")
+    assert exc.value.result["plan"][-1] == "reboots: none"
+    assert world.writes == []
+
+
+def test_config_step_stops_when_the_read_back_differs(conns):
+    world = World(V113, {"*": release.TALOS})
+    world.machine("cp-1").ignores_applies = True
+    with pytest.raises(UpgradeFailed) as exc:
+        config_step.run(world.params(), conns(world), False, clock=world.clock)
+    assert exc.value.message == ("cp-1: the config read back differs from the v1.14 render; the remaining machines "
+                                 "were not touched")
+    assert [w[:2] for w in world.writes] == [("ApplyConfiguration", "cp-1")]
+
+
+def test_config_step_waits_for_a_rebooted_machine_before_the_next(conns):
+    world = World(V113, {"*": release.TALOS})
+    world.machine("cp-1").needs_reboot = True
+    conn = conns(world)
+    result = config_step.run(world.params(wait_timeout=120.0), conn, False, clock=world.clock)
+    assert result["plan"][-2:] == ["cp-1: now in the v1.14 form, read back", "worker-1: now in the v1.14 form, read back"]
+    assert [w[:2] for w in world.writes] == [("ApplyConfiguration", "cp-1"), ("ApplyConfiguration", "worker-1")]
+    assert world.clock.now >= REBOOT_SECONDS  # worker-1 was applied after cp-1 was back
+    assert len(conn.talos_clients) == 2  # a new client after the reboot
+    assert all("KubeletConfig" in m.config for m in world.machines.values())
+
+
+def test_config_step_gives_up_on_a_machine_that_does_not_come_back(conns):
+    world = World(V113, {"*": release.TALOS})
+    cp = world.machine("cp-1")
+    cp.needs_reboot = cp.never_back = True
+    with pytest.raises(UpgradeFailed) as exc:
+        config_step.run(world.params(wait_timeout=60.0), conns(world), False, clock=world.clock)
+    assert exc.value.message.startswith("cp-1 (10.5.0.2) did not come back within 60s")
+    assert [w[:2] for w in world.writes] == [("ApplyConfiguration", "cp-1")]
+
+
+# --- kubernetes_upgrade ---------------------------------------------------------------------------------------
+
+METRICS = ('apiserver_requested_deprecated_apis{group="flowcontrol.apiserver.k8s.io",removed_release="1.32",'
+           'resource="flowschemas",subresource="",version="v1beta3"} 1\n')
+
+
+def _proxy(world, tag):
+    world.daemonsets["kube-proxy"] = {"spec": {"template": {"spec": {"containers": [
+        {"name": "kube-proxy", "image": "registry.k8s.io/kube-proxy:%s" % tag}]}}}}
+
+
+def test_kubernetes_step_refuses_while_removed_apis_are_in_use(conns):
+    world = World(V114, {"*": release.TALOS})
+    world.metrics = METRICS
+    with pytest.raises(UpgradeFailed) as exc:
+        kubernetes_step.run(world.params(), conns(world), False, clock=world.clock)
+    assert exc.value.message.startswith("removed APIs are still in use, Kubernetes v1.36.6 no longer serves them: "
+                                        "flowcontrol.apiserver.k8s.io/v1beta3 flowschemas (removed in 1.32)")
+    assert exc.value.result == {"changed": False, "plan": [],
+                                "removed_apis": ["flowcontrol.apiserver.k8s.io/v1beta3 flowschemas (removed in 1.32)"]}
+    assert world.writes == []
+
+
+def test_kubernetes_step_needs_the_metrics_to_check(conns):
+    world = World(V114, {"*": release.TALOS})
+    world.metrics_error = KubeError("GET /metrics: 403 Forbidden", status=403)
+    with pytest.raises(UpgradeFailed) as exc:
+        kubernetes_step.run(world.params(), conns(world), False, clock=world.clock)
+    assert exc.value.message == ("cannot read the API server's /metrics to check for removed APIs (GET /metrics: 403 "
+                                 "Forbidden); the kubeconfig's user needs get on the non-resource URL /metrics")
+
+
+def test_kubernetes_step_refuses_before_the_config_step(conns):
+    world = World(V113, {"*": release.TALOS})
+    with pytest.raises(ConfigError) as exc:
+        kubernetes_step.run(world.params(), conns(world), False, clock=world.clock)
+    assert exc.value.message == ("the config of cp-1, worker-1 is not yet in the v1.14 form: run the config step "
+                                 "first")
+    assert exc.value.result == {"changed": False, "plan": [], "removed_apis": []} and world.writes == []
+
+
+def test_kubernetes_step_moves_control_planes_then_kube_proxy_then_kubelets(conns):
+    world = World(V114, {"*": release.TALOS}, workers=2)
+    _proxy(world, "v1.36.3")
+    check_mode = kubernetes_step.run(world.params(), conns(world), True, clock=world.clock)
+    assert check_mode["plan"] == [
+        "cp-1: control plane (kube-apiserver, kube-controller-manager, kube-scheduler) to v1.36.6 (no reboot)",
+        "cp-1: kube-proxy to v1.36.6 (no reboot)", "cp-1: kubelet to v1.36.6 (no reboot)",
+        "worker-1: kubelet to v1.36.6 (no reboot)", "worker-2: kubelet to v1.36.6 (no reboot)",
+        "kube-system/kube-proxy DaemonSet to v1.36.6"]
+    assert [d["before_header"] for d in check_mode["diff"]] == ["cp-1", "worker-1", "worker-2"]
+    assert world.writes == []
+
+    result = kubernetes_step.run(world.params(), conns(world), False, clock=world.clock)
+    assert result["plan"] == check_mode["plan"] and result["changed"] is True
+    # each apply: (machine, kube-apiserver, kube-proxy, kubelet) as the config names them after it
+    assert world.writes == [
+        ("ApplyConfiguration", "cp-1", "v1.36.6", "v1.36.3", "v1.36.3"),
+        ("ApplyConfiguration", "cp-1", "v1.36.6", "v1.36.6", "v1.36.3"),
+        ("DaemonSet", "registry.k8s.io/kube-proxy:v1.36.6"),
+        ("ApplyConfiguration", "cp-1", "v1.36.6", "v1.36.6", "v1.36.6"),
+        ("ApplyConfiguration", "worker-1", None, None, "v1.36.6"),
+        ("ApplyConfiguration", "worker-2", None, None, "v1.36.6")]
+    assert kubernetes_step.run(world.params(), conns(world), False, clock=world.clock) == {
+        "changed": False, "plan": ["Kubernetes is at v1.36.6 on every machine; nothing to do"], "removed_apis": []}
+
+
+def test_kubernetes_step_moves_only_a_kube_proxy_daemonset_left_behind(conns):
+    world = World(V114, {"*": release.TALOS})
+    for m in world.machines.values():  # configs at the set already
+        m.config = m.config.replace(":v1.36.3", ":" + release.KUBERNETES)
+    _proxy(world, "v1.36.3")
+    result = kubernetes_step.run(world.params(), conns(world), False, clock=world.clock)
+    assert result["plan"] == ["kube-system/kube-proxy DaemonSet to v1.36.6"]
+    assert world.writes == [("DaemonSet", "registry.k8s.io/kube-proxy:v1.36.6")]
+
+
+def test_kubernetes_step_waits_for_each_kubelet(conns, monkeypatch):
+    world = World(V114, {"*": release.TALOS})
+    stale = world.node_object
+
+    def kubelet_never_moves(m):
+        node = stale(m)
+        node["status"]["nodeInfo"]["kubeletVersion"] = "v1.36.3"
+        return node
+
+    monkeypatch.setattr(world, "node_object", kubelet_never_moves)
+    with pytest.raises(UpgradeFailed) as exc:
+        kubernetes_step.run(world.params(wait_timeout=30.0), conns(world), False, clock=world.clock)
+    assert exc.value.message == ("the kubelet of cp-1 did not report v1.36.6 and Ready within 30s; the remaining "
+                                 "machines were not touched; rerun to continue")
+    assert [w[1] for w in world.writes] == ["cp-1", "cp-1", "cp-1"]  # worker-1 untouched
+
+
+# --- cluster_record -------------------------------------------------------------------------------------------
+
+def test_record_moves_stored_versions_only_to_the_set(conns):
+    world = World(V114, {"*": release.TALOS})
+    world.configmap = _record(talos="v1.13.9")
+    with pytest.raises(Refused) as exc:
+        record.run({"update": {"talos": "v1.14.1"}}, conns(world), False)
+    assert exc.value.message.startswith("talos v1.14.1 is not the release set's v1.14.5")
+    assert exc.value.result == {"plan": []} and world.kube_writes == []
+    result = record.run({"update": {"talos": release.TALOS, "note": None}}, conns(world), True)
+    assert result["changed"] is True and result["plan"] == ["cluster record ichor-system/ichor-cluster: set talos=v1.14.5"]
+    assert world.kube_writes == [("replace", "ConfigMap", "ichor-cluster", True)]
+    assert json.loads(result["diff"]["after"])["talos"] == release.TALOS
+    assert record.run({"update": {}}, conns(world), False)["record"] == {"schema": 1, "talos": "v1.13.9"}
