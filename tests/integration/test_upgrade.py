@@ -95,7 +95,7 @@ def test_a_machine_that_does_not_come_back_stops_the_run_and_the_rerun_continues
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=2, version="v1.13.9")
     inv = _inventory(lab, tmp_path)
     lab.control.set_timing("worker-1", reboot_seconds=12, upgrade_seconds=12)
-    proc = _upgrade(inv, "-e", "ichor_upgrade_wait=5")
+    proc = _upgrade(inv, "-e", "ichor_upgrade_wait_timeout=5")
     assert proc.returncode != 0
     assert "worker-1 (%s) did not come back within 5s" % lab.address("worker-1") in proc.stdout, proc.stdout[-3000:]
     assert _versions(lab)["cp-1"] == release.TALOS
