@@ -1,7 +1,7 @@
 """Benchmark: the installer against kubectl's ApplySet prune, side by side, on the lab API server.
 
 Applies a bundle of 200 objects (ServiceAccounts and ConfigMaps), then a bundle that keeps 100 of
-them (prune 100), then reruns that bundle (a no-op), once with the installer (apply_run + prune_run,
+them (prune 100), then reruns that bundle (a no-op), once with the installer (stages.apply_run + stages.prune_run,
 as the role does) and once with ``KUBECTL_APPLYSET=true kubectl apply --server-side --prune
 --applyset=...`` (the kubectl built for the lab), each in its own namespace. Run by hand:
 
@@ -24,7 +24,7 @@ from tests import collection_path
 collection_path.ensure()
 
 # pylint: disable=wrong-import-position
-from ansible_collections.maesh.ichor.plugins.module_utils import installer, installer_module  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.installer import live, stages  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient  # noqa: E402
 from tests.lab.kube.cluster import KubeLab  # noqa: E402
 
@@ -47,8 +47,8 @@ def bundle(directory, ns, count):
 
 def installer_run(client, paths, ns):
     start = time.perf_counter()
-    installer_module.apply_run(installer.Installer(client, paths, namespace=ns), False, False)
-    installer_module.prune_run(installer.Installer(client, paths, namespace=ns), False, False)
+    stages.apply_run(live.Installer(client, paths, namespace=ns), False, False)
+    stages.prune_run(live.Installer(client, paths, namespace=ns), False, False)
     return time.perf_counter() - start
 
 

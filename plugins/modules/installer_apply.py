@@ -22,7 +22,7 @@ description:
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
-  - maesh.ichor.connection
+  - maesh.ichor.kubernetes
   - maesh.ichor.installer
 attributes:
   check_mode:
@@ -45,6 +45,17 @@ EXAMPLES = r"""
     kubeconfig: "{{ ichor_kubeconfig }}"
     bundle:
       - "{{ role_path }}/files/bundle"
+
+- name: The same, the connection set once for every module of the group maesh.ichor.k8s
+  module_defaults:
+    group/maesh.ichor.k8s:
+      kubeconfig: "{{ ichor_kubeconfig }}"
+  block:
+    - name: Apply the bundle and an extra one
+      maesh.ichor.installer_apply:
+        bundle:
+          - "{{ role_path }}/files/bundle"
+          - /srv/ichor/extra-bundle
 """
 
 RETURN = r"""
@@ -59,11 +70,82 @@ changes:
   returned: always
   type: list
   elements: dict
+  contains:
+    action:
+      description: C(create) or C(update).
+      returned: always
+      type: str
+      sample: create
+    object:
+      description: The object.
+      returned: always
+      type: dict
+      contains:
+        apiVersion:
+          description: Its apiVersion.
+          returned: always
+          type: str
+          sample: v1
+        kind:
+          description: Its kind.
+          returned: always
+          type: str
+          sample: ServiceAccount
+        namespace:
+          description: Its namespace; null when it is cluster-scoped.
+          returned: always
+          type: str
+          sample: ichor-system
+        name:
+          description: Its name.
+          returned: always
+          type: str
+          sample: ichor-controller
+    reason:
+      description: Always null for a create or an update.
+      returned: always
+      type: str
 prune:
   description: The prune plan (what M(maesh.ichor.installer_prune) will delete or keep, and why).
   returned: always
   type: list
   elements: dict
+  contains:
+    action:
+      description: C(prune) (the bundle dropped it and it carries the mark) or C(keep) (it is not deleted; the reason says why).
+      returned: always
+      type: str
+      sample: prune
+    object:
+      description: The object.
+      returned: always
+      type: dict
+      contains:
+        apiVersion:
+          description: Its apiVersion.
+          returned: always
+          type: str
+          sample: v1
+        kind:
+          description: Its kind.
+          returned: always
+          type: str
+          sample: ServiceAccount
+        namespace:
+          description: Its namespace; null when it is cluster-scoped.
+          returned: always
+          type: str
+          sample: ichor-system
+        name:
+          description: Its name.
+          returned: always
+          type: str
+          sample: ichor-controller
+    reason:
+      description: Why it is pruned or kept.
+      returned: always
+      type: str
+      sample: dropped from the bundle and carries ichor.maesh.dev/installed-by=ichor-installer
 restored:
   description: On failure, the objects that had to be re-created while restoring.
   returned: failure
@@ -71,11 +153,15 @@ restored:
   elements: str
 """
 
-from ansible_collections.maesh.ichor.plugins.module_utils import installer_module as common
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
+from ansible_collections.maesh.ichor.plugins.module_utils.installer import stages
 
 
 def main():
-    common.run_module(common.apply_run)
+    module = AnsibleModule(argument_spec=specs.spec(stages.options(bundle=True), kube=True), supports_check_mode=True)
+    runner.run(module, lambda conn: stages.run_stage(stages.apply_run, module.params, conn, module.check_mode))
 
 
 if __name__ == "__main__":

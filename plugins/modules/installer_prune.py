@@ -26,7 +26,7 @@ description:
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
-  - maesh.ichor.connection
+  - maesh.ichor.kubernetes
   - maesh.ichor.installer
 attributes:
   check_mode:
@@ -58,15 +58,27 @@ plan:
   type: list
   elements: str
 pruned:
-  description: The objects deleted.
+  description: The objects deleted, as C(Kind namespace/name) or C(Kind name).
   returned: always
   type: list
   elements: str
+  sample: ["ClusterRole ichor-ichor-break-glass-role"]
 kept:
   description: The candidates kept, with why.
   returned: always
   type: list
   elements: dict
+  contains:
+    object:
+      description: The object, as C(Kind namespace/name) or C(Kind name).
+      returned: always
+      type: str
+      sample: ServiceAccount ichor-system/old-controller
+    reason:
+      description: Why it is kept.
+      returned: always
+      type: str
+      sample: does not carry ichor.maesh.dev/installed-by=ichor-installer (not installed by the installer, or relabelled by a person)
 restored:
   description: On failure, the objects that had to be re-created while restoring.
   returned: failure
@@ -74,11 +86,15 @@ restored:
   elements: str
 """
 
-from ansible_collections.maesh.ichor.plugins.module_utils import installer_module as common
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
+from ansible_collections.maesh.ichor.plugins.module_utils.installer import stages
 
 
 def main():
-    common.run_module(common.prune_run)
+    module = AnsibleModule(argument_spec=specs.spec(stages.options(bundle=True), kube=True), supports_check_mode=True)
+    runner.run(module, lambda conn: stages.run_stage(stages.prune_run, module.params, conn, module.check_mode))
 
 
 if __name__ == "__main__":

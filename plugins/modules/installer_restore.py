@@ -19,7 +19,7 @@ description:
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
-  - maesh.ichor.connection
+  - maesh.ichor.kubernetes
   - maesh.ichor.installer
 attributes:
   check_mode:
@@ -51,30 +51,13 @@ restored:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.maesh.ichor.plugins.module_utils import installer, installer_module as common
-from ansible_collections.maesh.ichor.plugins.module_utils.connection import fail, kube_client_for
+from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
+from ansible_collections.maesh.ichor.plugins.module_utils.installer import stages
 
 
 def main():
-    module = AnsibleModule(argument_spec=common.store_argument_spec(), supports_check_mode=True)
-    client = kube_client_for(module)
-    run = installer.Installer(client, [], namespace=module.params["namespace"],
-                              snapshot_file=module.params["snapshot_file"])
-    try:
-        snapshot = run.load_snapshot()
-    except Exception as exc:  # pylint: disable=broad-except
-        fail(module, exc, plan=[])
-    if not snapshot:
-        module.exit_json(changed=False, plan=["no installer snapshot: nothing to restore"], restored=[])
-    plan = ["restore %s" % installer.Ref(**installer.ref_kwargs(e["ref"])) for e in snapshot]
-    if module.check_mode:
-        module.exit_json(changed=True, plan=plan, restored=[])
-    try:
-        recreated = run.restore(snapshot)
-        run.delete_snapshot()
-    except Exception as exc:  # pylint: disable=broad-except
-        fail(module, "restore failed: %s; the snapshot is kept" % exc, plan=plan)
-    module.exit_json(changed=True, plan=plan, restored=[str(r) for r in recreated])
+    module = AnsibleModule(argument_spec=specs.spec(stages.options(), kube=True), supports_check_mode=True)
+    runner.run(module, lambda conn: stages.run_stage(stages.restore, module.params, conn, module.check_mode))
 
 
 if __name__ == "__main__":

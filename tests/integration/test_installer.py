@@ -7,8 +7,8 @@ import time
 import pytest
 import yaml
 
-from ansible_collections.maesh.ichor.plugins.module_utils import installer
-from ansible_collections.maesh.ichor.plugins.module_utils import installer_module as runner
+from ansible_collections.maesh.ichor.plugins.module_utils.installer import inventory, objects, prune, snapshot, stages
+from ansible_collections.maesh.ichor.plugins.module_utils.installer.live import Installer
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient, KubeError
 
 from tests.integration.ansible_env import REPO, ansible_playbook
@@ -16,7 +16,7 @@ from tests.integration.ansible_env import REPO, ansible_playbook
 pytestmark = pytest.mark.lab
 
 DEFAULT_BUNDLE = os.path.join(REPO, "roles", "installer", "files", "bundle")
-MARK = {installer.MARK_KEY: installer.MARK_VALUE}
+MARK = {objects.MARK_KEY: objects.MARK_VALUE}
 
 
 def _write_bundle(path, objects):
@@ -48,8 +48,8 @@ def client(kube_lab):
 
 def _run(client, bundle, ns, check=False):
     """One installer run (apply then prune), as the role does; returns (apply, prune) results."""
-    applied = runner.apply_run(installer.Installer(client, bundle, namespace=ns), check, True)
-    pruned = runner.prune_run(installer.Installer(client, bundle, namespace=ns), check, True)
+    applied = stages.apply_run(Installer(client, bundle, namespace=ns), check, True)
+    pruned = stages.prune_run(Installer(client, bundle, namespace=ns), check, True)
     return applied, pruned
 
 
@@ -95,10 +95,10 @@ def test_rename_prunes_the_old_object_and_keeps_what_it_must(client, kube_lab, k
     assert "CustomResourceDefinition is not a kind the installer prunes" in kept
     assert "Namespace is not a kind the installer prunes" in kept
     # the check-mode plan of v2 showed the same prune set
-    inv = client.get("v1", "ConfigMap", installer.INVENTORY_NAME, ns)
+    inv = client.get("v1", "ConfigMap", inventory.INVENTORY_NAME, ns)
     assert "new-sa" in inv["data"]["objects"] and "old-sa" not in inv["data"]["objects"]
     assert applied["changed"] and pruned["changed"]
-    assert client.get("v1", "Secret", installer.SNAPSHOT_NAME, ns) is None
+    assert client.get("v1", "Secret", snapshot.SNAPSHOT_NAME, ns) is None
 
 
 def test_check_mode_writes_nothing_and_a_rerun_is_a_no_op(client, kube_lab, kube_namespace, tmp_path):
@@ -124,7 +124,7 @@ def test_check_mode_writes_nothing_and_a_rerun_is_a_no_op(client, kube_lab, kube
 
 def test_first_run_and_unparseable_inventory_prune_only_the_renamed_role(client, kube_lab, kube_namespace, tmp_path):
     ns = kube_namespace
-    renamed = installer.RENAMED_OBJECTS[0]
+    renamed = prune.RENAMED_OBJECTS[0]
     role = _cr(renamed.ref.name)
     role["metadata"]["labels"] = {"app.kubernetes.io/name": "ichor"}
     client.create(role)
@@ -138,10 +138,10 @@ def test_first_run_and_unparseable_inventory_prune_only_the_renamed_role(client,
     assert _exists(client, "v1", "ServiceAccount", "leftover", ns)
     # now an inventory that cannot be parsed: nothing it lists is pruned, the renamed role still is
     client.create(role)
-    inv = client.get("v1", "ConfigMap", installer.INVENTORY_NAME, ns)
-    client.delete("v1", "ConfigMap", installer.INVENTORY_NAME, ns)
+    inv = client.get("v1", "ConfigMap", inventory.INVENTORY_NAME, ns)
+    client.delete("v1", "ConfigMap", inventory.INVENTORY_NAME, ns)
     client.create({"apiVersion": "v1", "kind": "ConfigMap",
-                   "metadata": {"name": installer.INVENTORY_NAME, "namespace": ns}, "data": {"objects": "{not json"}})
+                   "metadata": {"name": inventory.INVENTORY_NAME, "namespace": ns}, "data": {"objects": "{not json"}})
     assert "a" in inv["data"]["objects"]
     applied, pruned = _run(client, _write_bundle(tmp_path / "v2", [_sa("b", ns)]), ns)
     assert pruned["pruned"] == ["ClusterRole %s" % renamed.ref.name]
@@ -153,12 +153,12 @@ def test_recreated_object_is_kept(client, kube_lab, kube_namespace, tmp_path):
     ns = kube_namespace
     _run(client, _write_bundle(tmp_path / "v1", [_sa("a", ns), _sa("gone", ns)]), ns)
     v2 = _write_bundle(tmp_path / "v2", [_sa("a", ns)])
-    runner.apply_run(installer.Installer(client, v2, namespace=ns), False, False)
+    stages.apply_run(Installer(client, v2, namespace=ns), False, False)
     # between the checks and the prune a person re-creates the object (new UID, same mark)
     old = client.get("v1", "ServiceAccount", "gone", ns)
     client.delete("v1", "ServiceAccount", "gone", ns)
     client.create(dict(_sa("gone", ns), metadata={"name": "gone", "namespace": ns, "labels": MARK}))
-    pruned = runner.prune_run(installer.Installer(client, v2, namespace=ns), False, False)
+    pruned = stages.prune_run(Installer(client, v2, namespace=ns), False, False)
     live = client.get("v1", "ServiceAccount", "gone", ns)
     assert live is not None and live["metadata"]["uid"] != old["metadata"]["uid"]
     assert pruned["pruned"] == []
@@ -200,21 +200,21 @@ def test_a_failed_delete_restores_the_cluster(client, kube_lab, kube_namespace, 
     try:
         _wait_until_denied(client, ns, "z-blocked")
         v2 = _write_bundle(tmp_path / "v2", [_cm("settings", ns, value="after")])
-        applied = runner.apply_run(installer.Installer(client, v2, namespace=ns), False, False)
+        applied = stages.apply_run(Installer(client, v2, namespace=ns), False, False)
         assert applied["changed"]
         assert client.get("v1", "ConfigMap", "settings", ns)["data"] == {"v": "after"}
-        with pytest.raises(runner.RunFailed) as exc:
-            runner.prune_run(installer.Installer(client, v2, namespace=ns), False, False)
+        with pytest.raises(stages.RunFailed) as exc:
+            stages.prune_run(Installer(client, v2, namespace=ns), False, False)
         message = str(exc.value)
         assert "prune failed" in message and "z-blocked may not be deleted" in message
         assert "restored" in message and "re-created: ServiceAccount %s/a-first" % ns in message
         # as it was: the deleted one is back (new UID), the updated ConfigMap has its old data
         for name in ("a-first", "z-blocked"):
             live = client.get("v1", "ServiceAccount", name, ns)
-            assert live is not None and installer.comparable(live) == installer.comparable(before[name])
+            assert live is not None and objects.comparable(live) == objects.comparable(before[name])
         assert client.get("v1", "ConfigMap", "settings", ns)["data"] == {"v": "before"}
         assert _exists(client, "rbac.authorization.k8s.io/v1", "ClusterRole", ns + "-role")
-        assert client.get("v1", "Secret", installer.SNAPSHOT_NAME, ns) is None
+        assert client.get("v1", "Secret", snapshot.SNAPSHOT_NAME, ns) is None
     finally:
         client.delete("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", policy)
         client.delete("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", policy)
@@ -237,7 +237,7 @@ def test_default_bundle_rbac_holds_delete_on_every_prunable_kind():
     cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
                       "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
                       "ValidatingAdmissionPolicyBinding"}
-    for group, kind in installer.PRUNABLE_KINDS:
+    for group, kind in prune.PRUNABLE_KINDS:
         role = "ClusterRole" if kind in cluster_scoped else "Role"
         assert any(group in r["apiGroups"] and plural[kind] in r["resources"] and "delete" in r["verbs"]
                    for r in rules[role]), "%s lacks delete on %s" % (role, kind)
@@ -253,7 +253,7 @@ def test_install_playbook_under_the_installers_own_service_account(kube_lab, tmp
     extra = tmp_path / "extra"
     _write_bundle(extra, [_sa("ichor-sa-test-a", "ichor-system"), _cr("ichor-sa-test-role")])
     args = ["maesh.ichor.install", "-e", "ichor_kubeconfig=%s" % sa_kubeconfig,
-            "-e", '{"installer_extra_bundles": ["%s"]}' % extra]
+            "-e", '{"ichor_installer_extra_bundles": ["%s"]}' % extra]
     proc = ansible_playbook(*(args + ["--check", "--diff"]))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PLAN (check mode: nothing was written)" in proc.stdout

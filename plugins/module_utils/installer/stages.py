@@ -1,0 +1,185 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The stages of an installer run, one per module: ``apply_run`` (plan, snapshot, apply),
+``prune_run`` (prune, inventory, drop the snapshot) and ``restore`` (put the snapshot back). Each takes
+an ``Installer`` and returns the module's result (``plan`` lines, ``diff``, ``warnings``); a failed stage
+restores the snapshot and raises ``RunFailed`` carrying the result so far. ``run_stage`` is what a module
+calls: the Installer of its options, then the stage."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+
+try:
+    import yaml
+except ImportError:  # pragma: no cover
+    yaml = None
+
+from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
+from ansible_collections.maesh.ichor.plugins.module_utils.installer.errors import InstallerError, RunFailed
+from ansible_collections.maesh.ichor.plugins.module_utils.installer.inventory import INVENTORY_NAME
+from ansible_collections.maesh.ichor.plugins.module_utils.installer.live import Installer
+from ansible_collections.maesh.ichor.plugins.module_utils.installer.objects import DEFAULT_NAMESPACE, Ref
+from ansible_collections.maesh.ichor.plugins.module_utils.installer.prune import RENAMED_OBJECTS
+
+
+def options(bundle=False):
+    """The installer modules' own options (doc fragment maesh.ichor.installer); ``bundle`` for apply and prune."""
+    opts = dict(namespace=dict(type="str", default=DEFAULT_NAMESPACE), snapshot_file=dict(type="path"))
+    if bundle:
+        opts["bundle"] = dict(type="list", elements="path", required=True)
+    return opts
+
+
+def run_stage(stage, params, conn, check_mode):
+    """An installer module's run: the Installer of its options, then ``stage``.
+
+    A failure before the stage has a plan (bundle, discovery, reads) carries an empty one.
+    """
+    try:
+        run = Installer(conn.kube(), params.get("bundle") or [], namespace=params["namespace"],
+                        snapshot_file=params["snapshot_file"])
+        return stage(run, check_mode)
+    except IchorError as exc:
+        if exc.result is None:
+            exc.result = dict(plan=[])
+        raise
+
+
+# -- what a stage returns ---------------------------------------------------------------------
+
+def _masked(obj):
+    """A Secret's values never reach a diff."""
+    if obj and obj.get("kind") == "Secret":
+        obj = copy.deepcopy(obj)
+        for key in ("data", "stringData"):
+            if obj.get(key):
+                obj[key] = dict((k, "<masked>") for k in obj[key])
+    return obj
+
+
+def diffs(steps):
+    out = []
+    for step in steps:
+        if step.action in ("create", "update", "prune"):
+            out.append({
+                "before_header": str(step.ref), "after_header": str(step.ref),
+                "before": yaml.safe_dump(_masked(step.before), sort_keys=True) if step.before else "",
+                "after": yaml.safe_dump(_masked(step.after), sort_keys=True) if step.after else "",
+            })
+    return out
+
+
+def lines(steps, warnings=()):
+    plan = [s.line() for s in steps if s.action != "unchanged"]
+    for renamed in RENAMED_OBJECTS:
+        if any(s.ref == renamed.ref for s in steps):
+            plan.append("NOTICE: %s was renamed to %s (ADR 0109); the old object is still present"
+                        % (renamed.ref, renamed.new_name))
+    return plan + ["WARNING: %s" % w for w in warnings]
+
+
+def step_dicts(steps, actions):
+    return [{"action": s.action, "object": s.ref.to_dict(), "reason": s.reason} for s in steps if s.action in actions]
+
+
+# -- the stages -------------------------------------------------------------------------------
+
+def _restore_after(run, entries, message, result):
+    """Restore from the snapshot after a failed stage and raise RunFailed saying so."""
+    if entries is None:
+        raise RunFailed(message + "; nothing was written", result)
+    try:
+        recreated = run.restore(entries)
+        run.delete_snapshot()
+    except Exception as again:  # pylint: disable=broad-except
+        # the stage's failure must still be told, with the restore's; the snapshot stays for installer_restore
+        raise RunFailed(message + "; RESTORE FAILED (%s): the snapshot is kept for installer_restore" % again, result)
+    result["restored"] = [str(r) for r in recreated]
+    message += "; the cluster was restored to what it was before the run"
+    if recreated:
+        message += " (re-created: %s)" % ", ".join(str(r) for r in recreated)
+    raise RunFailed(message, result)
+
+
+def apply_run(run, check_mode, diff=True):
+    """Plan, and unless check_mode: snapshot, read back, apply. Returns the module result."""
+    apply_steps = run.plan_apply()
+    prune_steps = run.plan_prune()
+    inventory_changed = run.inventory_changed()
+    writes = [s for s in apply_steps if s.action in ("create", "update")]
+    prunes = [s for s in prune_steps if s.action == "prune"]
+    result = dict(plan=lines(apply_steps + prune_steps, run.warnings),
+                  changes=step_dicts(apply_steps, ("create", "update")),
+                  prune=step_dicts(prune_steps, ("prune", "keep")),
+                  warnings=list(run.warnings))
+    if diff:
+        result["diff"] = diffs(apply_steps + prune_steps)
+    if check_mode:
+        result["changed"] = bool(writes or prunes or inventory_changed)
+        return result
+    result["changed"] = False
+    if not (writes or prunes):
+        return result
+    entries = None
+    try:
+        entries = run.save_snapshot(run.snapshot_entries(apply_steps, prune_steps))
+        run.apply(apply_steps)
+    except Exception as exc:  # pylint: disable=broad-except
+        # whatever stops the apply, the cluster goes back to the snapshot
+        _restore_after(run, entries, "apply failed: %s" % exc, result)
+    result["changed"] = True
+    return result
+
+
+def prune_run(run, check_mode, diff=True):
+    """Plan the prune, and unless check_mode: delete, write the inventory, drop the snapshot."""
+    steps = run.plan_prune()
+    inventory_changed = run.inventory_changed()
+    entries = run.load_snapshot()
+    result = dict(plan=lines(steps, run.warnings), pruned=[], warnings=list(run.warnings),
+                  kept=[{"object": str(s.ref), "reason": s.reason} for s in steps if s.action == "keep"])
+    if diff:
+        result["diff"] = diffs(steps)
+    inventory_line = "the inventory %s/%s (%d objects)" % (run.namespace, INVENTORY_NAME, len(run.refs))
+    if check_mode:
+        if inventory_changed:
+            result["plan"].append("write " + inventory_line)
+        result["changed"] = bool(any(s.action == "prune" for s in steps) or inventory_changed)
+        return result
+    try:
+        done, kept = run.prune(steps, entries)
+    except Exception as exc:  # pylint: disable=broad-except
+        # whatever stops the prune, the cluster goes back to the snapshot
+        _restore_after(run, entries, "prune failed: %s" % exc, result)
+    result["pruned"] = [str(r) for r in done]
+    result["kept"] += [{"object": str(r), "reason": why} for r, why in kept]
+    written = inventory_changed and run.write_inventory()
+    result["warnings"] = list(run.warnings)
+    result["plan"] = (["pruned %s" % r for r in done] + ["kept %s: %s" % (r, why) for r, why in kept]
+                      + [s.line() for s in steps if s.action == "keep"] + ["WARNING: %s" % w for w in run.warnings])
+    if written:
+        result["plan"].append("wrote " + inventory_line)
+    if entries is not None:
+        run.delete_snapshot()
+    result["changed"] = bool(done or inventory_changed or entries is not None)
+    return result
+
+
+def restore(run, check_mode):
+    """Put the cluster back as the snapshot has it, then drop the snapshot; nothing to do without one."""
+    entries = run.load_snapshot()
+    if not entries:
+        return dict(changed=False, plan=["no installer snapshot: nothing to restore"], restored=[])
+    plan = ["restore %s" % Ref.from_dict(e["ref"]) for e in entries]
+    if check_mode:
+        return dict(changed=True, plan=plan, restored=[])
+    try:
+        recreated = run.restore(entries)
+        run.delete_snapshot()
+    except IchorError as exc:
+        raise InstallerError("restore failed: %s; the snapshot is kept" % exc, result=dict(plan=plan))
+    return dict(changed=True, plan=plan, restored=[str(r) for r in recreated])

@@ -1,0 +1,451 @@
+"""module_utils.installer's stages (apply_run, prune_run, restore) without Ansible and without a lab: an
+Installer over a fake KubeClient that keeps objects in a dict, records every write and fails on demand."""
+
+import base64
+import copy
+import itertools
+import os
+import stat
+
+import pytest
+import yaml
+
+from tests import collection_path
+
+collection_path.ensure()
+
+# pylint: disable=wrong-import-position
+from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.installer import (  # noqa: E402
+    inventory, objects, prune, snapshot, stages)
+from ansible_collections.maesh.ichor.plugins.module_utils.installer.errors import (  # noqa: E402
+    BundleError, InstallerError, RunFailed)
+from ansible_collections.maesh.ichor.plugins.module_utils.installer.live import Installer  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Conflict, KubeError, NotFound  # noqa: E402
+
+NS = "ichor-system"
+MARK = {objects.MARK_KEY: objects.MARK_VALUE}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "PriorityClass",
+                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+
+
+class Resource:
+    def __init__(self, namespaced):
+        self.namespaced = namespaced
+
+
+class FakeKube:
+    """The KubeClient calls the Installer makes, over a dict. ``fail`` maps (verb, name) to the error to raise
+    (or to a function that raises it)."""
+
+    def __init__(self):
+        self.store = {}
+        self.writes = []
+        self.fail = {}
+        self._ids = itertools.count(1)
+        self.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+
+    @staticmethod
+    def _key(api_version, kind, name, namespace):
+        group = api_version.split("/", 1)[0] if "/" in api_version else ""
+        return (group, kind, namespace or "", name)
+
+    def _obj_key(self, obj):
+        meta = obj["metadata"]
+        return self._key(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+
+    def _check(self, verb, name):
+        error = self.fail.get((verb, name))
+        if callable(error):
+            error()
+        elif error is not None:
+            raise error
+
+    def _stored(self, obj, previous=None):
+        obj = copy.deepcopy(obj)
+        meta = obj["metadata"]
+        if obj["kind"] == "Secret" and "stringData" in obj:
+            data = obj.setdefault("data", {})
+            for key, value in obj.pop("stringData").items():
+                data[key] = base64.b64encode(value.encode()).decode()
+        meta["uid"] = (previous or {}).get("metadata", {}).get("uid") or "uid-%d" % next(self._ids)
+        meta["resourceVersion"] = str(next(self._ids))
+        meta.pop("deletionTimestamp", None)
+        return obj
+
+    def _namespace_exists(self, obj):
+        ns = obj["metadata"].get("namespace")
+        if ns and self._key("v1", "Namespace", ns, None) not in self.store:
+            raise NotFound("namespaces %s not found" % ns, status=404)
+
+    def put(self, obj):
+        """Set up the world (not a write of the code under test)."""
+        stored = self._stored(obj)
+        self.store[self._obj_key(stored)] = stored
+        return stored
+
+    def resource(self, api_version, kind):
+        return Resource(kind not in CLUSTER_SCOPED)
+
+    def get(self, api_version, kind, name, namespace=None):
+        self._check("get", name)
+        obj = self.store.get(self._key(api_version, kind, name, namespace))
+        return copy.deepcopy(obj)
+
+    def apply(self, obj, field_manager, dry_run=False, force=True):
+        assert field_manager == objects.FIELD_MANAGER
+        self._namespace_exists(obj)
+        key = self._obj_key(obj)
+        previous = self.store.get(key)
+        new = self._stored(obj, previous)
+        if dry_run:
+            return new
+        self._check("apply", obj["metadata"]["name"])
+        self.writes.append(("apply", key))
+        self.store[key] = new
+        return copy.deepcopy(new)
+
+    def create(self, obj, dry_run=False):
+        assert not dry_run
+        self._namespace_exists(obj)
+        self._check("create", obj["metadata"]["name"])
+        key = self._obj_key(obj)
+        if key in self.store:
+            raise Conflict("create: 409 AlreadyExists", status=409)
+        self.writes.append(("create", key))
+        self.store[key] = self._stored(obj)
+        return copy.deepcopy(self.store[key])
+
+    def replace(self, obj, dry_run=False):
+        assert not dry_run
+        self._check("replace", obj["metadata"]["name"])
+        key = self._obj_key(obj)
+        live = self.store.get(key)
+        if live is None:
+            raise NotFound("update: 404", status=404)
+        if obj["metadata"].get("resourceVersion") not in (None, live["metadata"]["resourceVersion"]):
+            raise Conflict("update: 409 Conflict", status=409)
+        self.writes.append(("replace", key))
+        self.store[key] = self._stored(obj, live)
+        return copy.deepcopy(self.store[key])
+
+    def delete(self, api_version, kind, name, namespace=None, uid=None, resource_version=None, dry_run=False):
+        assert not dry_run
+        self._check("delete", name)
+        key = self._key(api_version, kind, name, namespace)
+        live = self.store.get(key)
+        if live is None:
+            raise NotFound("delete: 404", status=404)
+        if uid and live["metadata"]["uid"] != uid:
+            raise Conflict("delete: 409 Conflict: the UID in the precondition does not match", status=409)
+        self.writes.append(("delete", key))
+        del self.store[key]
+
+    # what the tests look at
+    def live(self, kind, name, namespace=NS):
+        api_version = "rbac.authorization.k8s.io/v1" if kind == "ClusterRole" else "v1"
+        return self.get(api_version, kind, name, namespace if kind not in CLUSTER_SCOPED else None)
+
+
+class Conn:
+    """The runner's Connections, as far as the stages use them."""
+
+    def __init__(self, kube):
+        self._kube = kube
+
+    def kube(self):
+        return self._kube
+
+
+def sa(name, ns=NS):
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": ns}}
+
+
+def cm(name, value="1"):
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NS}, "data": {"v": value}}
+
+
+def cr(name):
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}
+
+
+@pytest.fixture
+def kube():
+    return FakeKube()
+
+
+@pytest.fixture
+def write(tmp_path):
+    """write(name, objects) -> the bundle paths of a one-file bundle."""
+    def _write(name, objs):
+        directory = tmp_path / name
+        directory.mkdir()
+        (directory / "bundle.yaml").write_text(yaml.safe_dump_all(objs))
+        return [str(directory)]
+    return _write
+
+
+def install(kube, paths, check=False, **kwargs):
+    """One run as the role makes it: apply then prune, each with its own Installer."""
+    applied = stages.apply_run(Installer(kube, paths, **kwargs), check)
+    pruned = stages.prune_run(Installer(kube, paths, **kwargs), check)
+    return applied, pruned
+
+
+def test_a_first_run_snapshots_applies_prunes_nothing_and_records_its_inventory(kube, write):
+    paths = write("v1", [sa("a"), cm("c"), cr("r")])
+    applied = stages.apply_run(Installer(kube, paths), False)
+    assert applied["changed"]
+    assert applied["plan"] == ["create ServiceAccount %s/a" % NS, "create ClusterRole r", "create ConfigMap %s/c" % NS]
+    assert [c["action"] for c in applied["changes"]] == ["create"] * 3
+    assert applied["changes"][0]["object"] == {"apiVersion": "v1", "kind": "ServiceAccount", "namespace": NS,
+                                               "name": "a"}
+    assert applied["prune"] == [] and applied["warnings"] == []
+    assert kube.live("ServiceAccount", "a")["metadata"]["labels"] == MARK
+    # the snapshot says the three were absent, so a restore would delete them
+    entries = snapshot.from_secret(kube.live("Secret", snapshot.SNAPSHOT_NAME))
+    assert [e["object"] for e in entries] == [None, None, None]
+
+    pruned = stages.prune_run(Installer(kube, paths), False)
+    assert pruned["changed"] and pruned["pruned"] == [] and pruned["kept"] == []
+    assert pruned["plan"] == ["wrote the inventory %s/%s (3 objects)" % (NS, inventory.INVENTORY_NAME)]
+    assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
+    recorded, warning = inventory.parse(kube.live("ConfigMap", inventory.INVENTORY_NAME))
+    assert warning is None and sorted(str(r) for r in recorded) == sorted(
+        ["ServiceAccount %s/a" % NS, "ConfigMap %s/c" % NS, "ClusterRole r"])
+
+
+def test_check_mode_plans_the_whole_run_and_writes_nothing(kube, write):
+    install(kube, write("v1", [sa("a"), sa("b"), cm("c")]))
+    before = len(kube.writes)
+    applied, pruned = install(kube, write("v2", [sa("a"), cm("c", value="2")]), check=True)
+    assert kube.writes[before:] == []
+    assert applied["changed"] and pruned["changed"]
+    assert applied["plan"] == ["update ConfigMap %s/c" % NS,
+                               "prune ServiceAccount %s/b: dropped from the bundle and carries %s=%s" % (
+                                   NS, objects.MARK_KEY, objects.MARK_VALUE)]
+    assert applied["prune"] == [{"action": "prune", "object": {"apiVersion": "v1", "kind": "ServiceAccount",
+                                                               "namespace": NS, "name": "b"},
+                                 "reason": "dropped from the bundle and carries %s=%s" % (
+                                     objects.MARK_KEY, objects.MARK_VALUE)}]
+    assert [(d["before_header"], "v: '1'" in d["before"], "v: '2'" in d["after"]) for d in applied["diff"]] == [
+        ("ConfigMap %s/c" % NS, True, True), ("ServiceAccount %s/b" % NS, False, False)]
+    assert pruned["plan"][-1] == "write the inventory %s/%s (2 objects)" % (NS, inventory.INVENTORY_NAME)
+
+
+def test_a_rerun_writes_nothing_and_is_not_changed(kube, write):
+    paths = write("v1", [sa("a"), cm("c")])
+    install(kube, paths)
+    before = len(kube.writes)
+    applied, pruned = install(kube, paths)
+    assert not applied["changed"] and not pruned["changed"]
+    assert applied["plan"] == [] and pruned["plan"] == []
+    assert kube.writes[before:] == []
+
+
+def test_the_prune_deletes_only_marked_prunable_objects_of_its_namespace(kube, write):
+    kube.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
+    install(kube, write("v1", [sa("old"), sa("unmarked"), sa("elsewhere", ns="other"), cm("settings"), cr("old-role"),
+                               sa("ichor-installer-extra")]))
+    person = kube.live("ServiceAccount", "unmarked")
+    person["metadata"]["labels"] = {}
+    kube.put(person)
+    applied, pruned = install(kube, write("v2", [sa("new")]))
+    assert sorted(pruned["pruned"]) == ["ClusterRole old-role", "ServiceAccount %s/old" % NS]
+    assert kube.live("ServiceAccount", "old") is None and kube.live("ClusterRole", "old-role") is None
+    kept = dict((k["object"], k["reason"]) for k in pruned["kept"])
+    assert kept == {
+        "ServiceAccount %s/unmarked" % NS: "does not carry %s=%s (not installed by the installer, or relabelled by a "
+                                           "person)" % (objects.MARK_KEY, objects.MARK_VALUE),
+        "ServiceAccount other/elsewhere": "in namespace other, not the installer's %s" % NS,
+        "ConfigMap %s/settings" % NS: "ConfigMap is not a kind the installer prunes",
+        "ServiceAccount %s/ichor-installer-extra" % NS: "the installer's own object"}
+    for name in ("unmarked", "settings", "ichor-installer-extra"):
+        assert kube.live("ConfigMap" if name == "settings" else "ServiceAccount", name) is not None
+    assert kube.live("ServiceAccount", "elsewhere", namespace="other") is not None
+    assert [p["action"] for p in applied["prune"]].count("prune") == 2
+
+
+def test_a_failed_apply_restores_the_cluster(kube, write):
+    install(kube, write("v1", [cm("c", value="before")]))
+    before = kube.live("ConfigMap", "c")
+    kube.fail[("apply", "z")] = KubeError("apply ConfigMap %s/z: 422 Invalid" % NS, status=422)
+    with pytest.raises(RunFailed) as exc:
+        # applied in this order: the ServiceAccount, c, then z fails
+        stages.apply_run(Installer(kube, write("v2", [sa("a"), cm("c", value="after"), cm("z")])), False)
+    assert isinstance(exc.value, IchorError)
+    assert exc.value.message == ("apply failed: apply ConfigMap %s/z: 422 Invalid; the cluster was restored to "
+                                 "what it was before the run" % NS)
+    assert exc.value.result["restored"] == []
+    assert exc.value.result["plan"][0] == "create ServiceAccount %s/a" % NS
+    assert kube.live("ServiceAccount", "a") is None
+    assert objects.comparable(kube.live("ConfigMap", "c")) == objects.comparable(before)
+    assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
+
+
+def test_a_snapshot_that_cannot_be_written_stops_the_run_before_any_change(kube, write):
+    kube.fail[("create", snapshot.SNAPSHOT_NAME)] = KubeError("create Secret: 403 Forbidden", status=403)
+    with pytest.raises(RunFailed) as exc:
+        stages.apply_run(Installer(kube, write("v1", [sa("a")])), False)
+    assert exc.value.message == "apply failed: create Secret: 403 Forbidden; nothing was written"
+    assert kube.live("ServiceAccount", "a") is None
+
+
+def test_a_failed_delete_restores_and_names_what_was_re_created(kube, write):
+    install(kube, write("v1", [sa("a-first"), sa("z-blocked"), cm("settings", value="before")]))
+    v2 = write("v2", [cm("settings", value="after")])
+    assert stages.apply_run(Installer(kube, v2), False)["changed"]
+    kube.fail[("delete", "z-blocked")] = KubeError("delete ServiceAccount: 403 z-blocked may not be deleted")
+    with pytest.raises(RunFailed) as exc:
+        stages.prune_run(Installer(kube, v2), False)
+    message = exc.value.message
+    assert message.startswith("prune failed: delete ServiceAccount: 403 z-blocked may not be deleted; the cluster "
+                              "was restored to what it was before the run")
+    assert message.endswith("(re-created: ServiceAccount %s/a-first)" % NS)
+    assert exc.value.result["restored"] == ["ServiceAccount %s/a-first" % NS]
+    assert kube.live("ServiceAccount", "a-first") is not None
+    assert kube.live("ConfigMap", "settings")["data"] == {"v": "before"}
+    assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
+
+
+def test_a_failed_restore_keeps_the_snapshot_and_says_so(kube, write):
+    install(kube, write("v1", [sa("a"), sa("b")]))
+    v2 = write("v2", [sa("a")])
+    stages.apply_run(Installer(kube, v2), False)
+
+    def refuse_then_break_reads():
+        kube.fail[("get", "b")] = KubeError("get: 500 boom")
+        raise KubeError("delete: 500 boom")
+
+    kube.fail[("delete", "b")] = refuse_then_break_reads
+    with pytest.raises(RunFailed) as exc:
+        stages.prune_run(Installer(kube, v2), False)
+    assert exc.value.message == ("prune failed: delete: 500 boom; RESTORE FAILED (get: 500 boom): the snapshot is "
+                                 "kept for installer_restore")
+    assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is not None
+
+
+def test_an_object_re_created_after_the_check_is_kept(kube, write):
+    install(kube, write("v1", [sa("a"), sa("gone")]))
+    v2 = write("v2", [sa("a")])
+    stages.apply_run(Installer(kube, v2), False)
+    old_uid = kube.live("ServiceAccount", "gone")["metadata"]["uid"]
+    kube.store.pop(("", "ServiceAccount", NS, "gone"))
+    kube.put(dict(sa("gone"), metadata={"name": "gone", "namespace": NS, "labels": MARK}))
+    pruned = stages.prune_run(Installer(kube, v2), False)
+    assert kube.live("ServiceAccount", "gone")["metadata"]["uid"] != old_uid
+    assert pruned["pruned"] == []
+    assert {"object": "ServiceAccount %s/gone" % NS, "reason": "re-created since it was checked (new UID)"} in \
+        pruned["kept"]
+
+
+def test_an_inventory_that_cannot_be_written_is_a_warning_and_the_run_succeeds(kube, write):
+    paths = write("v1", [sa("a")])
+    stages.apply_run(Installer(kube, paths), False)
+    kube.fail[("create", inventory.INVENTORY_NAME)] = KubeError("create ConfigMap: 403 Forbidden", status=403)
+    pruned = stages.prune_run(Installer(kube, paths), False)
+    warning = ("the installer inventory could not be written (create ConfigMap: 403 Forbidden); the next run prunes "
+               "less, never more")
+    assert pruned["changed"] and pruned["warnings"] == [warning]
+    assert pruned["plan"] == ["WARNING: " + warning]
+    assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
+
+
+def test_an_unparseable_inventory_is_ignored_with_a_warning_and_the_renamed_role_is_pruned(kube, write):
+    renamed = prune.RENAMED_OBJECTS[0]
+    kube.put(dict(cr(renamed.ref.name), metadata={"name": renamed.ref.name,
+                                                  "labels": {"app.kubernetes.io/name": "ichor"}}))
+    kube.put(dict(sa("listed"), metadata={"name": "listed", "namespace": NS, "labels": MARK}))
+    kube.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": inventory.INVENTORY_NAME, "namespace": NS},
+              "data": {"objects": "{not json"}})
+    applied, pruned = install(kube, write("v1", [sa("a")]))
+    warning = ("the installer inventory %s/%s cannot be parsed; it is ignored and nothing it lists is pruned"
+               % (NS, inventory.INVENTORY_NAME))
+    assert applied["warnings"] == [warning] and "WARNING: " + warning in applied["plan"]
+    assert "NOTICE: ClusterRole %s was renamed to %s (ADR 0109); the old object is still present" % (
+        renamed.ref.name, renamed.new_name) in applied["plan"]
+    assert pruned["pruned"] == ["ClusterRole %s" % renamed.ref.name]
+    assert kube.live("ServiceAccount", "listed") is not None
+
+
+def test_the_renamed_role_without_its_label_is_kept(kube, write):
+    renamed = prune.RENAMED_OBJECTS[0]
+    kube.put(cr(renamed.ref.name))
+    applied, pruned = install(kube, write("v1", [sa("a")]))
+    assert applied["prune"][0]["action"] == "keep"
+    assert pruned["pruned"] == [] and kube.live("ClusterRole", renamed.ref.name) is not None
+    assert pruned["kept"] == [{"object": "ClusterRole %s" % renamed.ref.name,
+                               "reason": "does not carry app.kubernetes.io/name=ichor"}]
+
+
+def test_a_secret_in_the_bundle_never_reaches_a_diff(kube, write):
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": NS},
+              "stringData": {"token": "MARKER-not-for-the-diff"}}
+    applied = stages.apply_run(Installer(kube, write("v1", [secret])), True)
+    assert "MARKER" not in repr(applied) and "<masked>" in applied["diff"][0]["after"]
+
+
+def test_a_namespace_created_by_the_same_bundle_plans_as_a_create(kube, write):
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fresh"}}
+    applied = stages.apply_run(Installer(kube, write("v1", [ns, sa("a", ns="fresh")])), True)
+    assert applied["plan"] == ["create Namespace fresh", "create ServiceAccount fresh/a"]
+
+
+def test_restore_puts_the_snapshot_back_and_drops_it(kube, write):
+    install(kube, write("v1", [sa("a"), cm("c", value="before")]))
+    stages.apply_run(Installer(kube, write("v2", [sa("a"), sa("b"), cm("c", value="after")])), False)
+    # a step between apply and prune failed: the role calls installer_restore
+    conn = Conn(kube)
+    params = dict(namespace=NS, snapshot_file=None)
+    before = len(kube.writes)
+    planned = stages.run_stage(stages.restore, params, conn, True)
+    assert planned == dict(changed=True, restored=[], plan=["restore ServiceAccount %s/b" % NS,
+                                                            "restore ConfigMap %s/c" % NS])
+    assert kube.writes[before:] == []
+    done = stages.run_stage(stages.restore, params, conn, False)
+    assert done["changed"] and done["restored"] == []
+    assert kube.live("ServiceAccount", "b") is None and kube.live("ConfigMap", "c")["data"] == {"v": "before"}
+    assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
+    assert stages.run_stage(stages.restore, params, conn, False) == dict(
+        changed=False, plan=["no installer snapshot: nothing to restore"], restored=[])
+
+
+def test_a_failed_restore_keeps_the_snapshot(kube, write):
+    install(kube, write("v1", [cm("c", value="before")]))
+    stages.apply_run(Installer(kube, write("v2", [cm("c", value="after")])), False)
+    kube.fail[("replace", "c")] = KubeError("update ConfigMap: 409 Conflict", status=409)
+    with pytest.raises(InstallerError) as exc:
+        stages.run_stage(stages.restore, dict(namespace=NS, snapshot_file=None), Conn(kube), False)
+    assert exc.value.message == "restore failed: update ConfigMap: 409 Conflict; the snapshot is kept"
+    assert exc.value.result == dict(plan=["restore ConfigMap %s/c" % NS])
+    assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is not None
+
+
+def test_a_snapshot_file_is_0600_and_serves_the_restore(kube, write, tmp_path):
+    path = str(tmp_path / "snapshot.json")
+    install(kube, write("v1", [cm("c", value="before")]), snapshot_file=path)
+    stages.apply_run(Installer(kube, write("v2", [cm("c", value="after")]), snapshot_file=path), False)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
+    stages.run_stage(stages.restore, dict(namespace=NS, snapshot_file=path), Conn(kube), False)
+    assert kube.live("ConfigMap", "c")["data"] == {"v": "before"} and not os.path.exists(path)
+
+
+def test_failures_before_a_plan_carry_an_empty_one(kube, tmp_path):
+    path = tmp_path / "snapshot.json"
+    path.write_text("{not json")
+    with pytest.raises(InstallerError) as exc:
+        stages.run_stage(stages.restore, dict(namespace=NS, snapshot_file=str(path)), Conn(kube), False)
+    assert exc.value.result == dict(plan=[])
+    missing = str(tmp_path / "nowhere")
+    with pytest.raises(BundleError) as exc:
+        stages.run_stage(stages.apply_run, dict(bundle=[missing], namespace=NS, snapshot_file=None), Conn(kube), False)
+    assert exc.value.message == "bundle path %s does not exist" % missing and exc.value.result == dict(plan=[])
+
+
+def test_a_bug_is_not_turned_into_a_one_line_failure(kube, write):
+    paths = write("v1", [sa("a")])
+    kube.fail[("get", "a")] = RuntimeError("a bug")
+    with pytest.raises(RuntimeError):
+        stages.run_stage(stages.apply_run, dict(bundle=paths, namespace=NS, snapshot_file=None), Conn(kube), True)
