@@ -23,7 +23,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import etcd  # noqa: E402
-from tests.lab.fixtures import LabProcess  # noqa: E402
+from tests.lab.process import LabProcess  # noqa: E402
 
 REBOOT_SECONDS = 2.0
 

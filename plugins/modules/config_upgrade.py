@@ -39,7 +39,7 @@ options:
   wait_timeout:
     description:
       - Seconds to wait for a machine to come back after a reboot (its Talos, its etcd member, its Node Ready).
-      - There is no O(wait) option - the wait between machines is the step's safety gate (the next machine starts
+      - There is no C(wait) option - the wait between machines is the step's safety gate (the next machine starts
         only once the one before is back and healthy), so it cannot be skipped.
     type: float
     default: 900

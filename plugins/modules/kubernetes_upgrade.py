@@ -41,7 +41,7 @@ options:
   wait_timeout:
     description:
       - Seconds to wait for each kubelet to report the new version and its Node to be Ready.
-      - There is no O(wait) option - the wait between kubelets is the step's safety gate (the next machine starts
+      - There is no C(wait) option - the wait between kubelets is the step's safety gate (the next machine starts
         only once the one before is Ready at the new version), so it cannot be skipped.
     type: float
     default: 600
