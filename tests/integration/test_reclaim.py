@@ -97,7 +97,7 @@ class World:
         """reclaim.yml through ansible-runner; returns Outcome (rc, the module's result, stdout)."""
         import ansible_runner
         private = self.private_dir()
-        extravars.setdefault("foreign_context", "foreign" if talosconfig is None else "managed")
+        extravars.setdefault("ichor_reclaim_foreign_context", "foreign" if talosconfig is None else "managed")
         result = ansible_runner.run(private_data_dir=str(private), playbook="reclaim.yml",
                                     inventory=self.inventory, extravars=extravars,
                                     envvars=self.envvars(talosconfig), cmdline="--check" if check else None,
@@ -107,7 +107,7 @@ class World:
     def playbook(self, *args, talosconfig=None, **extravars):
         """reclaim.yml through ansible-playbook (stdout and stderr as text)."""
         env = {"TALOSCONFIG": talosconfig or self.foreign.talosconfig}
-        extravars.setdefault("foreign_context", "foreign")
+        extravars.setdefault("ichor_reclaim_foreign_context", "foreign")
         return ansible_playbook("-i", self.inventory, "maesh.ichor.reclaim", "-e", json.dumps(extravars), *args,
                                 env=env)
 
@@ -153,7 +153,7 @@ def test_c1_worker_of_another_cluster_is_reset_and_registered(world):
     worker = w.foreign.machine("worker-1")
     address, uuid = worker["address"], worker["uuid"]
 
-    plan = w.reclaim(check=True, address=address)
+    plan = w.reclaim(check=True, ichor_reclaim_node=address)
     assert plan.rc == 0 and not plan.failed, plan
     text = "\n".join(plan.res["plan"])
     assert "UUID %s" % uuid in text
@@ -163,7 +163,7 @@ def test_c1_worker_of_another_cluster_is_reset_and_registered(world):
     assert w.calls(w.foreign, "worker-1").get("Reset", 0) == 0
     assert w.record_machines() == []
 
-    done = w.reclaim(address=address, confirm_uuid=uuid)
+    done = w.reclaim(ichor_reclaim_node=address, ichor_reclaim_confirm_uuid=uuid)
     assert done.rc == 0 and not done.failed, done
     assert done.res["changed"] is True and done.res["reset_sent"] is True and done.res["graceful"] is True
     back = w.foreign.machine("worker-1")
@@ -177,7 +177,7 @@ def test_c1_worker_of_another_cluster_is_reset_and_registered(world):
     assert done.res["registered"] == {"cluster": "managed", "uuid": uuid, "address": address, "state": "pending"}
 
     # the same request again: already in maintenance with the confirmed UUID, no second reset
-    again = w.reclaim(address=address, confirm_uuid=uuid)
+    again = w.reclaim(ichor_reclaim_node=address, ichor_reclaim_confirm_uuid=uuid)
     assert again.rc == 0 and not again.failed, again
     assert again.res["changed"] is False and again.res["reset_sent"] is False
     assert w.calls(w.foreign, "worker-1")["Reset"] == 1
@@ -190,14 +190,14 @@ def test_c2_control_plane_of_three_graceful_then_two_refused(world):
     from tests.integration.test_lab_sim import MS, call
     w = world(foreign_cps=3, foreign_workers=0)
     cp3 = w.foreign.machine("cp-3")
-    plan = w.reclaim(check=True, address=cp3["address"])
+    plan = w.reclaim(check=True, ichor_reclaim_node=cp3["address"])
     assert plan.rc == 0, plan
     etcd = plan.res["inspection"]["etcd"]
     assert len(etcd["members"]) == 3 and all(m["healthy"] for m in etcd["members"])
     assert [m["checked_by"] for m in etcd["members"] if m["this_node"]] == ["its own etcd status"]
     assert sorted(m["checked_by"] for m in etcd["members"] if not m["this_node"]) == ["peer port answers"] * 2
 
-    done = w.reclaim(address=cp3["address"], confirm_uuid=cp3["uuid"])
+    done = w.reclaim(ichor_reclaim_node=cp3["address"], ichor_reclaim_confirm_uuid=cp3["uuid"])
     assert done.rc == 0 and not done.failed, done
     assert done.res["graceful"] is True
     assert w.foreign.machine("cp-3")["mode"] == "maintenance"
@@ -208,7 +208,7 @@ def test_c2_control_plane_of_three_graceful_then_two_refused(world):
     assert all(w.foreign.machine(n)["etcd_member_id"] for n in ("cp-1", "cp-2"))
 
     cp2 = w.foreign.machine("cp-2")
-    refused = w.reclaim(address=cp2["address"], confirm_uuid=cp2["uuid"])
+    refused = w.reclaim(ichor_reclaim_node=cp2["address"], ichor_reclaim_confirm_uuid=cp2["uuid"])
     assert refused.rc != 0 and refused.failed, refused
     assert 'cluster "foreign" has 2 etcd members; removing one loses quorum; pass force to override' in refused.msg
     assert refused.msg.endswith("nothing was sent")
@@ -221,24 +221,26 @@ def test_c2_control_plane_of_three_graceful_then_two_refused(world):
 def test_c3_only_control_plane_refused_then_forced(world):
     w = world(foreign_cps=1, foreign_workers=0)
     cp = w.foreign.machine("cp-1")
-    base = dict(address=cp["address"], confirm_uuid=cp["uuid"])
+    base = dict(ichor_reclaim_node=cp["address"], ichor_reclaim_confirm_uuid=cp["uuid"])
 
     refused = w.reclaim(**base)
     assert refused.failed, refused
     assert 'this is the last control plane of cluster "foreign"; pass force to override' in refused.msg
 
-    no_name = w.reclaim(force=True, force_ungraceful=True, **base)
+    no_name = w.reclaim(ichor_reclaim_force=True, ichor_reclaim_force_ungraceful=True, **base)
     assert no_name.failed and "force needs the name of the cluster that loses the node typed as confirm_cluster" \
         in no_name.msg, no_name
-    wrong_name = w.reclaim(force=True, force_ungraceful=True, confirm_cluster="Foreign", **base)
+    wrong_name = w.reclaim(ichor_reclaim_force=True, ichor_reclaim_force_ungraceful=True,
+                           ichor_reclaim_confirm_cluster="Foreign", **base)
     assert wrong_name.failed and wrong_name.msg == \
         "the typed cluster name does not match the node's cluster; nothing was sent", wrong_name
-    graceful = w.reclaim(force=True, confirm_cluster="foreign", **base)
+    graceful = w.reclaim(ichor_reclaim_force=True, ichor_reclaim_confirm_cluster="foreign", **base)
     assert graceful.failed and "the only etcd member cannot leave etcd, so a graceful reset would fail; pass " \
         "force_ungraceful" in graceful.msg, graceful
     assert w.calls(w.foreign, "cp-1").get("Reset", 0) == 0
 
-    done = w.reclaim(force=True, confirm_cluster="foreign", force_ungraceful=True, **base)
+    done = w.reclaim(ichor_reclaim_force=True, ichor_reclaim_confirm_cluster="foreign",
+                     ichor_reclaim_force_ungraceful=True, **base)
     assert done.rc == 0 and not done.failed, done
     assert done.res["graceful"] is False
     assert any("refusal overridden: this is the last control plane" in line for line in done.res["plan"])
@@ -254,8 +256,9 @@ def test_c3_only_control_plane_refused_then_forced(world):
 def test_c4_machine_of_the_managed_cluster_refused(world):
     w = world(foreign_cps=1, foreign_workers=0)
     cp = w.managed.machine("cp-1")
-    out = w.reclaim(talosconfig=w.managed.talosconfig, address=cp["address"], confirm_uuid=cp["uuid"],
-                    force=True, confirm_cluster="managed", force_ungraceful=True)
+    out = w.reclaim(talosconfig=w.managed.talosconfig, ichor_reclaim_node=cp["address"],
+                    ichor_reclaim_confirm_uuid=cp["uuid"], ichor_reclaim_force=True,
+                    ichor_reclaim_confirm_cluster="managed", ichor_reclaim_force_ungraceful=True)
     assert out.failed, out
     assert "node %s is already an Ichor machine" % cp["uuid"] in out.msg
     assert out.msg.endswith("nothing was sent")
@@ -263,8 +266,8 @@ def test_c4_machine_of_the_managed_cluster_refused(world):
     assert w.managed.machine("cp-1")["mode"] == "configured"
     assert events(out, "ReclaimFailed")
     # with the foreign cluster's talosconfig (the machine does not take it): recognised by the managed one's
-    out = w.reclaim(address=cp["address"], confirm_uuid=cp["uuid"], force=True, confirm_cluster="managed",
-                    force_ungraceful=True)
+    out = w.reclaim(ichor_reclaim_node=cp["address"], ichor_reclaim_confirm_uuid=cp["uuid"], ichor_reclaim_force=True,
+                    ichor_reclaim_confirm_cluster="managed", ichor_reclaim_force_ungraceful=True)
     assert out.failed and out.msg.startswith("node %s is already an Ichor machine" % cp["uuid"]), out
     assert w.calls(w.managed, "cp-1").get("Reset", 0) == 0
 
@@ -273,12 +276,12 @@ def test_c4_wrong_uuid_sends_nothing(world):
     w = world(foreign_cps=1, foreign_workers=1)
     worker = w.foreign.machine("worker-1")
     typed = worker["uuid"].upper()  # the same UUID in other letters is not the UUID
-    out = w.reclaim(address=worker["address"], confirm_uuid=typed)
+    out = w.reclaim(ichor_reclaim_node=worker["address"], ichor_reclaim_confirm_uuid=typed)
     assert out.failed and out.msg == MISMATCH, out
     assert out.res["reset_sent"] is False and out.res["changed"] is False
     assert w.calls(w.foreign, "worker-1").get("Reset", 0) == 0
     assert w.foreign.machine("worker-1")["mode"] == "configured"
-    missing = w.reclaim(address=worker["address"])
+    missing = w.reclaim(ichor_reclaim_node=worker["address"])
     assert missing.failed and "confirm_uuid is required" in missing.msg, missing
     assert w.calls(w.foreign, "worker-1").get("Reset", 0) == 0
     assert w.record_machines() == []
@@ -288,13 +291,13 @@ def test_c4_stale_pending_entry_does_not_count_but_a_joined_one_does(world):
     w = world(foreign_cps=1, foreign_workers=1)
     worker = w.foreign.machine("worker-1")
     w.set_record_machines([{"uuid": worker["uuid"], "address": "10.9.9.9", "state": "approved"}])
-    joined = w.reclaim(address=worker["address"], confirm_uuid=worker["uuid"])
+    joined = w.reclaim(ichor_reclaim_node=worker["address"], ichor_reclaim_confirm_uuid=worker["uuid"])
     assert joined.failed and "node %s is already an Ichor machine" % worker["uuid"] in joined.msg, joined
     assert w.calls(w.foreign, "worker-1").get("Reset", 0) == 0
 
     w.set_record_machines([{"uuid": worker["uuid"], "address": "10.9.9.9", "state": "pending",
                             "source": "reclaim", "at": "2026-11-01T00:00:00Z"}])
-    done = w.reclaim(address=worker["address"], confirm_uuid=worker["uuid"])
+    done = w.reclaim(ichor_reclaim_node=worker["address"], ichor_reclaim_confirm_uuid=worker["uuid"])
     assert done.rc == 0 and not done.failed, done
     assert [(m["uuid"], m["address"], m["state"]) for m in w.record_machines()] == [
         (worker["uuid"], worker["address"], "pending")]
@@ -305,7 +308,7 @@ def test_c4_stale_pending_entry_does_not_count_but_a_joined_one_does(world):
 def test_c5_user_and_encrypted_volumes_listed(world):
     w = world(foreign_cps=1, foreign_workers=1)
     worker = w.foreign.machine("worker-1")
-    plan = w.reclaim(check=True, address=worker["address"])
+    plan = w.reclaim(check=True, ichor_reclaim_node=worker["address"])
     assert plan.rc == 0, plan
     volumes = {v["id"]: v for v in plan.res["inspection"]["volumes"]}
     assert set(volumes) == {"u-data", "u-secret"}
@@ -318,7 +321,7 @@ def test_c5_user_and_encrypted_volumes_listed(world):
     disks = {d["dev_path"]: d for d in plan.res["inspection"]["disks"]}
     assert disks["/dev/sda"]["system_disk"] is True and disks["/dev/sdb"]["system_disk"] is False
 
-    done = w.reclaim(address=worker["address"], confirm_uuid=worker["uuid"])
+    done = w.reclaim(ichor_reclaim_node=worker["address"], ichor_reclaim_confirm_uuid=worker["uuid"])
     assert done.rc == 0, done
     # user disks survive the reset; only STATE and EPHEMERAL are gone
     assert [v["id"] for v in w.foreign.machine("worker-1")["volumes"]] == ["META", "u-data", "u-secret"]
@@ -329,7 +332,8 @@ def test_c5_user_and_encrypted_volumes_listed(world):
 def test_c10_audit_lines_in_the_result(world):
     w = world(foreign_cps=1, foreign_workers=1)
     worker = w.foreign.machine("worker-1")
-    out = w.reclaim(address=worker["address"], confirm_uuid=worker["uuid"], awx_user_name="alice")
+    out = w.reclaim(ichor_reclaim_node=worker["address"], ichor_reclaim_confirm_uuid=worker["uuid"],
+                    awx_user_name="alice")
     assert out.rc == 0, out
     audit = out.res["audit"]
     names = [line.split(" ", 2)[1].rstrip(":") for line in audit]
@@ -346,7 +350,7 @@ def test_c10_audit_lines_in_the_result(world):
     assert "ReclaimCompleted" in out.stdout
 
     # without AWX, the local user
-    refused = w.reclaim(address=worker["address"], confirm_uuid="nope")
+    refused = w.reclaim(ichor_reclaim_node=worker["address"], ichor_reclaim_confirm_uuid="nope")
     user = os.environ.get("USER") or os.environ.get("LOGNAME")
     if user:
         assert ("ReclaimRequested: %s requested" % user) in refused.res["audit"][0]
@@ -361,7 +365,7 @@ def test_c7_new_address_after_the_reset_hint_failure_nothing_registered(world):
     address, uuid = worker["address"], worker["uuid"]
     w.foreign.control.set_faults("worker-1", new_address_on_reboot=True)
 
-    out = w.reclaim(address=address, confirm_uuid=uuid, wait=3)
+    out = w.reclaim(ichor_reclaim_node=address, ichor_reclaim_confirm_uuid=uuid, ichor_reclaim_wait_timeout=3)
     assert out.rc != 0 and out.failed, out
     assert out.msg.startswith("the reset was sent but the machine did not come back at %s" % address), out.msg
     assert ("%s did not return to maintenance mode with UUID %s" % (address, uuid)) in out.msg
@@ -379,10 +383,34 @@ def test_c7_new_address_after_the_reset_hint_failure_nothing_registered(world):
     assert w.calls(w.foreign, "worker-1")["Reset"] == 1
 
     # a rerun at the old address finds nothing there and sends nothing
-    rerun = w.reclaim(address=address, confirm_uuid=uuid, wait=3)
+    rerun = w.reclaim(ichor_reclaim_node=address, ichor_reclaim_confirm_uuid=uuid, ichor_reclaim_wait_timeout=3)
     assert rerun.failed and rerun.msg.startswith("cannot inspect %s" % address), rerun
     assert w.calls(w.foreign, "worker-1")["Reset"] == 1
     assert w.record_machines() == []
+
+
+# --- wait: false ----------------------------------------------------------------------------------
+
+def test_wait_false_sends_the_reset_and_a_rerun_registers(world):
+    w = world(foreign_cps=1, foreign_workers=1)
+    worker = w.foreign.machine("worker-1")
+    address, uuid = worker["address"], worker["uuid"]
+    w.foreign.control.set_timing("worker-1", reboot_seconds=2)
+
+    sent = w.reclaim(ichor_reclaim_node=address, ichor_reclaim_confirm_uuid=uuid, ichor_reclaim_wait=False)
+    assert sent.rc == 0 and not sent.failed, sent
+    assert sent.res["changed"] is True and sent.res["reset_sent"] is True and sent.res["registered"] is None
+    assert "registers nothing" in sent.res["plan"][-1]
+    assert w.record_machines() == []
+    assert w.calls(w.foreign, "worker-1")["Reset"] == 1
+
+    # not seen in maintenance mode, not registered: the rerun sees it there and registers it, without a reset
+    w.foreign.wait_for("worker-1", lambda m: m["mode"] == "maintenance" and m["up"], timeout=15)
+    rerun = w.reclaim(ichor_reclaim_node=address, ichor_reclaim_confirm_uuid=uuid, ichor_reclaim_wait=False)
+    assert rerun.rc == 0 and not rerun.failed, rerun
+    assert rerun.res["reset_sent"] is False and rerun.res["registered"]["state"] == "pending"
+    assert [(m["uuid"], m["address"], m["state"]) for m in w.record_machines()] == [(uuid, address, "pending")]
+    assert w.calls(w.foreign, "worker-1")["Reset"] == 1
 
 
 # --- C9 ---------------------------------------------------------------------------------------
@@ -425,11 +453,13 @@ def test_c9_no_credential_in_stdout_or_vvvv(world, tmp_path):
     talosconfig = str(tmp_path / "foreign-talosconfig")
     markers = marked_talosconfig(w.foreign, talosconfig)
     # a refused run and a plan, at -vvvv
-    wrong = w.playbook("-vvvv", talosconfig=talosconfig, address=worker["address"], confirm_uuid="x")
+    wrong = w.playbook("-vvvv", talosconfig=talosconfig, ichor_reclaim_node=worker["address"],
+                       ichor_reclaim_confirm_uuid="x")
     assert wrong.returncode != 0 and MISMATCH in wrong.stdout, wrong.stdout[-3000:]
-    plan = w.playbook("-vvvv", "--check", "--diff", talosconfig=talosconfig, address=worker["address"])
+    plan = w.playbook("-vvvv", "--check", "--diff", talosconfig=talosconfig, ichor_reclaim_node=worker["address"])
     assert plan.returncode == 0, plan.stdout[-3000:]
-    done = w.playbook(talosconfig=talosconfig, address=worker["address"], confirm_uuid=worker["uuid"])
+    done = w.playbook(talosconfig=talosconfig, ichor_reclaim_node=worker["address"],
+                      ichor_reclaim_confirm_uuid=worker["uuid"])
     assert done.returncode == 0, done.stdout[-3000:]
     assert "ReclaimCompleted" in done.stdout
     for proc in (wrong, plan, done):
@@ -447,11 +477,12 @@ def test_c9_endpoint_of_another_machine_reaches_only_the_address(world, tmp_path
                        nodes=[cp["address"], w.foreign.address("worker-1")])
     for name in ("cp-1", "worker-1", "worker-2"):
         w.foreign.control.reset_calls(name)
-    plan = w.reclaim(check=True, talosconfig=talosconfig, address=worker["address"], foreign_context="foreign")
+    plan = w.reclaim(check=True, talosconfig=talosconfig, ichor_reclaim_node=worker["address"],
+                     ichor_reclaim_foreign_context="foreign")
     assert plan.rc == 0, plan
     assert plan.res["inspection"]["uuid"] == worker["uuid"]
-    done = w.reclaim(talosconfig=talosconfig, address=worker["address"], confirm_uuid=worker["uuid"],
-                     foreign_context="foreign")
+    done = w.reclaim(talosconfig=talosconfig, ichor_reclaim_node=worker["address"],
+                     ichor_reclaim_confirm_uuid=worker["uuid"], ichor_reclaim_foreign_context="foreign")
     assert done.rc == 0, done
     assert w.calls(w.foreign, "cp-1") == {}
     assert w.calls(w.foreign, "worker-1") == {}
@@ -468,13 +499,13 @@ RETRY_PLAYBOOK = """---
   tasks:
     - name: Reset until it worked
       maesh.ichor.talos_reset:
-        address: "{{ address }}"
-        confirm_uuid: "{{ confirm_uuid }}"
-        wait: 1
+        node: "{{ ichor_reclaim_node }}"
+        confirm_uuid: "{{ ichor_reclaim_confirm_uuid }}"
+        wait_timeout: 1
         foreign_context: foreign
         talosconfig: "{{ ichor_talosconfig }}"
         kubeconfig: "{{ ichor_kubeconfig }}"
-        cluster: managed
+        cluster_name: managed
       register: reset
       retries: 8
       delay: 1
@@ -493,7 +524,8 @@ def test_c9_retries_and_a_rerun_after_a_timed_out_wait_reset_once(world, tmp_pat
     playbook = tmp_path / "retry.yml"
     playbook.write_text(RETRY_PLAYBOOK)
     proc = ansible_playbook("-i", w.inventory, str(playbook), "-e", json.dumps(
-        {"address": worker["address"], "confirm_uuid": worker["uuid"]}), env={"TALOSCONFIG": w.foreign.talosconfig})
+        {"ichor_reclaim_node": worker["address"], "ichor_reclaim_confirm_uuid": worker["uuid"]}),
+        env={"TALOSCONFIG": w.foreign.talosconfig})
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert "FAILED - RETRYING" in proc.stdout
     assert w.calls(w.foreign, "worker-1")["Reset"] == 1
@@ -501,10 +533,12 @@ def test_c9_retries_and_a_rerun_after_a_timed_out_wait_reset_once(world, tmp_pat
 
     # a rerun after a timed-out wait
     other = w.foreign.machine("worker-2")
-    first = w.reclaim(address=other["address"], confirm_uuid=other["uuid"], wait=1)
+    first = w.reclaim(ichor_reclaim_node=other["address"], ichor_reclaim_confirm_uuid=other["uuid"],
+                      ichor_reclaim_wait_timeout=1)
     assert first.failed and "did not come back" in first.msg, first
     w.foreign.wait_for("worker-2", lambda m: m["mode"] == "maintenance" and m["up"], timeout=15)
-    rerun = w.reclaim(address=other["address"], confirm_uuid=other["uuid"], wait=1)
+    rerun = w.reclaim(ichor_reclaim_node=other["address"], ichor_reclaim_confirm_uuid=other["uuid"],
+                      ichor_reclaim_wait_timeout=1)
     assert rerun.rc == 0 and not rerun.failed, rerun
     assert rerun.res["reset_sent"] is False
     assert any("no reset sent" in line for line in rerun.res["audit"])
@@ -527,8 +561,9 @@ def test_awx_style_runner_with_injected_credential(world):
     credential = str(private / "env" / "tmp_ichor_foreign_talosconfig")
     markers = marked_talosconfig(w.foreign, credential)
     assert oct(os.stat(credential).st_mode & 0o777) == "0o600"
-    survey = {"address": worker["address"], "confirm_uuid": worker["uuid"], "force": "false",
-              "confirm_cluster": "", "foreign_context": "foreign"}
+    survey = {"ichor_reclaim_node": worker["address"], "ichor_reclaim_confirm_uuid": worker["uuid"],
+              "ichor_reclaim_force": "false", "ichor_reclaim_confirm_cluster": "",
+              "ichor_reclaim_foreign_context": "foreign"}
     with open(str(private / "env" / "extravars"), "w") as f:
         for key, value in survey.items():
             f.write("%s: !unsafe %s\n" % (key, json.dumps(value)))
