@@ -3,37 +3,106 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Redaction: credentials never reach a message, a result, a diff or a log line.
 
-``Secret`` carries credential material (redacted in str, repr and JSON); ``redact_text`` removes PEM
-blocks and long base64 runs from any text we print and folds it to one line.
+``Secret`` carries credential material (redacted in str, repr and JSON) and registers its value for the
+life of the process: ``redact_text`` replaces every registered value (and the base64 and per-line forms
+of a PEM value) wherever it appears, then PEM blocks, long base64 runs and bootstrap-token-shaped words
+that no Secret announced, and folds the text to one line. A server's message can quote the config we
+sent it; this is what makes quoting it safe.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
 import json
 import re
 
 REDACTED = "<redacted>"
 
-# PEM blocks and long base64 runs (certificates, keys, tokens) in any text we print.
+# What looks like key material although no Secret announced it.
 _PEM = re.compile(r"-----BEGIN [A-Z0-9 ]+-----.*?(-----END [A-Z0-9 ]+-----|$)", re.S)
-_B64 = re.compile(r"[A-Za-z0-9+/=_-]{48,}")
+_B64 = re.compile(r"[A-Za-z0-9+/=_-]{40,}")
+_TOKEN = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")  # Kubernetes bootstrap and trustd tokens
+
+# Shorter registered pieces would hide ordinary words.
+_MIN_REGISTERED = 8
+_registered = set()
+_pattern = [None]
 
 
 def _b64_run(match):
-    # Base64 of key material mixes cases and digits; paths and names rarely do.
+    # Base64 of key material mixes cases and digits; paths and names rarely do. Below 48 characters
+    # only a padded run counts (32 random bytes are 44 characters ending in '=').
     run = match.group(0)
+    if len(run) < 48 and not run.endswith("="):
+        return run
     if re.search(r"[A-Z]", run) and re.search(r"[a-z]", run) and re.search(r"[0-9]", run):
         return REDACTED
     return run
 
 
+def _pieces(value):
+    """The forms a secret value can take in a message: as is, its lines, base64 of it."""
+    if isinstance(value, bytes):
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError:
+            return [base64.b64encode(value).decode("ascii")]
+    elif isinstance(value, str):
+        text = value
+    else:
+        return []
+    stripped = text.strip()
+    if not stripped:
+        return []
+    pieces = [stripped]
+    lines = [line.strip() for line in stripped.splitlines()]
+    if len(lines) > 1:
+        body = [line for line in lines if line and not line.startswith("-----")]
+        pieces += body + ["".join(body)]
+    if "-----BEGIN " in stripped:
+        # the machine config and the talosconfig hold a PEM value as base64 of the whole block
+        pieces += [base64.b64encode(form.encode("utf-8")).decode("ascii") for form in (text, stripped + "\n", stripped)]
+    return pieces
+
+
+def register(value):
+    """Remember a secret value so that ``redact_text`` replaces it from now on (str or bytes)."""
+    added = False
+    for piece in _pieces(value):
+        if len(piece) >= _MIN_REGISTERED and piece not in _registered:
+            _registered.add(piece)
+            added = True
+    if added:
+        _pattern[0] = None
+
+
+def _registered_pattern():
+    if _pattern[0] is None and _registered:
+        # longest first: a whole value goes before any of its lines
+        _pattern[0] = re.compile("|".join(re.escape(p) for p in sorted(_registered, key=len, reverse=True)))
+    return _pattern[0]
+
+
 def redact_text(text):
-    """Return text with PEM blocks and long base64 runs replaced, folded to one line."""
-    text = _PEM.sub(REDACTED, str(text))
+    """Return text with registered secrets and key material replaced, folded to one line."""
+    text = str(text)
+    pattern = _registered_pattern()
+    if pattern is not None:
+        text = pattern.sub(REDACTED, text)
+    text = _PEM.sub(REDACTED, text)
     text = _B64.sub(_b64_run, text)
+    text = _TOKEN.sub(REDACTED, text)
     return " ".join(text.split())
+
+
+def excerpt(text, limit):
+    """A quoted text (a server's message) redacted, on one line and cut to ``limit`` characters."""
+    text = redact_text(text)
+    if len(text) > limit:
+        text = text[:limit].rstrip() + " [cut]"
+    return text
 
 
 class Secret:
@@ -43,6 +112,7 @@ class Secret:
 
     def __init__(self, value):
         self._value = value
+        register(value)
 
     def reveal(self):
         return self._value
@@ -73,4 +143,8 @@ class RedactingEncoder(json.JSONEncoder):
 
 def redact_lines(text):
     """Like redact_text, but keeps the line breaks (a traceback stays readable)."""
-    return "\n".join(redact_text(line) for line in _PEM.sub(REDACTED, str(text)).splitlines())
+    text = str(text)
+    pattern = _registered_pattern()
+    if pattern is not None:
+        text = pattern.sub(REDACTED, text)
+    return "\n".join(redact_text(line) for line in _PEM.sub(REDACTED, text).splitlines())

@@ -20,6 +20,7 @@ __metaclass__ = type
 
 import asyncio
 import io
+import re
 import ssl
 import tarfile
 
@@ -38,6 +39,7 @@ except ImportError as _exc:  # reported by the module through missing_required_l
     HAS_DEPS = False
     IMPORT_ERROR = _exc
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import redact
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.talosconfig import split_endpoint
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.transport import client_context, maintenance_context
@@ -187,15 +189,17 @@ class TalosClient:
                 if exc.status.name == "UNAVAILABLE" and node is None:
                     last = errors.unreachable(address)
                     continue
-                raise errors.call_error(target, exc.status.name, exc.message or "")
+                if call == "ApplyConfiguration":
+                    register_config_secrets(request.data)  # the machine's message may quote them
+                raise errors.call_error(target, exc.status.name, exc.message or "", call=call, maintenance=self.maintenance)
             except asyncio.TimeoutError:
                 last = errors.unreachable(target, timeout=timeout)
             except ssl.SSLError as exc:
-                last = errors.tls_error(address, getattr(exc, "reason", None) or str(exc))
+                last = errors.tls_error(address, getattr(exc, "reason", None) or str(exc), maintenance=self.maintenance)
             except (ConnectionError, OSError):
                 last = errors.unreachable(address)
             except StreamTerminatedError:
-                last = errors.unreachable(address, "the connection was closed during the call")
+                last = errors.closed(address, maintenance=self.maintenance)
             self._drop(host, port)
         raise last
 
@@ -230,7 +234,7 @@ class TalosClient:
 
     # -- replies ---------------------------------------------------------------------------
     @staticmethod
-    def first(reply, node=None):
+    def first(reply, node=None, call=None):
         """The one element of an ``XResponse.messages`` reply, or the node's error from its metadata."""
         messages = list(reply.messages)
         if not messages:
@@ -239,8 +243,36 @@ class TalosClient:
         if message.HasField("metadata") and message.metadata.error:
             status = message.metadata.status
             code = grpclib.Status(status.code).name if status.code else "UNKNOWN"
-            raise errors.call_error(message.metadata.hostname or node or "node", code, message.metadata.error)
+            raise errors.call_error(message.metadata.hostname or node or "node", code,
+                                    status.message or message.metadata.error, call=call)
         return message
+
+
+# Leaves of a machine config that hold credentials, by name (v1alpha1 and the typed documents: machine.token,
+# cluster.secret, *.key, issuer.privateKey, clusterSecret, secretbox keys, registry auth, passphrases, ...).
+# Registering more than needed only hides more of a refusal's text.
+_SECRET_LEAF = re.compile(r"(?:^|[a-z])(?:[Kk]ey|[Tt]oken|[Ss]ecret|[Pp]assword|[Pp]assphrase|[Aa]uth)$")
+
+
+def register_config_secrets(data):
+    """Register the credential leaves of a machine config we sent (a refusal may quote them)."""
+    try:
+        docs = list(yaml.safe_load_all(data))
+    except yaml.YAMLError:
+        return  # the text is not YAML; redaction still removes what looks like key material
+
+    def walk(value, name=""):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, str(key))
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, name)
+        elif isinstance(value, str) and _SECRET_LEAF.search(name):
+            redact.register(value)
+
+    for doc in docs:
+        walk(doc)
 
 
 def version_info(message):
