@@ -299,6 +299,7 @@ def _ts(t=None):
 
 
 def _check_cp(m, api_name):
+    # machined's checkControlplane: "member list", "etcd status", "etcd leave", "etcd remove member", "kubeconfig"
     if not m.is_controlplane:
         raise err(Status.UNIMPLEMENTED, "%s is only available on control plane nodes" % api_name)
 
@@ -446,7 +447,8 @@ async def etcd_remove_member(node, req, caller):
 async def bootstrap(node, req, caller):
     mp = P.machine()
     m = node.m
-    _check_cp(m, "bootstrap")
+    if not m.is_controlplane:  # Talos refuses it so, not through checkControlplane
+        raise err(Status.FAILED_PRECONDITION, "bootstrap can only be performed on a control plane node")
     c = node.lab.cluster_of(m)
     if c is None:
         raise err(Status.FAILED_PRECONDITION, "cluster ID is not set in the machine config")

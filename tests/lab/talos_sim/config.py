@@ -118,6 +118,7 @@ def parse_documents(data):
             raise ConfigError("failed to parse config: document is not a mapping")
         if "version" in d and "kind" not in d:
             key = ("v1alpha1", "")
+            _check_v1alpha1_keys(d)
         elif "kind" in d:
             key = (d.get("kind"), d.get("name") or "")
         else:
@@ -126,6 +127,19 @@ def parse_documents(data):
             raise ConfigError("duplicate document: %s %s" % key)
         seen.add(key)
     return docs
+
+
+V1ALPHA1_KEYS = ("version", "debug", "persist", "machine", "cluster")
+
+
+def _check_v1alpha1_keys(doc):
+    """Talos decodes strictly and quotes what it did not know (values included), as machinery's
+    xyaml.CheckUnknownKeys does: ``unknown keys found during decoding:\n<yaml>``. The simulator
+    checks the v1alpha1 document's top level only."""
+    unknown = dict((k, v) for k, v in doc.items() if k not in V1ALPHA1_KEYS)
+    if unknown:
+        raise ConfigError("unknown keys found during decoding:\n" + yaml.safe_dump(
+            unknown, default_flow_style=False, sort_keys=False, indent=4, width=1000))
 
 
 def v1alpha1_of(docs):
