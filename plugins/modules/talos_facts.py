@@ -19,7 +19,7 @@ description:
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
-  - maesh.ichor.connection
+  - maesh.ichor.talos
 attributes:
   check_mode:
     support: full
@@ -133,25 +133,13 @@ plan:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.maesh.ichor.plugins.module_utils.connection import fail, talos_client_for, with_connection
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.machine import machine_facts
+from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
 
 
 def main():
-    module = AnsibleModule(argument_spec=with_connection(dict(node=dict(type="str"))), supports_check_mode=True)
-    node = module.params["node"]
-    client = talos_client_for(module)
-    try:
-        facts = client.run(machine_facts(client, node))
-    except errors.TalosError as exc:
-        fail(module, exc, plan=[])
-    finally:
-        client.close()
-    plan = ["%s (%s): Talos %s, %s, %s, cluster %s (%d members)" % (
-        facts["hostname"] or "?", node or client.endpoints[0][0], facts["version"], facts["role"] or "unknown role",
-        facts["stage"] or "unknown stage", facts["cluster"]["name"] or "?", len(facts["members"]))]
-    module.exit_json(changed=False, ansible_facts={"talos": facts}, plan=plan)
+    module = AnsibleModule(argument_spec=specs.spec(dict(node=dict(type="str")), talos=True), supports_check_mode=True)
+    runner.run(module, lambda conn: machine.facts_result(conn.talos(), module.params["node"]))
 
 
 if __name__ == "__main__":

@@ -17,14 +17,15 @@ description:
     writes for that contract.
   - Reads the live config over the Talos API and reports the drift per path in three classes. Class A is
     representable (a spec field or a sysctl/kernel-module patch covers it). Class B is Ichor-owned and exists only
-    with C(cni.preset=cilium) (the Cilium inline entry, flannel removal, kube-proxy when C(replaced)); it needs
+    with O(cluster.cni.preset=cilium) (the Cilium inline entry, flannel removal, kube-proxy when C(replaced)); it needs
     O(accept_class_b). Class C is unrepresentable and blocks the machine; nothing is applied, and paths that share
     a hint are reported under it once.
-  - Without C(cluster.versionContract) the contract is probed, from the machine's running Talos version down to
+  - Without O(cluster.versionContract) the contract is probed, from the machine's running Talos version down to
     V(v1.12), taking the one with the fewest class C paths (ties go to the highest); every probed contract is
     reported.
   - Applies only when nothing is class C and class B (if any) was consented, in the least disruptive mode that
-    covers the change (no reboot when none is needed), then reads the config back and verifies zero drift.
+    covers the change (no reboot when none is needed), then reads the config back and verifies zero drift (after a
+    reboot, once the machine is back; see O(wait)).
   - With O(maintenance=true) the machine has no config yet; the rendered config is applied through the maintenance
     API (the machine installs and reboots into it) and read back under the bundle's CA.
   - A secrets bundle of another cluster, a corrupt bundle file, a live config that is not YAML and a contract out of
@@ -32,7 +33,7 @@ description:
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
-  - maesh.ichor.connection
+  - maesh.ichor.talos
 attributes:
   check_mode:
     support: full
@@ -43,7 +44,7 @@ attributes:
 options:
   node:
     description:
-      - Address of the machine (without port). Required.
+      - The machine's Talos API address (without port; its C(ansible_host)).
     type: str
     required: true
   secrets:
@@ -53,19 +54,147 @@ options:
     required: true
   cluster:
     description:
-      - The cluster spec. Keys C(name), C(endpoint), C(kubernetesVersion) (required), C(talosVersion),
-        C(versionContract), C(network) (C(dnsDomain), C(podSubnets), C(serviceSubnets)), C(cni) (C(preset) V(cilium)
-        or V(unmanaged), C(unmanaged.talosCNI) V(default) or V(none), C(kubeProxy) V(enabled) or V(replaced)),
-        C(kubePrism) (C(enabled), C(port)), C(registries) (list of C(host), C(endpoints), C(overridePath),
-        C(skipFallback)), C(certSANs), C(sysctls), C(kernelModules), C(inlineManifests).
+      - The cluster spec (field names in camelCase, as the TalosCluster resource names them). The config engine checks
+        the values and fills the defaults; a field it does not know is refused.
     type: dict
     required: true
+    suboptions:
+      name:
+        description: The cluster name (required).
+        type: str
+      endpoint:
+        description: The Kubernetes API endpoint, an C(https://) URL (required).
+        type: str
+      kubernetesVersion:
+        description: The Kubernetes version C(X.Y.Z) (a C(v) prefix is accepted; required).
+        type: str
+      talosVersion:
+        description:
+          - The Talos version, for example V(v1.14.1); the installer image's tag when O(machine.install.image) is unset.
+          - The spec needs this or O(cluster.versionContract).
+        type: str
+      versionContract:
+        description:
+          - The version contract to render (V(v1.12), V(v1.13) or V(v1.14)). Unset, it is probed from the live config
+            (a machine in maintenance mode needs it set).
+        type: str
+      network:
+        description: The cluster network.
+        type: dict
+        suboptions:
+          dnsDomain:
+            description: The cluster DNS domain (default C(cluster.local)).
+            type: str
+          podSubnets:
+            description: Pod subnets (default C(10.244.0.0/16)).
+            type: list
+            elements: str
+          serviceSubnets:
+            description: Service subnets (default C(10.96.0.0/12)).
+            type: list
+            elements: str
+      cni:
+        description: The CNI (required).
+        type: dict
+        suboptions:
+          preset:
+            description:
+              - V(cilium) (no Talos CNI; Ichor runs Cilium and owns the class B items) or V(unmanaged).
+            type: str
+          kubeProxy:
+            description: V(enabled) (the default) or V(replaced) (kube-proxy disabled in Talos).
+            type: str
+          unmanaged:
+            description: Only with C(preset=unmanaged).
+            type: dict
+            suboptions:
+              talosCNI:
+                description: The CNI Talos applies, V(default) (flannel, the default), V(none) or V(custom).
+                type: str
+              urls:
+                description: The manifest URLs of C(talosCNI=custom).
+                type: list
+                elements: str
+      kubePrism:
+        description: KubePrism.
+        type: dict
+        suboptions:
+          enabled:
+            description: Whether KubePrism runs (default true).
+            type: bool
+          port:
+            description: Its port (default 7445).
+            type: int
+      registries:
+        description: Registry mirrors. Credentials and TLS are never part of the spec.
+        type: list
+        elements: dict
+        suboptions:
+          host:
+            description: The registry the mirror is for (for example C(docker.io)).
+            type: str
+          endpoints:
+            description: The mirror endpoints.
+            type: list
+            elements: str
+          overridePath:
+            description: Whether the endpoints' path replaces C(/v2).
+            type: bool
+          skipFallback:
+            description: Whether to skip the upstream registry when the mirrors fail.
+            type: bool
+      certSANs:
+        description: Extra SANs, for C(machine.certSANs) and the API server's SANs (one list).
+        type: list
+        elements: str
+      sysctls:
+        description: Sysctls, rendered as a patch (C(SysctlConfig) or C(machine.sysctls)).
+        type: dict
+      kernelModules:
+        description: Kernel modules, rendered as a patch (C(KernelModuleConfig) or C(machine.kernel.modules)).
+        type: list
+        elements: str
+      inlineManifests:
+        description: Inline manifests (control planes only); a Cilium entry is Ichor-owned (class B).
+        type: list
+        elements: dict
+        suboptions:
+          name:
+            description: The manifest's name.
+            type: str
+            required: true
+          contents:
+            description: The manifest.
+            type: str
+            required: true
+      discovery:
+        description: Accepted and ignored; the renderer writes discovery settings itself.
+        type: raw
   machine:
     description:
-      - The machine spec. Keys C(role) (V(controlplane) or V(worker), required), C(hostname), C(install) (C(disk),
-        C(image), C(wipe)).
+      - The machine spec.
     type: dict
     required: true
+    suboptions:
+      role:
+        description: V(controlplane) or V(worker) (required).
+        type: str
+      hostname:
+        description: The hostname; unset, Talos picks a stable one (C(HostnameConfig) C(auto=stable)).
+        type: str
+      install:
+        description: Where and what Talos installs.
+        type: dict
+        suboptions:
+          disk:
+            description: The install disk (default C(/dev/sda)).
+            type: str
+          image:
+            description: The installer image (default C(ghcr.io/siderolabs/installer) at O(cluster.talosVersion)).
+            type: str
+          wipe:
+            description: Whether to wipe the disk (default false).
+            type: bool
   maintenance:
     description:
       - The machine is in maintenance mode (no config yet); it is reached without the talosconfig's client
@@ -82,9 +211,18 @@ options:
       - Allow an apply that needs a reboot. When false and the change needs one, nothing is applied.
     type: bool
     default: true
+  wait:
+    description:
+      - After an apply that reboots the machine (and after a maintenance-mode apply), wait for it to come back with
+        its config and verify the config read back (zero drift).
+      - With V(false) the module returns once the config is applied, without RV(verified); the machine reboots on its
+        own. An apply without a reboot is always read back and verified, as that needs no wait.
+    type: bool
+    default: true
   wait_timeout:
     description:
-      - Seconds to wait for the machine to come back after a reboot before reading its config back.
+      - Seconds to wait for the machine to come back after a reboot before reading its config back, when O(wait) is
+        true.
     type: float
     default: 300
 """
@@ -118,49 +256,109 @@ EXAMPLES = r"""
 
 RETURN = r"""
 contract:
-  description: The version contract rendered (probed unless C(cluster.versionContract) was given).
+  description: The version contract rendered (probed unless O(cluster.versionContract) was given).
   returned: success
   type: str
   sample: v1.13
 probe:
-  description: For each probed contract, the number of differing paths per class.
+  description: For each probed contract (from the running Talos version's down to V(v1.12)), the number of differing
+    paths per class.
   returned: when the contract was probed
   type: dict
   sample: {"v1.14": {"A": 0, "B": 0, "C": 41}, "v1.13": {"A": 0, "B": 0, "C": 0}, "v1.12": {"A": 0, "B": 0, "C": 0}}
+  contains:
+    v1.12:
+      description: The counts at contract V(v1.12) (C(A), C(B), C(C)).
+      type: dict
+      returned: when probed
+    v1.13:
+      description: The counts at contract V(v1.13) (C(A), C(B), C(C)).
+      type: dict
+      returned: when probed (a machine running Talos v1.13 or later)
+    v1.14:
+      description: The counts at contract V(v1.14) (C(A), C(B), C(C)).
+      type: dict
+      returned: when probed (a machine running Talos v1.14 or later)
 drift:
   description: The drift of the live config from the render, by class. Secret values are never included.
-  returned: success, except on a machine in maintenance mode
+  returned: when the live config was read; on a machine in maintenance mode, the drift of the config read back
   type: dict
   contains:
+    contract:
+      description: The contract the render was made for.
+      type: str
     zero:
       description: Whether the live config equals the render.
       type: bool
     counts:
       description: Paths per class.
       type: dict
+      contains:
+        A:
+          description: Class A (representable) paths.
+          type: int
+        B:
+          description: Class B (Ichor-owned) paths.
+          type: int
+        C:
+          description: Class C (unrepresentable) paths.
+          type: int
     A:
-      description: Class A differences (C(path), C(change), C(rendered), C(live), C(hint)).
+      description: Class A differences.
       type: list
       elements: dict
+      contains: &difference
+        path:
+          description: The differing path, C(<document>:<dotted path>) (for example C(SysctlConfig:params.vm.max_map_count)).
+          type: str
+        change:
+          description: C(add) (only in the render), C(remove) (only live) or C(change).
+          type: str
+        class:
+          description: The class, C(A), C(B) or C(C).
+          type: str
+        rendered:
+          description: The rendered value, C(<redacted>) for a secret or credential, null when absent.
+          type: raw
+        live:
+          description: The live value, C(<redacted>) for a secret or credential, null when absent.
+          type: raw
+        hint:
+          description: Which spec field covers the path, or (class C) why none does.
+          type: str
+          returned: when there is one
     B:
       description: Class B differences.
       type: list
       elements: dict
+      contains: *difference
     C:
       description: Class C differences.
       type: list
       elements: dict
+      contains: *difference
     hints:
-      description: Class C paths grouped under their hint (C(hint), C(paths)), each hint once.
+      description: Class C paths grouped under their hint, each hint once.
       type: list
       elements: dict
+      contains:
+        hint:
+          description: The hint.
+          type: str
+        paths:
+          description: The class C paths under it.
+          type: list
+          elements: str
+    secret_drift:
+      description: Whether a field of the secrets bundle differs (the bundle is not this cluster's).
+      type: bool
 apply_mode:
   description: How the config was (or would be) applied (C(no_reboot), C(reboot), C(maintenance)), or C(none).
   returned: success
   type: str
 verified:
   description: Whether the config read back after applying has zero drift.
-  returned: when applied
+  returned: when applied and read back (not after an apply that reboots with O(wait=false))
   type: bool
 plan:
   description: Human-readable lines, gathered by the C(maesh.ichor.plan) callback.
@@ -169,165 +367,49 @@ plan:
   elements: str
 """
 
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, drift, render, secrets
-from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
-from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
-from ansible_collections.maesh.ichor.plugins.module_utils.connection import fail, talos_client_for, with_connection
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.machine import apply_config, apply_needs_reboot, get_resource, version
+from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
+from ansible_collections.maesh.ichor.plugins.module_utils.config import machine_config
 
 
-def read_live(client, node):
-    """(running Talos version, live documents) of a configured machine."""
-    ver = client.run(version(client, node))["tag"]
-    item = client.run(get_resource(client, res.MACHINE_CONFIG, node))
-    if not item or not item.get("spec"):
-        raise ConfigError("%s has no machine config (is it in maintenance mode? then set maintenance: true)" % node)
-    try:
-        docs = documents.parse(item["spec"])
-    except ConfigError as exc:
-        raise ConfigError("the live config of %s cannot be read: %s" % (node, exc))
-    return ver, docs
+def _cluster_options():
+    """The cluster spec's fields (camelCase, as the spec names them); the config engine checks their values."""
+    strings = dict(type="list", elements="str")
+    return dict(
+        name=dict(type="str"), endpoint=dict(type="str"), kubernetesVersion=dict(type="str"),
+        talosVersion=dict(type="str"), versionContract=dict(type="str"),
+        network=dict(type="dict", options=dict(dnsDomain=dict(type="str"), podSubnets=strings, serviceSubnets=strings)),
+        cni=dict(type="dict", options=dict(preset=dict(type="str"), kubeProxy=dict(type="str"), unmanaged=dict(
+            type="dict", options=dict(talosCNI=dict(type="str"), urls=strings)))),
+        kubePrism=dict(type="dict", options=dict(enabled=dict(type="bool"), port=dict(type="int"))),
+        registries=dict(type="list", elements="dict", options=dict(
+            host=dict(type="str"), endpoints=strings, overridePath=dict(type="bool"), skipFallback=dict(type="bool"))),
+        certSANs=strings, sysctls=dict(type="dict"), kernelModules=strings,
+        inlineManifests=dict(type="list", elements="dict", options=dict(
+            name=dict(type="str", required=True), contents=dict(type="str", required=True))),
+        discovery=dict(type="raw"),
+    )
 
 
-def wait_back(module, node, deadline):
-    """A fresh configured client once node answers with its config again, or a failure."""
-    last = None
-    while time.time() < deadline:
-        client = talos_client_for(module)
-        try:
-            ver, docs = read_live(client, node)
-            return client, ver, docs
-        except (errors.TalosError, ConfigError) as exc:
-            last = exc
-            client.close()
-        time.sleep(1.0)
-    raise ConfigError("%s did not come back with its config within %ds (%s)" % (node, module.params["wait_timeout"], errors.redact_text(last)))
+def _machine_options():
+    return dict(role=dict(type="str"), hostname=dict(type="str"), install=dict(type="dict", options=dict(
+        disk=dict(type="str"), image=dict(type="str"), wipe=dict(type="bool"))))
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=with_connection(dict(
-            node=dict(type="str", required=True),
-            secrets=dict(type="path", required=True),
-            cluster=dict(type="dict", required=True),
-            machine=dict(type="dict", required=True),
-            maintenance=dict(type="bool", default=False),
-            accept_class_b=dict(type="bool", default=False),
-            allow_reboot=dict(type="bool", default=True),
-            wait_timeout=dict(type="float", default=300.0),
-        )),
-        supports_check_mode=True,
+    options = dict(
+        node=dict(type="str", required=True),
+        secrets=dict(type="path", required=True),
+        cluster=dict(type="dict", required=True, options=_cluster_options()),
+        machine=dict(type="dict", required=True, options=_machine_options()),
+        maintenance=dict(type="bool", default=False),
+        accept_class_b=dict(type="bool", default=False),
+        allow_reboot=dict(type="bool", default=True),
     )
-    params = module.params
-    node = params["node"]
-    plan = []
-    result = dict(changed=False, plan=plan, apply_mode="none")
-    client = None
-    try:
-        bundle = secrets.validate(secrets.load(params["secrets"]))
-        cluster = specs.cluster(dict(params["cluster"], versionContract=params["cluster"].get("versionContract") or params["cluster"].get("talosVersion")))
-        explicit_contract = params["cluster"].get("versionContract")
-        machine = specs.machine(params["machine"], cluster)
-
-        if params["maintenance"]:
-            if not explicit_contract:
-                raise ConfigError("a machine in maintenance mode has no running config to probe: set cluster.versionContract")
-            contract = contracts.get(explicit_contract)
-            rendered = render.render(bundle, cluster, machine, contract.name)
-            text = render.render_text(bundle, cluster, machine, contract.name)
-            result.update(contract=contract.name, apply_mode="maintenance", changed=True)
-            plan.append("%s: maintenance mode; apply the %s config at contract %s (installs and reboots)" % (node, machine["role"], contract.name))
-            if module._diff:
-                result["diff"] = {"before": "", "after": documents.emit(drift.mask_docs(rendered))}
-            if module.check_mode:
-                module.exit_json(**result)
-            mclient = talos_client_for(module, maintenance=True, dial_only=node)
-            try:
-                apply_config(mclient, None, text, reboot=True)
-            finally:
-                mclient.close()
-            client, ver, live = wait_back(module, node, time.time() + params["wait_timeout"])
-            after = drift.drift(rendered, live, cluster, contract.name)
-            result.update(verified=after.zero, drift=after.to_dict())
-            if not after.zero:
-                raise ConfigError("%s came back with a config that differs from the render in %d paths" % (node, len(after.differences)))
-            plan.append("%s: configured at contract %s (Talos %s), read back with zero drift" % (node, contract.name, ver))
-            module.exit_json(**result)
-
-        client = talos_client_for(module)
-        ver, live = read_live(client, node)
-        other = secrets.same_cluster(bundle, live)
-        if other:
-            raise ConfigError(other)
-        if explicit_contract:
-            contract_name = contracts.get(explicit_contract).name
-            result_drift = drift.drift(render.render(bundle, cluster, machine, contract_name), live, cluster, contract_name)
-        else:
-            contract_name, probed = drift.probe(bundle, cluster, machine, live, ver)
-            result_drift = probed[contract_name]
-            result["probe"] = dict((name, found.counts()) for name, found in probed.items())
-            plan.append("%s: Talos %s; contract probed %s: %s" % (node, ver, contract_name, ", ".join(
-                "%s C=%d" % (name, found.counts()["C"]) for name, found in probed.items())))
-        cluster = dict(cluster, versionContract=contract_name)
-        rendered = render.render(bundle, cluster, machine, contract_name)
-        result.update(contract=contract_name, drift=result_drift.to_dict())
-        if module._diff and not result_drift.zero:
-            result["diff"] = {"before": documents.emit(drift.mask_docs(live)), "after": documents.emit(drift.mask_docs(rendered))}
-        if result_drift.zero:
-            plan.append("%s: zero drift at contract %s; nothing to apply" % (node, contract_name))
-            module.exit_json(**result)
-        plan.extend("%s: %s" % (node, line) for line in result_drift.lines())
-        if result_drift.blocked:
-            plan.append("%s: blocked by %d class C path(s); nothing is applied" % (node, result_drift.counts()["C"]))
-            if module.check_mode:
-                module.exit_json(**result)
-            module.fail_json(msg="%s: %d class C path(s) cannot be represented; nothing applied (%s)" % (
-                node, result_drift.counts()["C"], "; ".join(group["hint"] for group in result_drift.hints())), **result)
-        if result_drift.of_class("B") and not params["accept_class_b"]:
-            plan.append("%s: class B (Ichor-owned) changes need accept_class_b: true" % node)
-            if module.check_mode:
-                result["changed"] = True
-                module.exit_json(**result)
-            module.fail_json(msg="%s: %d class B (Ichor-owned) change(s) need consent (accept_class_b: true); nothing applied" % (
-                node, result_drift.counts()["B"]), **result)
-
-        text = render.render_text(bundle, cluster, machine, contract_name)
-        needs_reboot = apply_needs_reboot(client, node, text)
-        result.update(changed=True, apply_mode="reboot" if needs_reboot else "no_reboot")
-        if needs_reboot and not params["allow_reboot"]:
-            plan.append("%s: the change needs a reboot and allow_reboot is false; nothing applied" % node)
-            if module.check_mode:
-                module.exit_json(**result)
-            module.fail_json(msg="%s: the change needs a reboot and allow_reboot is false; nothing applied" % node, **result)
-        plan.append("%s: apply %s" % (node, "with a reboot" if needs_reboot else "without a reboot"))
-        if module.check_mode:
-            module.exit_json(**result)
-        apply_config(client, node, text, reboot=needs_reboot)
-        if needs_reboot:
-            client.close()
-            time.sleep(1.0)
-            client, ver, live = wait_back(module, node, time.time() + params["wait_timeout"])
-        else:
-            ver, live = read_live(client, node)
-        after = drift.drift(rendered, live, cluster, contract_name)
-        result.update(verified=after.zero)
-        if not after.zero:
-            raise ConfigError("%s: the config read back differs from the render in %d paths" % (node, len(after.differences)))
-        plan.append("%s: read back, zero drift" % node)
-    except ConfigError as exc:
-        fail(module, exc, **result)
-    except errors.TalosError as exc:
-        fail(module, exc, **result)
-    finally:
-        if client is not None:
-            client.close()
-    module.exit_json(**result)
+    options.update(specs.wait(300))
+    module = AnsibleModule(argument_spec=specs.spec(options, talos=True), supports_check_mode=True)
+    runner.run(module, lambda conn: machine_config.run(module.params, conn, module.check_mode))
 
 
 if __name__ == "__main__":

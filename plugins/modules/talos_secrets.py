@@ -23,7 +23,7 @@ description:
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
-  - maesh.ichor.connection
+  - maesh.ichor.talos
 attributes:
   check_mode:
     support: full
@@ -91,77 +91,24 @@ plan:
   elements: str
 """
 
-import os
-import stat
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, secrets
-from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
-from ansible_collections.maesh.ichor.plugins.module_utils.connection import fail, talos_client_for, with_connection
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
-from ansible_collections.maesh.ichor.plugins.module_utils.talos.machine import get_resource
-
-
-def recover(module, node):
-    """The bundle from the control plane's live config (read-only)."""
-    client = talos_client_for(module)
-    try:
-        item = client.run(get_resource(client, res.MACHINE_CONFIG, node))
-    except errors.TalosError as exc:
-        fail(module, exc, plan=[], path=module.params["path"])
-    finally:
-        client.close()
-    if not item or not item.get("spec"):
-        module.fail_json(msg="%s has no machine config to recover the secrets bundle from" % node, plan=[], path=module.params["path"])
-    return secrets.from_config(documents.parse(item["spec"]))
+from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
+from ansible_collections.maesh.ichor.plugins.module_utils.config import bundle_file
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=with_connection(dict(
+        argument_spec=specs.spec(dict(
             path=dict(type="path", required=True),
             source=dict(type="str", choices=["generate", "recover"], default="generate"),
             node=dict(type="str"),
             version_contract=dict(type="str"),
-        )),
+        ), talos=True),
         required_if=[("source", "recover", ["node"])],
         supports_check_mode=True,
     )
-    params = module.params
-    path = params["path"]
-    result = dict(changed=False, path=path, plan=[])
-    try:
-        contract = contracts.get(params["version_contract"]) if params["version_contract"] else None
-        if os.path.exists(path):
-            bundle = secrets.validate(secrets.load(path), contract)
-            result.update(action="kept", fingerprint=bundle.fingerprint())
-            mode = stat.S_IMODE(os.stat(path).st_mode)
-            if mode != 0o600:
-                result["changed"] = True
-                result["plan"].append("%s: set mode 0600 (was %04o)" % (path, mode))
-                if not module.check_mode:
-                    os.chmod(path, 0o600)
-            result["plan"].insert(0, "%s: a valid secrets bundle exists (CA fingerprint %s); kept" % (path, bundle.fingerprint()))
-            module.exit_json(**result)
-        if params["source"] == "recover":
-            bundle = secrets.validate(recover(module, params["node"]), contract)
-            action, what = "recovered", "recover the secrets bundle from %s's config (read-only)" % params["node"]
-        else:
-            bundle = secrets.validate(secrets.generate(), contract)
-            action, what = "generated", "generate a new secrets bundle"
-        result.update(changed=True, action=action, fingerprint=bundle.fingerprint())
-        if module.check_mode:
-            result["plan"].append("would %s and write it to %s (mode 0600)" % (what, path))
-            module.exit_json(**result)
-        secrets.write(bundle, path)
-        result["plan"].append("%s: %s (CA fingerprint %s), written with mode 0600; back it up" % (path, action, bundle.fingerprint()))
-    except ConfigError as exc:
-        fail(module, exc, plan=result["plan"], path=path)
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="cannot write the secrets bundle %s: %s" % (path, exc.strerror or exc), plan=result["plan"], path=path)
-    module.exit_json(**result)
+    runner.run(module, lambda conn: bundle_file.run(module.params, conn, module.check_mode))
 
 
 if __name__ == "__main__":

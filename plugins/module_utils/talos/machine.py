@@ -86,6 +86,22 @@ async def machine_facts(client, node=None):
     }
 
 
+def facts_result(client, node=None):
+    """The ``talos_facts`` module's result: the facts as ``ansible_facts.talos`` and one plan line.
+
+    A TalosError carries the (empty) plan as its ``result``.
+    """
+    try:
+        facts = client.run(machine_facts(client, node))
+    except errors.TalosError as exc:
+        exc.result = dict(plan=[])
+        raise
+    plan = ["%s (%s): Talos %s, %s, %s, cluster %s (%d members)" % (
+        facts["hostname"] or "?", node or client.endpoints[0][0], facts["version"], facts["role"] or "unknown role",
+        facts["stage"] or "unknown stage", facts["cluster"]["name"] or "?", len(facts["members"]))]
+    return dict(changed=False, ansible_facts={"talos": facts}, plan=plan)
+
+
 def facts_for(client, nodes):
     """machine_facts for several nodes at once: {node: NodeResult}."""
     return client.fan_out(lambda n: machine_facts(client, n), nodes)

@@ -1,0 +1,197 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One machine's config, the flow of the ``talos_machine_config`` module.
+
+Render the config from the secrets bundle, the cluster spec and the machine spec; read the live config
+and check that the bundle is this cluster's; take the explicit contract or probe one; classify the
+drift (``drift``); refuse class C, ask consent for class B; ask Talos whether the apply reboots and
+refuse a reboot that is not allowed; apply; wait for the machine to come back (``common.poll``) and
+read the config back to verify zero drift. A machine in maintenance mode has no live config: its
+config goes through the maintenance API, and it is read back once it has rebooted into it.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.maesh.ichor.plugins.module_utils.common import poll
+from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, drift, render, secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
+from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine as talos_machine
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
+
+REBOOT_SETTLE = 1.0  # seconds between a reboot's apply and the first call to the rebooting machine
+
+
+def run(params, conn, check_mode, clock=None):
+    """The module's result dict (changed, plan, apply_mode, contract, probe, drift, verified, diff).
+
+    ``params``: node, secrets, cluster, machine, maintenance, accept_class_b, allow_reboot, wait,
+    wait_timeout. ``conn.talos(maintenance=..., dial_only=...)`` gives a Talos client. Every failure
+    (ConfigError, TalosError) carries the result so far (plan, drift) as ``result``.
+    """
+    result = dict(changed=False, plan=[], apply_mode="none")
+    try:
+        return _run(params, conn, check_mode, result, clock or poll.Clock)
+    except IchorError as exc:
+        exc.result = result
+        raise
+
+
+def read_live(client, node):
+    """(running Talos version, live documents) of a configured machine."""
+    ver = client.run(talos_machine.version(client, node))["tag"]
+    item = client.run(talos_machine.get_resource(client, res.MACHINE_CONFIG, node))
+    if not item or not item.get("spec"):
+        raise ConfigError("%s has no machine config (is it in maintenance mode? then set maintenance: true)" % node)
+    try:
+        docs = documents.parse(item["spec"])
+    except ConfigError as exc:
+        raise ConfigError("the live config of %s cannot be read: %s" % (node, exc))
+    return ver, docs
+
+
+def wait_back(conn, node, timeout, clock):
+    """(version, live documents) once ``node`` answers with its config again, on a new client each try."""
+    def check():
+        client = conn.talos()
+        try:
+            return True, read_live(client, node)
+        except (errors.TalosError, ConfigError) as exc:
+            return False, exc
+        finally:
+            client.close()
+
+    back, detail = poll.until(check, timeout, interval=1.0, clock=clock)
+    if not back:
+        raise ConfigError("%s did not come back with its config within %ds (%s)" % (node, timeout, detail))
+    return detail
+
+
+def _specs(params):
+    """(bundle, cluster spec, machine spec, the contract given explicitly or None)."""
+    bundle = secrets.validate(secrets.load(params["secrets"]))
+    given = params["cluster"]
+    explicit = given.get("versionContract")
+    cluster = specs.cluster(dict(given, versionContract=explicit or given.get("talosVersion")))
+    return bundle, cluster, specs.machine(params["machine"], cluster), explicit
+
+
+def _run(params, conn, check_mode, result, clock):
+    bundle, cluster, machine, explicit = _specs(params)
+    if params["maintenance"]:
+        return _maintenance(params, conn, check_mode, result, clock, bundle, cluster, machine, explicit)
+    node = params["node"]
+    plan = result["plan"]
+    client = conn.talos()
+    ver, live = read_live(client, node)
+    other = secrets.same_cluster(bundle, live)
+    if other:
+        raise ConfigError(other)
+    if explicit:
+        contract = contracts.get(explicit).name
+        found = drift.drift(render.render(bundle, cluster, machine, contract), live, cluster, contract)
+    else:
+        contract, probed = drift.probe(bundle, cluster, machine, live, ver)
+        found = probed[contract]
+        result["probe"] = dict((name, each.counts()) for name, each in probed.items())
+        plan.append("%s: Talos %s; contract probed %s: %s" % (node, ver, contract, ", ".join(
+            "%s C=%d" % (name, each.counts()["C"]) for name, each in probed.items())))
+    cluster = dict(cluster, versionContract=contract)
+    rendered = render.render(bundle, cluster, machine, contract)
+    result.update(contract=contract, drift=found.to_dict())
+    if found.zero:
+        plan.append("%s: zero drift at contract %s; nothing to apply" % (node, contract))
+        return result
+    result["diff"] = {"before": documents.emit(drift.mask_docs(live)), "after": documents.emit(drift.mask_docs(rendered))}
+    plan.extend("%s: %s" % (node, line) for line in found.lines())
+    if not _gates(params, check_mode, result, found):
+        return result
+
+    text = render.render_text(bundle, cluster, machine, contract)
+    reboot = talos_machine.apply_needs_reboot(client, node, text)
+    result.update(changed=True, apply_mode="reboot" if reboot else "no_reboot")
+    if reboot and not params["allow_reboot"]:
+        refusal = "%s: the change needs a reboot and allow_reboot is false; nothing applied" % node
+        plan.append(refusal)
+        if check_mode:
+            return result
+        raise ConfigError(refusal)
+    plan.append("%s: apply %s" % (node, "with a reboot" if reboot else "without a reboot"))
+    if check_mode:
+        return result
+    talos_machine.apply_config(client, node, text, reboot=reboot)
+    if reboot:
+        # the old client's channels end with the reboot: wait on new ones
+        client.close()
+        if not params["wait"]:
+            plan.append("%s: applied; not waiting for it to come back (wait: false), so not read back" % node)
+            return result
+        clock.sleep(REBOOT_SETTLE)
+        ver, live = wait_back(conn, node, params["wait_timeout"], clock)
+    else:
+        ver, live = read_live(client, node)
+    after = drift.drift(rendered, live, cluster, contract)
+    result.update(verified=after.zero)
+    if not after.zero:
+        raise ConfigError("%s: the config read back differs from the render in %d paths" % (node, len(after.differences)))
+    plan.append("%s: read back, zero drift" % node)
+    return result
+
+
+def _gates(params, check_mode, result, found):
+    """Whether the apply may go on past class C (blocks) and class B (needs consent).
+
+    In check mode a gate ends the run with the plan (False); in a real run it fails with nothing applied.
+    """
+    node = params["node"]
+    counts = found.counts()
+    if found.blocked:
+        result["plan"].append("%s: blocked by %d class C path(s); nothing is applied" % (node, counts["C"]))
+        if check_mode:
+            return False
+        raise ConfigError("%s: %d class C path(s) cannot be represented; nothing applied (%s)" % (
+            node, counts["C"], "; ".join(group["hint"] for group in found.hints())))
+    if found.of_class("B") and not params["accept_class_b"]:
+        result["plan"].append("%s: class B (Ichor-owned) changes need accept_class_b: true" % node)
+        if check_mode:
+            result["changed"] = True
+            return False
+        raise ConfigError("%s: %d class B (Ichor-owned) change(s) need consent (accept_class_b: true); nothing applied" % (
+            node, counts["B"]))
+    return True
+
+
+def _maintenance(params, conn, check_mode, result, clock, bundle, cluster, machine, explicit):
+    """A machine with no config yet: apply through the maintenance API (it installs and reboots), read back."""
+    node = params["node"]
+    plan = result["plan"]
+    if not explicit:
+        raise ConfigError("a machine in maintenance mode has no running config to probe: set cluster.versionContract")
+    contract = contracts.get(explicit).name
+    rendered = render.render(bundle, cluster, machine, contract)
+    text = render.render_text(bundle, cluster, machine, contract)
+    result.update(contract=contract, apply_mode="maintenance", changed=True)
+    plan.append("%s: maintenance mode; apply the %s config at contract %s (installs and reboots)" % (node, machine["role"], contract))
+    result["diff"] = {"before": "", "after": documents.emit(drift.mask_docs(rendered))}
+    if check_mode:
+        return result
+    client = conn.talos(maintenance=True, dial_only=node)
+    try:
+        talos_machine.apply_config(client, None, text, reboot=True)
+    finally:
+        client.close()
+    if not params["wait"]:
+        plan.append("%s: applied; not waiting for it to reboot into its config (wait: false), so not read back" % node)
+        return result
+    ver, live = wait_back(conn, node, params["wait_timeout"], clock)
+    after = drift.drift(rendered, live, cluster, contract)
+    result.update(verified=after.zero, drift=after.to_dict())
+    if not after.zero:
+        raise ConfigError("%s came back with a config that differs from the render in %d paths" % (node, len(after.differences)))
+    plan.append("%s: configured at contract %s (Talos %s), read back with zero drift" % (node, contract, ver))
+    return result

@@ -1,0 +1,427 @@
+"""config.machine_config and config.bundle_file (the talos_machine_config and talos_secrets flows) without
+Ansible and without a lab: a fake Talos machine answering Version, Get (the machine config) and
+ApplyConfiguration with real protobuf messages, a fake runner Connections and a fake clock.
+
+The machine's configs and bundles are real ones from tests/fixtures/configs (made by Talos's own code).
+"""
+
+import asyncio
+import os
+import stat
+
+import pytest
+
+from tests import collection_path
+
+collection_path.ensure()
+
+from ansible_collections.maesh.ichor.plugins.module_utils.config import bundle_file, documents, machine_config  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets, spec  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import (  # noqa: E402
+    cosi_resource_pb2, cosi_state_pb2, machine_pb2, spec_config_pb2)
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BASIC = os.path.join(REPO, "tests", "fixtures", "configs", "v1.14", "v1.14.1", "basic")
+OTHER = os.path.join(REPO, "tests", "fixtures", "configs", "v1.14", "v1.14.1", "cert-sans")
+NODE = "10.5.0.7"
+APPLY = talos_client.request_type("ApplyConfiguration")
+
+
+def _read(*parts):
+    with open(os.path.join(*parts)) as handle:
+        return handle.read()
+
+
+def _case():
+    """(cluster spec, machine spec without role) of the fixture case."""
+    import json
+    return spec.from_gen_options(json.loads(_read(BASIC, "case.json")))
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+        self.slept = 0.0
+
+    def time(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+        self.slept += seconds
+
+
+class Machine:
+    """One Talos machine: its mode, version, config text; whether an apply reboots and how long that takes."""
+
+    def __init__(self, config=None, version="v1.14.1", mode="configured", reboots=False, reboot_seconds=5.0,
+                 keeps_config=False):
+        self.config = config
+        self.version = version
+        self.mode = mode
+        self.reboots = reboots
+        self.reboot_seconds = reboot_seconds
+        self.keeps_config = keeps_config  # a machine that takes an apply but keeps its old config
+        self.up_at = 0.0
+        self.applied = []  # (mode name, maintenance client)
+
+
+class FakeTalos:
+    """The part of TalosClient the flows use, over a Machine: run, call, ainvoke, first, close."""
+
+    first = staticmethod(talos_client.TalosClient.first)
+
+    def __init__(self, world, maintenance, dial_only):
+        self.world = world
+        self.maintenance = maintenance
+        self.dial_only = dial_only
+        self.endpoints = [(dial_only or "10.5.0.2", 50000)]
+        self.closed = False
+        self._loop = asyncio.new_event_loop()
+
+    def run(self, coro):
+        assert not self.closed, "a call on a closed client"
+        return self._loop.run_until_complete(coro)
+
+    def call(self, call, request=None, node=None, timeout=None):
+        return self.run(self.ainvoke(call, request, node=node, timeout=timeout))
+
+    def close(self):
+        if not self.closed:
+            self._loop.close()
+        self.closed = True
+
+    async def ainvoke(self, call, request=None, node=None, timeout=None):
+        m = self.world.machine
+        address = node or self.dial_only or "10.5.0.2"
+        if self.world.clock.time() < m.up_at:
+            raise errors.unreachable(address)
+        if self.maintenance != (m.mode == "maintenance"):
+            raise errors.tls_error(address, "CERTIFICATE_VERIFY_FAILED")
+        if call == "Version":
+            return machine_pb2.VersionResponse(messages=[machine_pb2.Version(version=machine_pb2.VersionInfo(tag=m.version))])
+        if call == "Get":
+            assert request.type == talos_client.MACHINE_CONFIG_TYPE
+            if m.config is None:
+                raise errors.call_error(address, "NOT_FOUND")
+            blob = spec_config_pb2.MachineConfigSpec(yaml_marshalled=m.config.encode()).SerializeToString()
+            return cosi_state_pb2.GetResponse(resource=cosi_resource_pb2.Resource(
+                metadata=cosi_resource_pb2.Metadata(type=talos_client.MACHINE_CONFIG_TYPE, id="v1alpha1"),
+                spec=cosi_resource_pb2.Spec(proto_spec=blob)))
+        if call == "ApplyConfiguration":
+            return self._apply(m, request, address)
+        raise AssertionError("unexpected call %s" % call)
+
+    def _apply(self, m, request, address):
+        reboot = m.reboots or self.maintenance
+        if request.dry_run:
+            return machine_pb2.ApplyConfigurationResponse(messages=[machine_pb2.ApplyConfiguration(
+                mode=APPLY.REBOOT if reboot else APPLY.NO_REBOOT)])
+        mode = APPLY.Mode.Name(request.mode)
+        if reboot and mode == "NO_REBOOT":
+            raise errors.call_error(address, "FAILED_PRECONDITION")
+        m.applied.append((mode, self.maintenance))
+        if not m.keeps_config:
+            m.config = request.data.decode()
+        if reboot:
+            m.mode = "configured"
+            m.up_at = self.world.clock.time() + m.reboot_seconds
+        return machine_pb2.ApplyConfigurationResponse(messages=[machine_pb2.ApplyConfiguration(mode=request.mode)])
+
+
+class Conn:
+    """The runner's Connections: a new Talos client per call, each recorded."""
+
+    def __init__(self, machine, clock=None):
+        self.machine = machine
+        self.clock = clock or Clock()
+        self.clients = []
+
+    def talos(self, maintenance=False, dial_only=None):
+        client = FakeTalos(self, maintenance, dial_only)
+        self.clients.append(client)
+        return client
+
+
+def params(cluster=None, role="worker", **extra):
+    cluster_spec, machine_spec = _case()
+    out = dict(node=NODE, secrets=os.path.join(BASIC, "secrets.yaml"), cluster=cluster or cluster_spec,
+               machine=dict(machine_spec, role=role), maintenance=False, accept_class_b=False, allow_reboot=True,
+               wait=True, wait_timeout=30.0)
+    out.update(extra)
+    return out
+
+
+def with_sysctl():
+    return dict(_case()[0], sysctls={"vm.max_map_count": "262144"})
+
+
+def worker_machine(**kwargs):
+    return Machine(config=_read(BASIC, "worker.conf"), **kwargs)
+
+
+def run(p, conn, check_mode=False):
+    return machine_config.run(p, conn, check_mode, clock=conn.clock)
+
+
+# ---------------------------------------------------------------------------- talos_machine_config
+
+
+def test_zero_drift_applies_nothing():
+    machine = worker_machine()
+    conn = Conn(machine)
+    result = run(params(), conn)
+    assert not result["changed"] and result["apply_mode"] == "none" and result["contract"] == "v1.14"
+    assert result["drift"]["zero"] and "diff" not in result and "probe" not in result
+    assert result["plan"] == ["%s: zero drift at contract v1.14; nothing to apply" % NODE]
+    assert machine.applied == []
+
+
+def test_zero_drift_with_the_contract_probed():
+    cluster = dict(_case()[0])
+    cluster.pop("versionContract")
+    result = run(params(cluster), Conn(worker_machine()))
+    assert sorted(result["probe"]) == ["v1.12", "v1.13", "v1.14"] and result["contract"] == "v1.14"
+    assert result["plan"][0].startswith("%s: Talos v1.14.1; contract probed v1.14: " % NODE)
+    assert not result["changed"]
+
+
+def _class_c_machine():
+    docs = documents.parse(_read(BASIC, "worker.conf"))
+    documents.find(docs, documents.LEGACY).body["machine"].setdefault("kubelet", {})["extraArgs"] = {"feature-gates": "X=true"}
+    return Machine(config=documents.emit(docs))
+
+
+def test_class_c_blocks_check_mode_plans_it():
+    machine = _class_c_machine()
+    result = run(params(), Conn(machine), check_mode=True)
+    assert result["drift"]["counts"]["C"] == 1 and not result["changed"]
+    assert result["plan"][-1] == "%s: blocked by 1 class C path(s); nothing is applied" % NODE
+    assert "<redacted>" in result["diff"]["before"] and "PRIVATE KEY" not in result["diff"]["after"]
+    assert machine.applied == []
+
+
+def test_class_c_blocks_a_real_run_with_one_line():
+    machine = _class_c_machine()
+    with pytest.raises(ConfigError) as exc:
+        run(params(), Conn(machine))
+    assert exc.value.message == "%s: 1 class C path(s) cannot be represented; nothing applied (no spec field covers this path)" % NODE
+    assert exc.value.result["plan"][-1].endswith("nothing is applied") and exc.value.result["drift"]["C"]
+    assert machine.applied == []
+
+
+def _managed():
+    return dict(_case()[0], cni={"preset": "cilium", "kubeProxy": "replaced"})
+
+
+def test_class_b_needs_consent():
+    machine = Machine(config=_read(BASIC, "controlplane.conf"))
+    with pytest.raises(ConfigError) as exc:
+        run(params(_managed(), role="controlplane"), Conn(machine))
+    count = exc.value.result["drift"]["counts"]["B"]
+    assert count and exc.value.message == ("%s: %d class B (Ichor-owned) change(s) need consent (accept_class_b: true); "
+                                           "nothing applied" % (NODE, count))
+    assert machine.applied == []
+    # check mode: the plan says what consent is needed, and that something would change
+    result = run(params(_managed(), role="controlplane"), Conn(machine), check_mode=True)
+    assert result["changed"] and result["plan"][-1] == "%s: class B (Ichor-owned) changes need accept_class_b: true" % NODE
+    # with consent: applied and read back
+    result = run(params(_managed(), role="controlplane", accept_class_b=True), Conn(machine))
+    assert result["verified"] and result["apply_mode"] == "no_reboot" and machine.applied == [("NO_REBOOT", False)]
+
+
+def test_reboot_needed_but_not_allowed():
+    machine = worker_machine(reboots=True)
+    refusal = "%s: the change needs a reboot and allow_reboot is false; nothing applied" % NODE
+    with pytest.raises(ConfigError) as exc:
+        run(params(with_sysctl(), allow_reboot=False), Conn(machine))
+    assert exc.value.message == refusal and exc.value.result["apply_mode"] == "reboot"
+    assert exc.value.result["plan"][-1] == refusal
+    result = run(params(with_sysctl(), allow_reboot=False), Conn(machine), check_mode=True)
+    assert result["changed"] and result["plan"][-1] == refusal
+    assert machine.applied == []
+
+
+def test_check_mode_plans_the_apply_and_writes_nothing():
+    machine = worker_machine()
+    result = run(params(with_sysctl()), Conn(machine), check_mode=True)
+    assert result["changed"] and result["apply_mode"] == "no_reboot" and "verified" not in result
+    assert [d["path"] for d in result["drift"]["A"]] == ["SysctlConfig:", "SysctlConfig:params.vm.max_map_count"]
+    assert result["plan"][-1] == "%s: apply without a reboot" % NODE
+    assert machine.applied == []
+
+
+def test_apply_without_reboot_is_read_back():
+    machine = worker_machine()
+    conn = Conn(machine)
+    result = run(params(with_sysctl()), conn)
+    assert result["changed"] and result["verified"] and result["apply_mode"] == "no_reboot"
+    assert machine.applied == [("NO_REBOOT", False)] and "vm.max_map_count" in machine.config
+    assert result["plan"][-2:] == ["%s: apply without a reboot" % NODE, "%s: read back, zero drift" % NODE]
+    assert len(conn.clients) == 1 and conn.clock.slept == 0
+    # a rerun is zero drift
+    assert not run(params(with_sysctl()), Conn(machine))["changed"]
+
+
+def test_apply_without_reboot_and_without_wait_is_still_read_back():
+    machine = worker_machine()
+    result = run(params(with_sysctl(), wait=False), Conn(machine))
+    assert result["verified"] and result["plan"][-1] == "%s: read back, zero drift" % NODE
+
+
+def test_apply_with_reboot_waits_back_and_reads_back():
+    machine = worker_machine(reboots=True, reboot_seconds=5.0)
+    conn = Conn(machine)
+    result = run(params(with_sysctl()), conn)
+    assert result["verified"] and result["apply_mode"] == "reboot" and machine.applied == [("AUTO", False)]
+    assert result["plan"][-2:] == ["%s: apply with a reboot" % NODE, "%s: read back, zero drift" % NODE]
+    assert 5.0 <= conn.clock.slept <= 7.0  # polled every second until it answered
+    assert len(conn.clients) > 2 and all(client.closed for client in conn.clients[1:])
+
+
+def test_apply_with_reboot_and_without_wait_returns_unverified():
+    machine = worker_machine(reboots=True)
+    conn = Conn(machine)
+    result = run(params(with_sysctl(), wait=False), conn)
+    assert result["changed"] and "verified" not in result and machine.applied == [("AUTO", False)]
+    assert result["plan"][-1] == "%s: applied; not waiting for it to come back (wait: false), so not read back" % NODE
+    assert conn.clock.slept == 0 and len(conn.clients) == 1
+
+
+def test_timeout_while_waiting_back():
+    machine = worker_machine(reboots=True, reboot_seconds=float("inf"))
+    conn = Conn(machine)
+    with pytest.raises(ConfigError) as exc:
+        run(params(with_sysctl(), wait_timeout=30.0), conn)
+    assert exc.value.message.startswith("%s did not come back with its config within 30s (%s: " % (NODE, NODE))
+    assert "port 50000" in exc.value.message and "\n" not in exc.value.message
+    assert exc.value.result["plan"][-1] == "%s: apply with a reboot" % NODE and "verified" not in exc.value.result
+    assert 30.0 <= conn.clock.slept <= 32.0
+    assert all(client.closed for client in conn.clients[1:])
+
+
+def test_read_back_that_differs_fails():
+    machine = worker_machine(keeps_config=True)
+    with pytest.raises(ConfigError) as exc:
+        run(params(with_sysctl()), Conn(machine))
+    assert exc.value.message == "%s: the config read back differs from the render in 2 paths" % NODE
+    assert exc.value.result["verified"] is False
+
+
+def test_maintenance_applies_through_the_maintenance_api_and_reads_back():
+    machine = Machine(config=None, mode="maintenance", reboot_seconds=3.0)
+    conn = Conn(machine)
+    plan_line = "%s: maintenance mode; apply the worker config at contract v1.14 (installs and reboots)" % NODE
+    result = run(params(maintenance=True), conn, check_mode=True)
+    assert result["changed"] and result["apply_mode"] == "maintenance" and result["plan"] == [plan_line]
+    assert result["diff"]["before"] == "" and "<redacted>" in result["diff"]["after"]
+    assert machine.applied == [] and machine.mode == "maintenance"
+
+    result = run(params(maintenance=True), conn)
+    assert machine.applied == [("AUTO", True)] and machine.mode == "configured"
+    assert conn.clients[0].maintenance and conn.clients[0].dial_only == NODE and conn.clients[0].closed
+    assert result["verified"] and result["drift"]["zero"]
+    assert result["plan"] == [plan_line, "%s: configured at contract v1.14 (Talos v1.14.1), read back with zero drift" % NODE]
+    # then configured: the same spec is zero drift
+    assert not run(params(), Conn(machine, conn.clock))["changed"]
+
+
+def test_maintenance_without_wait_and_without_a_contract():
+    machine = Machine(config=None, mode="maintenance")
+    result = run(params(maintenance=True, wait=False), Conn(machine))
+    assert machine.applied == [("AUTO", True)] and "verified" not in result
+    assert result["plan"][-1].endswith("not waiting for it to reboot into its config (wait: false), so not read back")
+    cluster = dict(_case()[0])
+    cluster.pop("versionContract")
+    with pytest.raises(ConfigError) as exc:
+        run(params(cluster, maintenance=True), Conn(Machine(mode="maintenance")))
+    assert "set cluster.versionContract" in exc.value.message and exc.value.result["plan"] == []
+
+
+def test_a_configured_flow_on_a_maintenance_machine_says_so():
+    with pytest.raises(errors.TalosError) as exc:
+        run(params(), Conn(Machine(mode="maintenance")))
+    assert "TLS" in exc.value.message and exc.value.result == dict(changed=False, plan=[], apply_mode="none")
+
+
+def test_another_clusters_bundle_is_refused():
+    machine = worker_machine()
+    with pytest.raises(ConfigError) as exc:
+        run(params(secrets=os.path.join(OTHER, "secrets.yaml")), Conn(machine))
+    assert "belongs to another cluster" in exc.value.message and machine.applied == []
+
+
+# ---------------------------------------------------------------------------- talos_secrets
+
+
+def secrets_params(path, **extra):
+    out = dict(path=str(path), source="generate", node=None, version_contract=None)
+    out.update(extra)
+    return out
+
+
+def test_recover_check_mode_then_write_then_keep(tmp_path):
+    path = tmp_path / "dir" / "secrets.yaml"
+    machine = Machine(config=_read(BASIC, "controlplane.conf"))
+    p = secrets_params(path, source="recover", node=NODE, version_contract="v1.14")
+    result = bundle_file.run(p, Conn(machine), True)
+    assert result["changed"] and result["action"] == "recovered" and not path.exists()
+    assert result["plan"] == ["would recover the secrets bundle from %s's config (read-only) and write it to %s (mode 0600)" % (
+        NODE, path)]
+    result = bundle_file.run(p, Conn(machine), False)
+    assert result["changed"] and stat.S_IMODE(os.stat(str(path)).st_mode) == 0o600
+    assert secrets.load(str(path)) == secrets.load(os.path.join(BASIC, "secrets.yaml"))
+    conn = Conn(machine)
+    result = bundle_file.run(p, conn, False)
+    assert not result["changed"] and result["action"] == "kept" and conn.clients == []
+    assert result["plan"] == ["%s: a valid secrets bundle exists (CA fingerprint %s); kept" % (path, result["fingerprint"])]
+
+
+def test_keep_sets_the_mode(tmp_path):
+    path = tmp_path / "secrets.yaml"
+    path.write_text(_read(BASIC, "secrets.yaml"))
+    os.chmod(str(path), 0o644)
+    result = bundle_file.run(secrets_params(path), Conn(None), True)
+    assert result["changed"] and result["plan"][1] == "%s: set mode 0600 (was 0644)" % path
+    assert stat.S_IMODE(os.stat(str(path)).st_mode) == 0o644
+    bundle_file.run(secrets_params(path), Conn(None), False)
+    assert stat.S_IMODE(os.stat(str(path)).st_mode) == 0o600
+
+
+def test_a_corrupt_file_is_never_overwritten(tmp_path):
+    path = tmp_path / "secrets.yaml"
+    path.write_text("certs: [broken\n")
+    with pytest.raises(ConfigError) as exc:
+        bundle_file.run(secrets_params(path), Conn(None), False)
+    assert "not valid YAML" in exc.value.message and exc.value.result == dict(plan=[], path=str(path))
+    assert path.read_text() == "certs: [broken\n"
+
+
+def test_recover_from_a_machine_without_config(tmp_path):
+    path = tmp_path / "secrets.yaml"
+    with pytest.raises(ConfigError) as exc:
+        bundle_file.run(secrets_params(path, source="recover", node=NODE), Conn(Machine(config=None)), False)
+    assert exc.value.message == "%s has no machine config to recover the secrets bundle from" % NODE
+    assert not path.exists()
+
+
+def test_recover_from_an_unreachable_machine(tmp_path):
+    machine = Machine(config=_read(BASIC, "controlplane.conf"))
+    machine.up_at = float("inf")
+    with pytest.raises(errors.TalosUnavailable) as exc:
+        bundle_file.run(secrets_params(tmp_path / "s.yaml", source="recover", node=NODE), Conn(machine), False)
+    assert exc.value.result == dict(plan=[], path=str(tmp_path / "s.yaml"))
+
+
+def test_a_write_that_fails_is_one_line(tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    path = blocker / "secrets.yaml"
+    machine = Machine(config=_read(BASIC, "controlplane.conf"))
+    with pytest.raises(ConfigError) as exc:
+        bundle_file.run(secrets_params(path, source="recover", node=NODE), Conn(machine), False)
+    assert exc.value.message.startswith("cannot write the secrets bundle %s: " % path)
+    assert exc.value.result == dict(plan=[], path=str(path))
