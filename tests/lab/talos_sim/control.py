@@ -3,7 +3,8 @@
 GET  /state                       the lab JSON (live); ``/state?full=1`` adds faults/timing/...
 GET  /machines/<name>             one machine (full form)
 GET  /machines/<name>/calls       {"Reset": 1, "Version": 3, ...}: calls that reached the machine
-                                  (dialled, or proxied to it); DELETE clears them
+                                  (dialled, or proxied to it), and "etcd-peer-port": connections
+                                  to its etcd peer port; DELETE clears them
 POST /machines/<name>/faults      {"unreachable", "latency_ms", "fail_call", "fail_code",
                                    "fail_message", "fail_count", "new_address_on_reboot",
                                    "interrupt_reset", "apply_needs_reboot"}; ``{}`` clears all

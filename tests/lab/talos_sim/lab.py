@@ -129,12 +129,14 @@ class Node:
 
     async def _open_peer_port(self):
         """An etcd member answers on its peer port (2380): a listener that accepts and closes,
-        so a health probe of the member's peer URL sees it while the machine is up."""
+        so a health probe of the member's peer URL sees it while the machine is up. Each
+        connection is counted in the machine's calls as ``etcd-peer-port``."""
         m = self.m
         if not (m.is_controlplane and m.etcd_member_id):
             return
 
         async def accept(_reader, writer):
+            m.calls["etcd-peer-port"] = m.calls.get("etcd-peer-port", 0) + 1
             writer.close()
         try:
             self.peer_server = await asyncio.start_server(accept, m.address, ETCD_PEER_PORT,
