@@ -31,6 +31,9 @@ description:
   - The foreign cluster counts as healthy and reachable in two cases. For a control plane, its etcd must keep
     quorum; the dialled member is judged by its own etcd status and the others by whether their peer port answers.
     For a worker, most of its control planes' etcd peer ports must answer.
+  - The control planes to probe are listed by the machine itself, so they are probed all at once and at most 9 of
+    them (etcd advises at most 7 members). A machine that lists more is refused, also in check mode, before any
+    probe, unless O(force) is set; then the first 9 are probed and the others count as not answering.
   - B(The reset) wipes STATE and EPHEMERAL and reboots. User disks and other volumes are not touched but are listed
     as orphaned, and encrypted ones are called out, since their data becomes unreadable. The reset is graceful
     (cordon, drain, leave etcd) when the foreign cluster is healthy and reachable. It is not graceful only with
@@ -74,6 +77,7 @@ options:
   force:
     description:
       - Override the quorum and last-control-plane refusals. Needs O(confirm_cluster) as well.
+      - Also inspect a machine that lists more than 9 control planes (the first 9 are probed).
     type: bool
     default: false
   confirm_cluster:
@@ -349,7 +353,8 @@ inspection:
               description: Whether it is healthy.
               type: bool
             checked_by:
-              description: How health was judged (its own etcd status for this node, the peer port for the others).
+              description: How health was judged (its own etcd status for this node, the peer port for the others,
+                or C(not probed) beyond the first 9).
               type: str
     control_planes:
       description: A worker's view of its cluster's control planes.

@@ -484,9 +484,47 @@ def test_c9_endpoint_of_another_machine_reaches_only_the_address(world, tmp_path
     done = w.reclaim(talosconfig=talosconfig, ichor_reclaim_node=worker["address"],
                      ichor_reclaim_confirm_uuid=worker["uuid"], ichor_reclaim_foreign_context="foreign")
     assert done.rc == 0, done
-    assert w.calls(w.foreign, "cp-1") == {}
+    # no call reaches cp-1 (its etcd peer port is probed, as the worker's control plane)
+    assert dict((k, v) for k, v in w.calls(w.foreign, "cp-1").items() if k != "etcd-peer-port") == {}
     assert w.calls(w.foreign, "worker-1") == {}
     assert w.calls(w.foreign, "worker-2")["Reset"] == 1
+
+
+# --- the control planes a machine lists: probed at once, at most PROBE_LIMIT (issue 12) -------------------
+
+def test_a_machine_listing_more_control_planes_than_reclaim_probes_is_refused_then_forced(world):
+    from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.inspection import PROBE_LIMIT
+    count = PROBE_LIMIT + 1
+    w = world(foreign_cps=count, foreign_workers=1)
+    cps = ["cp-%d" % i for i in range(1, count + 1)]
+
+    def peer_probes():
+        return sum(w.calls(w.foreign, name).get("etcd-peer-port", 0) for name in cps)
+
+    def refusal(address, what):
+        return ("%s lists %d control planes (%s), more than the %d a reclaim probes (a real cluster has a handful); "
+                "pass force to probe the first %d and count the others as not answering; nothing was probed or sent"
+                % (address, count, what, PROBE_LIMIT, PROBE_LIMIT))
+
+    for name in cps + ["worker-1"]:
+        w.foreign.control.reset_calls(name)
+    worker, cp = w.foreign.machine("worker-1"), w.foreign.machine("cp-1")
+    refused = w.reclaim(check=True, ichor_reclaim_node=worker["address"])
+    assert refused.rc != 0 and refused.failed, refused
+    assert refused.msg == refusal(worker["address"], "discovery members"), refused
+    refused_cp = w.reclaim(check=True, ichor_reclaim_node=cp["address"])
+    assert refused_cp.failed and refused_cp.msg == refusal(cp["address"], "etcd members"), refused_cp
+    assert peer_probes() == 0
+
+    # force: the first PROBE_LIMIT are probed (each once), the last one is reported unprobed
+    forced = w.reclaim(check=True, ichor_reclaim_node=worker["address"], ichor_reclaim_force=True)
+    assert forced.rc == 0 and not forced.failed, forced
+    assert peer_probes() == PROBE_LIMIT
+    assert all(w.calls(w.foreign, name).get("etcd-peer-port", 0) <= 1 for name in cps)
+    checked = [c["checked_by"] for c in forced.res["inspection"]["control_planes"]]
+    assert checked == ["etcd peer port answers"] * PROBE_LIMIT + ["not probed (beyond the first %d)" % PROBE_LIMIT]
+    assert forced.res["graceful"] is True
+    assert all(w.calls(w.foreign, name).get("Reset", 0) == 0 for name in cps + ["worker-1"])
 
 
 RETRY_PLAYBOOK = """---

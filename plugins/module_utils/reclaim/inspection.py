@@ -9,6 +9,8 @@ inspection of a configured machine reads its identity, hostname, role, the forei
 and ID, disks, user volumes (encrypted ones marked) and, for a control plane, the etcd members and
 their health: the dialled member by its own etcd status, the others by whether their peer port
 answers. For a worker the cluster's health is whether its control planes' etcd peer ports answer.
+The control planes to probe are the foreign machine's to list: they are probed concurrently and at
+most ``PROBE_LIMIT`` of them (``probe_all``); a longer list is refused unless ``force``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,6 +20,7 @@ __metaclass__ = type
 import asyncio
 import os
 import socket
+from concurrent.futures import ThreadPoolExecutor
 
 try:
     import yaml
@@ -32,6 +35,12 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconf
 
 ETCD_PEER_PORT = 2380
 PROBE_TIMEOUT = 2.0
+# The most control planes one inspection probes. The list comes from the foreign machine, so without a
+# bound it chooses how many addresses we connect to. etcd advises at most 7 members; 9 leaves room for
+# a member being replaced and a stale discovery entry. A longer list is refused unless force, which
+# probes the first PROBE_LIMIT only: no input makes a reclaim probe more.
+PROBE_LIMIT = 9
+NOT_PROBED = "not probed (beyond the first %d)" % PROBE_LIMIT
 
 # Volumes Talos owns: never "user volumes", whatever their state after the reset.
 SYSTEM_VOLUMES = frozenset(["META", "STATE", "EPHEMERAL", "EFI", "BIOS", "BOOT", "IMAGECACHE"])
@@ -97,6 +106,23 @@ def tcp_answers(host, port, timeout=PROBE_TIMEOUT):
     return True
 
 
+def probe_all(targets, probe=tcp_answers):
+    """Probe (host, port) targets all at once: the answers in order, in about one probe timeout in all."""
+    targets = list(targets)
+    if not targets:
+        return []
+    with ThreadPoolExecutor(max_workers=len(targets)) as pool:
+        return list(pool.map(lambda target: bool(probe(target[0], target[1])), targets))
+
+
+def check_count(node, count, what, force):
+    """Refuse, unless ``force``, a machine that lists more control planes than a reclaim probes."""
+    if count > PROBE_LIMIT and not force:
+        raise ReclaimError("%s lists %d control planes (%s), more than the %d a reclaim probes (a real cluster has a "
+                           "handful); pass force to probe the first %d and count the others as not answering; "
+                           "nothing was probed or sent" % (node, count, what, PROBE_LIMIT, PROBE_LIMIT))
+
+
 def _peer(url):
     """``https://10.0.0.1:2380`` -> ("10.0.0.1", 2380); None when it cannot be read."""
     rest = str(url).split("://", 1)[-1].split("/", 1)[0]
@@ -156,8 +182,12 @@ async def _safe(coro, default=None):
         return default
 
 
-async def inspect_configured(client, node, probe=tcp_answers):
-    """Read the machine at ``node`` over the authenticated API of a ``dial_only`` client (what is read: above)."""
+async def inspect_configured(client, node, probe=tcp_answers, force=False):
+    """Read the machine at ``node`` over the authenticated API of a ``dial_only`` client (what is read: above).
+
+    ``force`` lets a machine that lists more than ``PROBE_LIMIT`` control planes be inspected (the first
+    ``PROBE_LIMIT`` probed); without it that is a ReclaimError, raised before any probe.
+    """
     from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine  # grpclib-dependent
 
     facts = await machine.machine_facts(client)
@@ -179,18 +209,18 @@ async def inspect_configured(client, node, probe=tcp_answers):
         "volumes": user_volumes(volumes),
         "etcd": None,
     }
-    etcd = await _etcd(client, probe)
+    etcd = await _etcd(client, node, probe, force)
     if etcd is not None and not insp["role"]:
         insp["role"] = "controlplane"
     if insp["role"] == "controlplane":
         insp["etcd"] = etcd or {"running": False, "members": [], "error": "etcd is not answering on this node"}
     else:
         insp["role"] = insp["role"] or "worker"
-        insp["control_planes"] = probe_control_planes(facts["members"], probe)
+        insp["control_planes"] = probe_control_planes(facts["members"], probe, force, node)
     return insp
 
 
-async def _etcd(client, probe):
+async def _etcd(client, node, probe, force):
     """The etcd view of a control plane, or None when the machine is not one."""
     from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
     members_req = talos_client.request_type("EtcdMemberList")(query_local=False)
@@ -203,6 +233,7 @@ async def _etcd(client, probe):
         return {"running": False, "members": [], "error": exc.message}
     except errors.TalosError as exc:
         return {"running": False, "members": [], "error": exc.message}
+    check_count(node, len(members), "etcd members", force)
     own_id = None
     try:
         status = client.first(await client.ainvoke("EtcdStatus", None)).member_status
@@ -210,14 +241,20 @@ async def _etcd(client, probe):
         own_error = "; ".join(status.errors) if list(status.errors) else ""
     except errors.TalosError as exc:
         own_error = exc.message
+    peers = [_peer(member.peer_urls[0]) if member.peer_urls else None for member in members]
+    others = [i for i, member in enumerate(members) if peers[i] and not (own_id is not None and member.id == own_id)]
+    probed = others[:PROBE_LIMIT]
+    answers = dict(zip(probed, probe_all([peers[i] for i in probed], probe)))
     out = []
-    for member in members:
-        peer = _peer(member.peer_urls[0]) if member.peer_urls else None
+    for i, member in enumerate(members):
+        peer = peers[i]
         if own_id is not None and member.id == own_id:
             healthy, how = not own_error, "its own etcd status" + (": " + own_error if own_error else "")
             this = True
+        elif peer and i not in answers:
+            healthy, how, this = False, NOT_PROBED, False
         else:
-            healthy = bool(peer) and probe(peer[0], peer[1])
+            healthy = answers.get(i, False)
             how = "peer port %s" % ("answers" if healthy else "does not answer")
             this = False
         out.append({"id": "%x" % member.id, "hostname": member.hostname, "peer": "%s:%s" % peer if peer else "",
@@ -225,17 +262,23 @@ async def _etcd(client, probe):
     return {"running": own_id is not None, "members": out, "error": own_error if own_id is None else ""}
 
 
-def probe_control_planes(members, probe=tcp_answers):
-    """A worker's view of its cluster: each control plane member and whether its etcd peer port answers."""
+def probe_control_planes(members, probe=tcp_answers, force=False, node="the machine"):
+    """A worker's view of its cluster: each control plane member and whether its etcd peer port answers
+    (its first address; the first ``PROBE_LIMIT`` with one are probed, all at once)."""
+    cps = [m for m in members if m.get("machine_type") in ("controlplane", "init")]
+    check_count(node, len(cps), "discovery members", force)
+    firsts = [(m.get("addresses") or [""])[0] for m in cps]
+    probed = [i for i, address in enumerate(firsts) if address][:PROBE_LIMIT]
+    answers = dict(zip(probed, probe_all([(firsts[i], ETCD_PEER_PORT) for i in probed], probe)))
     out = []
-    for member in members:
-        if member.get("machine_type") not in ("controlplane", "init"):
-            continue
-        addresses = member.get("addresses") or []
-        healthy = any(probe(a, ETCD_PEER_PORT) for a in addresses[:1])
-        out.append({"hostname": member.get("hostname", ""), "address": addresses[0] if addresses else "",
-                    "healthy": healthy, "checked_by": "etcd peer port %s" % ("answers" if healthy
-                                                                             else "does not answer")})
+    for i, member in enumerate(cps):
+        healthy = answers.get(i, False)
+        if firsts[i] and i not in answers:
+            how = NOT_PROBED
+        else:
+            how = "etcd peer port %s" % ("answers" if healthy else "does not answer")
+        out.append({"hostname": member.get("hostname", ""), "address": firsts[i], "healthy": healthy,
+                    "checked_by": how})
     return out
 
 

@@ -55,7 +55,7 @@ def reclaim(params, conn, check_mode, io=None, clock=time.time, wait_clock=None)
                     managed_context=lambda: talosconfig.load(path=params.get("talosconfig"),
                                                              content=params.get("talosconfig_content"),
                                                              context=params.get("context")),
-                    timeout=timeout, probe_timeout=min(PROBE_TIMEOUT, timeout))
+                    timeout=timeout, probe_timeout=min(PROBE_TIMEOUT, timeout), force=params.get("force"))
     try:
         result = flow.run(options(params), io, check_mode=check_mode, clock=clock, wait_clock=wait_clock)
     except ReclaimError as exc:
@@ -74,15 +74,17 @@ class LiveIO:
     ``foreign`` and ``managed_context`` are callables, so that a bad credential is a failure of the
     run (with its audit lines), not of its setup: ``foreign()`` -> the foreign Context,
     ``managed_context()`` -> the managed cluster's Context (for a probe of the machine with it).
+    ``force`` lets the inspection go on when the machine lists more control planes than it probes.
     """
 
-    def __init__(self, conn, node, foreign, managed_context, timeout=30.0, probe_timeout=PROBE_TIMEOUT):
+    def __init__(self, conn, node, foreign, managed_context, timeout=30.0, probe_timeout=PROBE_TIMEOUT, force=False):
         self.conn = conn
         self.node = node
         self.foreign = foreign
         self.managed_context = managed_context
         self.timeout = timeout
         self.probe_timeout = probe_timeout
+        self.force = bool(force)
         self._client = None
         self._managed = None
 
@@ -135,7 +137,7 @@ class LiveIO:
 
     def inspect(self):
         client = self._foreign()
-        return client.run(inspection.inspect_configured(client, self.node))
+        return client.run(inspection.inspect_configured(client, self.node, force=self.force))
 
     def maintenance(self):
         from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
