@@ -21,5 +21,9 @@ options:
     description:
       - Keep the run's snapshot in this file (mode 0600) instead of a Secret in O(namespace). Give the same file to
         every installer module of a run.
+      - The snapshot holds Secret values. It is written to a new file in the same directory, created mode 0600, and
+        renamed over the old one, so whatever was there before (its mode, a link) never keeps it.
+      - Its directory must be writable by its owner only, and owned by the user running the module or by root (not
+        C(/tmp)); otherwise the module fails, naming the directory and its mode.
     type: path
 """

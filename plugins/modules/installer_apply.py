@@ -17,8 +17,19 @@ description:
   - Before anything is written, snapshots every object the run will change or delete (including what
     M(maesh.ichor.installer_prune) will prune), persists the snapshot (Secret C(ichor-installer-snapshot) next to the
     inventory, or O(snapshot_file)) and reads it back. If the apply fails, the cluster is restored from it.
+  - Each run has an id, made here and returned as RV(run_id); the snapshot carries it. Give it to
+    M(maesh.ichor.installer_prune) and M(maesh.ichor.installer_restore) of the same run (the installer role does);
+    only the run that wrote a snapshot restores it by itself.
+  - A snapshot left by another run that did not finish (killed between apply and prune) is never restored by this
+    run. A warning names it and its run id; this run's snapshot replaces it, or M(maesh.ichor.installer_prune) removes
+    it when this run has nothing to snapshot.
+  - Entries of the previous inventory that are malformed, or name a kind the API server no longer serves (a custom
+    resource whose CRD is gone), are skipped with a warning; nothing is pruned for them and the run goes on.
   - Asks the API server with dry runs what would change, so a run with nothing to change writes nothing.
   - In check mode returns the full plan, prune set included, and with C(--diff) the before and after of each object.
+  - C(changed) says whether this module writes (the snapshot and the objects), in check mode as in a real run. The
+    inventory is written by M(maesh.ichor.installer_prune), so a change of the inventory alone does not make it
+    C(changed).
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
@@ -45,6 +56,14 @@ EXAMPLES = r"""
     kubeconfig: "{{ ichor_kubeconfig }}"
     bundle:
       - "{{ role_path }}/files/bundle"
+  register: ichor_applied
+
+- name: Prune, as the same run
+  maesh.ichor.installer_prune:
+    kubeconfig: "{{ ichor_kubeconfig }}"
+    run_id: "{{ ichor_applied.run_id }}"
+    bundle:
+      - "{{ role_path }}/files/bundle"
 
 - name: The same, the connection set once for every module of the group maesh.ichor.k8s
   module_defaults:
@@ -59,6 +78,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+run_id:
+  description:
+    - This run's id (when it started, UTC, and a random part), carried by the snapshot it writes. Give it to
+      M(maesh.ichor.installer_prune) and M(maesh.ichor.installer_restore) as O(maesh.ichor.installer_prune#module:run_id).
+  returned: always, also on failure once the arguments are valid
+  type: str
+  sample: 20261201T081500Z-1a2b3c4d5e6f
 plan:
   description: One line per object to create or update, per object to prune or keep (with why), notices and warnings.
   returned: always

@@ -21,8 +21,13 @@ description:
   - Each candidate is read again and deleted only if it still carries C(ichor.maesh.dev/installed-by=ichor-installer)
     (the renamed role C(app.kubernetes.io/name=ichor)), with a UID precondition. CRDs, Namespaces, Secrets,
     PriorityClasses, CiliumNetworkPolicies, PersistentVolumeClaims and unmarked objects are never deleted.
-  - Only objects in the run's snapshot are deleted; if a delete fails, everything is restored from the snapshot.
-  - Then writes the new inventory (delete and create, only when it changed) and removes the snapshot.
+  - Only objects in the run's snapshot (the one whose id is O(run_id)) are deleted; if a delete fails, everything is
+    restored from that snapshot.
+  - Then writes the new inventory (delete and create, only when it changed) and removes the run's snapshot. A
+    snapshot that another run left (it did not finish) is never restored; a warning names it, and since this run
+    succeeded it is removed.
+  - Entries of the previous inventory that are malformed, or name a kind the API server no longer serves (a custom
+    resource whose CRD is gone), are skipped with a warning; the new inventory no longer lists them.
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
@@ -41,12 +46,17 @@ options:
     type: list
     elements: path
     required: true
+  run_id:
+    description: The id M(maesh.ichor.installer_apply) of the same run returned (RV(maesh.ichor.installer_apply#module:run_id)).
+    type: str
+    required: true
 """
 
 EXAMPLES = r"""
 - name: Prune what the bundle no longer ships
   maesh.ichor.installer_prune:
     kubeconfig: "{{ ichor_kubeconfig }}"
+    run_id: "{{ ichor_applied.run_id }}"
     bundle:
       - "{{ role_path }}/files/bundle"
 """
@@ -93,7 +103,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.installer import stage
 
 
 def main():
-    module = AnsibleModule(argument_spec=specs.spec(stages.options(bundle=True), kube=True), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=specs.spec(stages.options(bundle=True, run_id="required"), kube=True), supports_check_mode=True)
     runner.run(module, lambda conn: stages.run_stage(stages.prune_run, module.params, conn, module.check_mode))
 
 

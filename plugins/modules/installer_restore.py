@@ -15,6 +15,13 @@ description:
   - Reads the snapshot that M(maesh.ichor.installer_apply) persisted and puts every object back as it was (same
     labels, annotations and spec or data), deletes the objects the run created, re-creates deleted ones, then removes
     the snapshot. The installer role calls it when a step between apply and prune fails.
+  - Only the snapshot whose run id is O(run_id) is restored. The installer role passes the id
+    M(maesh.ichor.installer_apply) returned, so that a failed run restores its own snapshot and never one that another
+    run left (a run killed between apply and prune); restoring that one would roll back what that run applied.
+  - Any other snapshot, and every snapshot when O(run_id) is not given, is left as it is; the module writes nothing,
+    returns C(changed=false) and a warning that names the snapshot and its run id. To roll back a run that did not
+    finish, restore its snapshot by hand with that id as O(run_id) (the plan of M(maesh.ichor.installer_apply) shows
+    it, with its number of objects).
   - Without a snapshot there is nothing to restore and nothing is written.
 author:
   - maesh.ichor developers (@maesh-ichor)
@@ -28,12 +35,24 @@ attributes:
   diff_mode:
     support: none
     description: Not supported.
+options:
+  run_id:
+    description:
+      - The id of the run whose snapshot to restore (RV(maesh.ichor.installer_apply#module:run_id) of that run).
+      - Without it nothing is restored; the warning names the snapshot present and its id.
+    type: str
 """
 
 EXAMPLES = r"""
-- name: Restore after a failed step
+- name: Restore after a failed step of this run
   maesh.ichor.installer_restore:
     kubeconfig: "{{ ichor_kubeconfig }}"
+    run_id: "{{ ichor_applied.run_id }}"
+
+- name: By hand, after a crash - roll back the run whose id the warning named
+  maesh.ichor.installer_restore:
+    kubeconfig: "{{ ichor_kubeconfig }}"
+    run_id: 20261201T081500Z-1a2b3c4d5e6f
 """
 
 RETURN = r"""
@@ -56,7 +75,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.installer import stage
 
 
 def main():
-    module = AnsibleModule(argument_spec=specs.spec(stages.options(), kube=True), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=specs.spec(stages.options(run_id="optional"), kube=True), supports_check_mode=True)
     runner.run(module, lambda conn: stages.run_stage(stages.restore, module.params, conn, module.check_mode))
 
 

@@ -1,8 +1,8 @@
 """module_utils.installer's pure parts: reading a bundle, the inventory's form, the prune rules (ADR 0111) and
 the snapshot's form."""
 
-import base64
 import json
+import re
 
 import pytest
 import yaml
@@ -59,11 +59,28 @@ def test_the_inventory_round_trips_and_an_unparseable_one_is_a_warning():
     refs = [Ref("v1", "ServiceAccount", NS, "a"), Ref("rbac.authorization.k8s.io/v1", "ClusterRole", None, "r")]
     cm = inventory.configmap(refs, NS)
     assert cm["metadata"]["labels"] == MARK
-    assert inventory.parse(cm) == (sorted(refs, key=lambda r: r.kind), None)
-    assert inventory.parse(None) == (None, None)
-    bad = dict(cm, data={"objects": json.dumps([{"kind": "ServiceAccount"}])})
-    assert inventory.parse(bad) == (None, "the installer inventory %s/%s cannot be parsed; it is ignored and nothing "
-                                          "it lists is pruned" % (NS, inventory.INVENTORY_NAME))
+    assert inventory.parse(cm) == (sorted(refs, key=lambda r: r.kind), [])
+    assert inventory.parse(None) == (None, [])
+    for text in ("{not json", "{}", "null", "7"):
+        bad = dict(cm, data={"objects": text})
+        assert inventory.parse(bad) == (None, ["the installer inventory %s/%s cannot be parsed; it is ignored and nothing "
+                                               "it lists is pruned" % (NS, inventory.INVENTORY_NAME)])
+
+
+def test_a_malformed_inventory_entry_is_skipped_with_a_warning_and_the_others_kept():
+    good = {"apiVersion": "v1", "kind": "ServiceAccount", "namespace": NS, "name": "a"}
+    items = [good, {"kind": "ServiceAccount"}, "a string", dict(good, name=7), dict(good, kind=["x"]),
+             dict(good, apiVersion=""), dict(good, namespace={"n": 1}), dict(good, name={"a": 1}), good,
+             dict(good, kind=None)]
+    cm = {"metadata": {"name": inventory.INVENTORY_NAME, "namespace": NS}, "data": {"objects": json.dumps(items)}}
+    refs, warnings = inventory.parse(cm)
+    assert refs == [Ref("v1", "ServiceAccount", NS, "a")]
+    prefix = "the installer inventory %s/%s: entry " % (NS, inventory.INVENTORY_NAME)
+    suffix = " it is skipped and nothing is pruned for it"
+    assert warnings == [prefix + "%d of 10 is malformed (%s);" % (n, why) + suffix for n, why in [
+        (2, "apiVersion is missing"), (3, "not an object"), (4, "name is not a non-empty string"),
+        (5, "kind is not a non-empty string"), (6, "apiVersion is not a non-empty string"),
+        (7, "namespace is not a string"), (8, "name is not a non-empty string"), (10, "kind is missing")]]
 
 
 def test_candidates_are_the_dropped_objects_of_prunable_kinds_in_the_namespace():
@@ -113,15 +130,26 @@ def test_the_snapshot_form():
     assert entry == {"ref": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": NS, "name": "c"}, "uid": "u1",
                      "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": NS},
                                 "data": {"v": "1"}}}
-    text = snapshot.encode([entry])
-    assert snapshot.decode(text) == [entry]
-    secret = {"data": {"snapshot": base64.b64encode(text.encode()).decode()}}
-    assert snapshot.from_secret(secret) == [entry]
-    for bad in ('{"schema": 2, "entries": []}', "[]"):
-        with pytest.raises(InstallerError) as exc:
+    text = snapshot.encode([entry], "run-1")
+    decoded = snapshot.decode(text)
+    assert (decoded.run_id, decoded.entries) == ("run-1", [entry])
+    secret = snapshot.secret(text, NS)
+    secret["metadata"].update(uid="u9", resourceVersion="12")
+    found = snapshot.from_secret(secret)
+    assert (found.run_id, found.entries, found.uid, found.version) == ("run-1", [entry], "u9", "12")
+    assert found.describe() == "run run-1 (1 objects)"
+    for bad in ('{"schema": 1, "run": "r", "entries": []}', "[]", '{"schema": 2, "entries": []}',
+                '{"schema": 2, "run": 5, "entries": []}', '{"schema": 2, "run": "", "entries": []}'):
+        with pytest.raises(snapshot.Unreadable) as exc:
             snapshot.decode(bad)
         assert exc.value.message == "not an installer snapshot"
     with pytest.raises(InstallerError):
         snapshot.decode("{not json")
     with pytest.raises(InstallerError):
         snapshot.from_secret({"data": {}})
+
+
+def test_run_ids_differ_and_say_when():
+    ids = set(snapshot.new_run_id() for _ in range(100))
+    assert len(ids) == 100
+    assert all(re.match(r"^\d{8}T\d{6}Z-[0-9a-f]{12}$", i) for i in ids)

@@ -4,6 +4,7 @@ Installer over a fake KubeClient that keeps objects in a dict, records every wri
 import base64
 import copy
 import itertools
+import json
 import os
 import stat
 
@@ -29,6 +30,9 @@ CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResou
                   "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 
+RUN = "20261201T080000Z-000000000001"
+
+
 class Resource:
     def __init__(self, namespaced):
         self.namespaced = namespaced
@@ -42,6 +46,7 @@ class FakeKube:
         self.store = {}
         self.writes = []
         self.fail = {}
+        self.unserved = set()  # kinds API discovery no longer knows (a custom resource whose CRD is gone)
         self._ids = itertools.count(1)
         self.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
 
@@ -85,9 +90,12 @@ class FakeKube:
         return stored
 
     def resource(self, api_version, kind):
+        if kind in self.unserved:
+            raise KubeError("the API server does not serve %s %s" % (api_version, kind))
         return Resource(kind not in CLUSTER_SCOPED)
 
     def get(self, api_version, kind, name, namespace=None):
+        self.resource(api_version, kind)
         self._check("get", name)
         obj = self.store.get(self._key(api_version, kind, name, namespace))
         return copy.deepcopy(obj)
@@ -99,6 +107,7 @@ class FakeKube:
         previous = self.store.get(key)
         new = self._stored(obj, previous)
         if dry_run:
+            self._check("dry-run", obj["metadata"]["name"])
             return new
         self._check("apply", obj["metadata"]["name"])
         self.writes.append(("apply", key))
@@ -138,6 +147,8 @@ class FakeKube:
             raise NotFound("delete: 404", status=404)
         if uid and live["metadata"]["uid"] != uid:
             raise Conflict("delete: 409 Conflict: the UID in the precondition does not match", status=409)
+        if resource_version and live["metadata"]["resourceVersion"] != resource_version:
+            raise Conflict("delete: 409 Conflict: the resourceVersion in the precondition does not match", status=409)
         self.writes.append(("delete", key))
         del self.store[key]
 
@@ -186,16 +197,23 @@ def write(tmp_path):
     return _write
 
 
+def installer(kube, paths, **kwargs):
+    """An Installer of run RUN unless told otherwise."""
+    kwargs.setdefault("run_id", RUN)
+    return Installer(kube, paths, **kwargs)
+
+
 def install(kube, paths, check=False, **kwargs):
-    """One run as the role makes it: apply then prune, each with its own Installer."""
-    applied = stages.apply_run(Installer(kube, paths, **kwargs), check)
-    pruned = stages.prune_run(Installer(kube, paths, **kwargs), check)
+    """One run as the role makes it: apply then prune, each with its own Installer, both with a new run id."""
+    kwargs.setdefault("run_id", snapshot.new_run_id())
+    applied = stages.apply_run(installer(kube, paths, **kwargs), check)
+    pruned = stages.prune_run(installer(kube, paths, **kwargs), check)
     return applied, pruned
 
 
 def test_a_first_run_snapshots_applies_prunes_nothing_and_records_its_inventory(kube, write):
     paths = write("v1", [sa("a"), cm("c"), cr("r")])
-    applied = stages.apply_run(Installer(kube, paths), False)
+    applied = stages.apply_run(installer(kube, paths), False)
     assert applied["changed"]
     assert applied["plan"] == ["create ServiceAccount %s/a" % NS, "create ClusterRole r", "create ConfigMap %s/c" % NS]
     assert [c["action"] for c in applied["changes"]] == ["create"] * 3
@@ -204,15 +222,16 @@ def test_a_first_run_snapshots_applies_prunes_nothing_and_records_its_inventory(
     assert applied["prune"] == [] and applied["warnings"] == []
     assert kube.live("ServiceAccount", "a")["metadata"]["labels"] == MARK
     # the snapshot says the three were absent, so a restore would delete them
-    entries = snapshot.from_secret(kube.live("Secret", snapshot.SNAPSHOT_NAME))
-    assert [e["object"] for e in entries] == [None, None, None]
+    saved = snapshot.from_secret(kube.live("Secret", snapshot.SNAPSHOT_NAME))
+    assert saved.run_id == RUN and applied["run_id"] == RUN
+    assert [e["object"] for e in saved.entries] == [None, None, None]
 
-    pruned = stages.prune_run(Installer(kube, paths), False)
+    pruned = stages.prune_run(installer(kube, paths), False)
     assert pruned["changed"] and pruned["pruned"] == [] and pruned["kept"] == []
     assert pruned["plan"] == ["wrote the inventory %s/%s (3 objects)" % (NS, inventory.INVENTORY_NAME)]
     assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
-    recorded, warning = inventory.parse(kube.live("ConfigMap", inventory.INVENTORY_NAME))
-    assert warning is None and sorted(str(r) for r in recorded) == sorted(
+    recorded, warnings = inventory.parse(kube.live("ConfigMap", inventory.INVENTORY_NAME))
+    assert warnings == [] and sorted(str(r) for r in recorded) == sorted(
         ["ServiceAccount %s/a" % NS, "ConfigMap %s/c" % NS, "ClusterRole r"])
 
 
@@ -273,7 +292,7 @@ def test_a_failed_apply_restores_the_cluster(kube, write):
     kube.fail[("apply", "z")] = KubeError("apply ConfigMap %s/z: 422 Invalid" % NS, status=422)
     with pytest.raises(RunFailed) as exc:
         # applied in this order: the ServiceAccount, c, then z fails
-        stages.apply_run(Installer(kube, write("v2", [sa("a"), cm("c", value="after"), cm("z")])), False)
+        stages.apply_run(installer(kube, write("v2", [sa("a"), cm("c", value="after"), cm("z")])), False)
     assert isinstance(exc.value, IchorError)
     assert exc.value.message == ("apply failed: apply ConfigMap %s/z: 422 Invalid; the cluster was restored to "
                                  "what it was before the run" % NS)
@@ -285,20 +304,20 @@ def test_a_failed_apply_restores_the_cluster(kube, write):
 
 
 def test_a_snapshot_that_cannot_be_written_stops_the_run_before_any_change(kube, write):
-    kube.fail[("create", snapshot.SNAPSHOT_NAME)] = KubeError("create Secret: 403 Forbidden", status=403)
+    kube.fail[("apply", snapshot.SNAPSHOT_NAME)] = KubeError("apply Secret: 403 Forbidden", status=403)
     with pytest.raises(RunFailed) as exc:
-        stages.apply_run(Installer(kube, write("v1", [sa("a")])), False)
-    assert exc.value.message == "apply failed: create Secret: 403 Forbidden; nothing was written"
+        stages.apply_run(installer(kube, write("v1", [sa("a")])), False)
+    assert exc.value.message == "apply failed: apply Secret: 403 Forbidden; nothing was written"
     assert kube.live("ServiceAccount", "a") is None
 
 
 def test_a_failed_delete_restores_and_names_what_was_re_created(kube, write):
     install(kube, write("v1", [sa("a-first"), sa("z-blocked"), cm("settings", value="before")]))
     v2 = write("v2", [cm("settings", value="after")])
-    assert stages.apply_run(Installer(kube, v2), False)["changed"]
+    assert stages.apply_run(installer(kube, v2), False)["changed"]
     kube.fail[("delete", "z-blocked")] = KubeError("delete ServiceAccount: 403 z-blocked may not be deleted")
     with pytest.raises(RunFailed) as exc:
-        stages.prune_run(Installer(kube, v2), False)
+        stages.prune_run(installer(kube, v2), False)
     message = exc.value.message
     assert message.startswith("prune failed: delete ServiceAccount: 403 z-blocked may not be deleted; the cluster "
                               "was restored to what it was before the run")
@@ -312,7 +331,7 @@ def test_a_failed_delete_restores_and_names_what_was_re_created(kube, write):
 def test_a_failed_restore_keeps_the_snapshot_and_says_so(kube, write):
     install(kube, write("v1", [sa("a"), sa("b")]))
     v2 = write("v2", [sa("a")])
-    stages.apply_run(Installer(kube, v2), False)
+    stages.apply_run(installer(kube, v2), False)
 
     def refuse_then_break_reads():
         kube.fail[("get", "b")] = KubeError("get: 500 boom")
@@ -320,7 +339,7 @@ def test_a_failed_restore_keeps_the_snapshot_and_says_so(kube, write):
 
     kube.fail[("delete", "b")] = refuse_then_break_reads
     with pytest.raises(RunFailed) as exc:
-        stages.prune_run(Installer(kube, v2), False)
+        stages.prune_run(installer(kube, v2), False)
     assert exc.value.message == ("prune failed: delete: 500 boom; RESTORE FAILED (get: 500 boom): the snapshot is "
                                  "kept for installer_restore")
     assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is not None
@@ -329,11 +348,11 @@ def test_a_failed_restore_keeps_the_snapshot_and_says_so(kube, write):
 def test_an_object_re_created_after_the_check_is_kept(kube, write):
     install(kube, write("v1", [sa("a"), sa("gone")]))
     v2 = write("v2", [sa("a")])
-    stages.apply_run(Installer(kube, v2), False)
+    stages.apply_run(installer(kube, v2), False)
     old_uid = kube.live("ServiceAccount", "gone")["metadata"]["uid"]
     kube.store.pop(("", "ServiceAccount", NS, "gone"))
     kube.put(dict(sa("gone"), metadata={"name": "gone", "namespace": NS, "labels": MARK}))
-    pruned = stages.prune_run(Installer(kube, v2), False)
+    pruned = stages.prune_run(installer(kube, v2), False)
     assert kube.live("ServiceAccount", "gone")["metadata"]["uid"] != old_uid
     assert pruned["pruned"] == []
     assert {"object": "ServiceAccount %s/gone" % NS, "reason": "re-created since it was checked (new UID)"} in \
@@ -342,9 +361,9 @@ def test_an_object_re_created_after_the_check_is_kept(kube, write):
 
 def test_an_inventory_that_cannot_be_written_is_a_warning_and_the_run_succeeds(kube, write):
     paths = write("v1", [sa("a")])
-    stages.apply_run(Installer(kube, paths), False)
+    stages.apply_run(installer(kube, paths), False)
     kube.fail[("create", inventory.INVENTORY_NAME)] = KubeError("create ConfigMap: 403 Forbidden", status=403)
-    pruned = stages.prune_run(Installer(kube, paths), False)
+    pruned = stages.prune_run(installer(kube, paths), False)
     warning = ("the installer inventory could not be written (create ConfigMap: 403 Forbidden); the next run prunes "
                "less, never more")
     assert pruned["changed"] and pruned["warnings"] == [warning]
@@ -382,22 +401,22 @@ def test_the_renamed_role_without_its_label_is_kept(kube, write):
 def test_a_secret_in_the_bundle_never_reaches_a_diff(kube, write):
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": NS},
               "stringData": {"token": "MARKER-not-for-the-diff"}}
-    applied = stages.apply_run(Installer(kube, write("v1", [secret])), True)
+    applied = stages.apply_run(installer(kube, write("v1", [secret])), True)
     assert "MARKER" not in repr(applied) and "<masked>" in applied["diff"][0]["after"]
 
 
 def test_a_namespace_created_by_the_same_bundle_plans_as_a_create(kube, write):
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fresh"}}
-    applied = stages.apply_run(Installer(kube, write("v1", [ns, sa("a", ns="fresh")])), True)
+    applied = stages.apply_run(installer(kube, write("v1", [ns, sa("a", ns="fresh")])), True)
     assert applied["plan"] == ["create Namespace fresh", "create ServiceAccount fresh/a"]
 
 
 def test_restore_puts_the_snapshot_back_and_drops_it(kube, write):
     install(kube, write("v1", [sa("a"), cm("c", value="before")]))
-    stages.apply_run(Installer(kube, write("v2", [sa("a"), sa("b"), cm("c", value="after")])), False)
+    stages.apply_run(installer(kube, write("v2", [sa("a"), sa("b"), cm("c", value="after")])), False)
     # a step between apply and prune failed: the role calls installer_restore
     conn = Conn(kube)
-    params = dict(namespace=NS, snapshot_file=None)
+    params = dict(namespace=NS, snapshot_file=None, run_id=RUN)
     before = len(kube.writes)
     planned = stages.run_stage(stages.restore, params, conn, True)
     assert planned == dict(changed=True, restored=[], plan=["restore ServiceAccount %s/b" % NS,
@@ -413,10 +432,10 @@ def test_restore_puts_the_snapshot_back_and_drops_it(kube, write):
 
 def test_a_failed_restore_keeps_the_snapshot(kube, write):
     install(kube, write("v1", [cm("c", value="before")]))
-    stages.apply_run(Installer(kube, write("v2", [cm("c", value="after")])), False)
+    stages.apply_run(installer(kube, write("v2", [cm("c", value="after")])), False)
     kube.fail[("replace", "c")] = KubeError("update ConfigMap: 409 Conflict", status=409)
     with pytest.raises(InstallerError) as exc:
-        stages.run_stage(stages.restore, dict(namespace=NS, snapshot_file=None), Conn(kube), False)
+        stages.run_stage(stages.restore, dict(namespace=NS, snapshot_file=None, run_id=RUN), Conn(kube), False)
     assert exc.value.message == "restore failed: update ConfigMap: 409 Conflict; the snapshot is kept"
     assert exc.value.result == dict(plan=["restore ConfigMap %s/c" % NS])
     assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is not None
@@ -425,10 +444,10 @@ def test_a_failed_restore_keeps_the_snapshot(kube, write):
 def test_a_snapshot_file_is_0600_and_serves_the_restore(kube, write, tmp_path):
     path = str(tmp_path / "snapshot.json")
     install(kube, write("v1", [cm("c", value="before")]), snapshot_file=path)
-    stages.apply_run(Installer(kube, write("v2", [cm("c", value="after")]), snapshot_file=path), False)
+    stages.apply_run(installer(kube, write("v2", [cm("c", value="after")]), snapshot_file=path), False)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
-    stages.run_stage(stages.restore, dict(namespace=NS, snapshot_file=path), Conn(kube), False)
+    stages.run_stage(stages.restore, dict(namespace=NS, snapshot_file=path, run_id=RUN), Conn(kube), False)
     assert kube.live("ConfigMap", "c")["data"] == {"v": "before"} and not os.path.exists(path)
 
 
@@ -436,12 +455,14 @@ def test_failures_before_a_plan_carry_an_empty_one(kube, tmp_path):
     path = tmp_path / "snapshot.json"
     path.write_text("{not json")
     with pytest.raises(InstallerError) as exc:
-        stages.run_stage(stages.restore, dict(namespace=NS, snapshot_file=str(path)), Conn(kube), False)
+        stages.run_stage(stages.restore, dict(namespace=NS, snapshot_file=str(path), run_id=RUN), Conn(kube), False)
     assert exc.value.result == dict(plan=[])
     missing = str(tmp_path / "nowhere")
     with pytest.raises(BundleError) as exc:
         stages.run_stage(stages.apply_run, dict(bundle=[missing], namespace=NS, snapshot_file=None), Conn(kube), False)
-    assert exc.value.message == "bundle path %s does not exist" % missing and exc.value.result == dict(plan=[])
+    assert exc.value.message == "bundle path %s does not exist" % missing
+    # installer_apply's failures carry the run's id, for the restore of the same run
+    assert exc.value.result == dict(plan=[], run_id=exc.value.result["run_id"]) and exc.value.result["run_id"]
 
 
 def test_a_bug_is_not_turned_into_a_one_line_failure(kube, write):
@@ -449,3 +470,300 @@ def test_a_bug_is_not_turned_into_a_one_line_failure(kube, write):
     kube.fail[("get", "a")] = RuntimeError("a bug")
     with pytest.raises(RuntimeError):
         stages.run_stage(stages.apply_run, dict(bundle=paths, namespace=NS, snapshot_file=None), Conn(kube), True)
+
+
+
+# -- issue 12: the snapshot file ---------------------------------------------------------------
+
+def test_the_snapshot_file_is_a_new_0600_file_whatever_was_there(kube, write, tmp_path):
+    directory = tmp_path / "state"
+    directory.mkdir(mode=0o700)
+    path = directory / "snapshot.json"
+    path.write_text("old Secret values")
+    os.chmod(str(path), 0o644)
+    old_inode = os.stat(str(path)).st_ino
+    install(kube, write("v1", [cm("c", value="before")]))
+    stages.apply_run(installer(kube, write("v2", [cm("c", value="after")]), snapshot_file=str(path)), False)
+    assert stat.S_IMODE(os.stat(str(path)).st_mode) == 0o600
+    assert os.stat(str(path)).st_ino != old_inode  # a new file renamed over the old one, not the old one rewritten
+    assert snapshot.decode(path.read_text()).run_id == RUN
+    assert sorted(os.listdir(str(directory))) == ["snapshot.json"]  # no temporary file left
+
+
+def test_a_link_at_the_snapshot_path_is_replaced_not_written_through(kube, write, tmp_path):
+    directory = tmp_path / "state"
+    directory.mkdir(mode=0o700)
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("not the snapshot's")
+    path = directory / "snapshot.json"
+    os.symlink(str(target), str(path))
+    stages.apply_run(installer(kube, write("v1", [cm("c")]), snapshot_file=str(path)), False)
+    assert not os.path.islink(str(path)) and stat.S_IMODE(os.stat(str(path)).st_mode) == 0o600
+    assert target.read_text() == "not the snapshot's"
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775, 0o757, 0o1777])
+def test_a_snapshot_file_in_a_directory_others_can_write_is_refused(kube, write, tmp_path, mode):
+    directory = tmp_path / "shared"
+    directory.mkdir()
+    os.chmod(str(directory), mode)
+    path = str(directory / "snapshot.json")
+    message = ("refusing the snapshot file %s: its directory %s is writable by others (mode %04o); choose a directory "
+               "only its owner can write" % (path, directory, mode))
+    for check in (True, False):
+        with pytest.raises(InstallerError) as exc:
+            stages.run_stage(stages.apply_run, dict(bundle=write("v-%s" % check, [sa("a")]), namespace=NS,
+                                                    snapshot_file=path), Conn(kube), check)
+        assert exc.value.message == message
+    with pytest.raises(InstallerError) as exc:
+        stages.run_stage(stages.restore, dict(namespace=NS, snapshot_file=path, run_id=RUN), Conn(kube), False)
+    assert exc.value.message == message
+    assert kube.writes == [] and os.listdir(str(directory)) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a directory to another user needs root")
+def test_a_snapshot_file_in_another_users_directory_is_refused(kube, write, tmp_path):
+    directory = tmp_path / "theirs"
+    directory.mkdir(mode=0o700)
+    os.chown(str(directory), 12345, 12345)
+    path = str(directory / "snapshot.json")
+    with pytest.raises(InstallerError) as exc:
+        stages.apply_run(installer(kube, write("v1", [sa("a")]), snapshot_file=path), False)
+    assert exc.value.message == ("refusing the snapshot file %s: its directory %s belongs to uid 12345, not to this "
+                                 "user (uid 0) or root" % (path, directory))
+    assert kube.writes == []
+
+
+# -- issue 12: a snapshot another run left -----------------------------------------------------
+
+KILLED = "20261201T070000Z-00000000dead"
+
+
+def role_run(kube, paths, run_id, check=False):
+    """The installer role: apply (it makes the id; here given, to know it), prune with it; on failure, restore with
+    the id the apply returned. Returns (apply result, prune result or None, restore result or None)."""
+    applied = pruned = restored = None
+    try:
+        applied = stages.apply_run(installer(kube, paths, run_id=run_id), check)
+        pruned = stages.prune_run(installer(kube, paths, run_id=run_id), check)
+    except IchorError as exc:
+        applied = applied or dict(exc.result or {}, failed=True)
+        restored = stages.run_stage(stages.restore, dict(namespace=NS, snapshot_file=None,
+                                                         run_id=applied.get("run_id", run_id)), Conn(kube), check)
+    return applied, pruned, restored
+
+
+def killed_run(kube, write):
+    """v1 installed; v2 applied by run KILLED, killed before its prune: its snapshot is left."""
+    install(kube, write("v1", [sa("a"), sa("old"), cm("c", value="before")]))
+    v2 = write("v2", [sa("a"), sa("new"), cm("c", value="after")])
+    stages.apply_run(installer(kube, v2, run_id=KILLED), False)
+    assert snapshot.from_secret(kube.live("Secret", snapshot.SNAPSHOT_NAME)).run_id == KILLED
+    return v2
+
+
+def leftover_warning(count=3):
+    return ("the installer snapshot in the Secret %s/%s is of run %s (%d objects), which did not finish: this run does "
+            "not restore it and replaces it when it succeeds (installer_restore with run_id %s restores it by hand)"
+            % (NS, snapshot.SNAPSHOT_NAME, KILLED, count, KILLED))
+
+
+def test_a_failed_plan_after_a_killed_run_does_not_restore_that_runs_snapshot(kube, write):
+    v2 = killed_run(kube, write)
+    before = copy.deepcopy(kube.store)
+    writes = len(kube.writes)
+    # the next run fails in its dry-run plan (before it writes anything): the role restores with its own id
+    kube.fail[("dry-run", "c")] = KubeError("apply ConfigMap %s/c: 422 Invalid" % NS, status=422)
+    applied, pruned, restored = role_run(kube, write("v3", [sa("a"), sa("new"), cm("c", value="v3")]), "run-n")
+    assert applied["failed"] and pruned is None
+    assert restored["changed"] is False and restored["restored"] == []
+    line = ("the installer snapshot in the Secret %s/%s is of run %s (3 objects), not of this run (run-n): not "
+            "restored; to restore it, give run_id %s" % (NS, snapshot.SNAPSHOT_NAME, KILLED, KILLED))
+    assert restored["plan"] == [line] and restored["warnings"] == [line]
+    # nothing was written: what run KILLED applied stays, and so does its snapshot
+    assert kube.writes[writes:] == [] and kube.store == before
+    assert kube.live("ServiceAccount", "new") is not None and kube.live("ConfigMap", "c")["data"] == {"v": "after"}
+    del kube.fail[("dry-run", "c")]
+    # its plan names the snapshot left behind, in check mode too
+    checked = stages.apply_run(installer(kube, v2, run_id="run-c"), True)
+    assert leftover_warning() in checked["warnings"] and "WARNING: " + leftover_warning() in checked["plan"]
+
+
+def test_restore_by_hand_needs_the_id_of_the_snapshot_it_restores(kube, write):
+    killed_run(kube, write)
+    conn = Conn(kube)
+    writes = len(kube.writes)
+    without = stages.run_stage(stages.restore, dict(namespace=NS, snapshot_file=None, run_id=None), conn, False)
+    line = ("the installer snapshot in the Secret %s/%s is of run %s (3 objects), and no run_id was given: not "
+            "restored; to restore it, give run_id %s" % (NS, snapshot.SNAPSHOT_NAME, KILLED, KILLED))
+    assert without == dict(changed=False, plan=[line], restored=[], warnings=[line])
+    assert kube.writes[writes:] == []
+    planned = stages.run_stage(stages.restore, dict(namespace=NS, snapshot_file=None, run_id=KILLED), conn, True)
+    assert planned["changed"] and kube.writes[writes:] == []
+    done = stages.run_stage(stages.restore, dict(namespace=NS, snapshot_file=None, run_id=KILLED), conn, False)
+    assert done["changed"]
+    # v1 again: v2's new object gone, the ConfigMap as before, the snapshot dropped
+    assert kube.live("ServiceAccount", "new") is None and kube.live("ConfigMap", "c")["data"] == {"v": "before"}
+    assert kube.live("ServiceAccount", "old") is not None and kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
+
+
+def test_the_next_successful_run_replaces_the_snapshot_left_behind(kube, write):
+    v2 = killed_run(kube, write)
+    # the rerun of v2 has nothing to apply but the prune run KILLED did not make: its own snapshot replaces the old
+    applied, pruned, _ = role_run(kube, v2, "run-n")
+    assert applied["changed"] and leftover_warning() in applied["warnings"]
+    assert pruned["pruned"] == ["ServiceAccount %s/old" % NS]
+    assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
+    assert kube.live("ServiceAccount", "new") is not None and kube.live("ConfigMap", "c")["data"] == {"v": "after"}
+
+
+def test_a_run_with_nothing_to_snapshot_drops_the_snapshot_left_behind(kube, write):
+    v1 = write("v1", [sa("a"), cm("c", value="before")])
+    install(kube, v1)
+    stages.apply_run(installer(kube, write("v2", [sa("a"), sa("b")]), run_id=KILLED), False)
+    # a person puts v1 back by hand: the next run of v1 has nothing to apply or prune, only the old snapshot
+    kube.store.pop(("", "ServiceAccount", NS, "b"))
+    for check in (True, False):
+        applied, pruned, _ = role_run(kube, v1, "run-n", check=check)
+        assert applied["changed"] is False and applied["warnings"] == [leftover_warning(1)]
+        drop = "the snapshot in the Secret %s/%s left by run %s (1 objects)" % (NS, snapshot.SNAPSHOT_NAME, KILLED)
+        assert pruned["changed"] is True and pruned["plan"][-1] == ("drop " if check else "dropped ") + drop
+    assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
+    assert kube.live("ServiceAccount", "a") is not None and kube.live("ConfigMap", "c") is not None
+
+
+def test_the_prune_never_uses_another_runs_snapshot(kube, write):
+    install(kube, write("v1", [sa("a"), sa("b")]))
+    v2 = write("v2", [sa("a")])
+    stages.apply_run(installer(kube, v2, run_id=KILLED), False)
+    # a prune given another run's id: b is planned, but it is not in that run's snapshot, so it is not deleted
+    pruned = stages.prune_run(installer(kube, v2, run_id="run-n"), False)
+    assert pruned["pruned"] == [] and kube.live("ServiceAccount", "b") is not None
+    assert {"object": "ServiceAccount %s/b" % NS, "reason": "not in the run's snapshot; not deleted"} in pruned["kept"]
+
+
+def test_a_snapshot_replaced_meanwhile_is_not_deleted(kube, write):
+    install(kube, write("v1", [sa("a")]))
+    v2 = write("v2", [sa("a"), sa("b")])
+    mine = installer(kube, v2, run_id=KILLED)
+    stages.apply_run(mine, False)
+    found = mine.load_snapshot()
+    stages.apply_run(installer(kube, write("v3", [sa("a"), sa("c")]), run_id="run-n"), False)
+    assert mine.delete_snapshot(found) is False
+    assert snapshot.from_secret(kube.live("Secret", snapshot.SNAPSHOT_NAME)).run_id == "run-n"
+
+
+def test_a_snapshot_that_cannot_be_read_is_replaced_not_restored(kube, write):
+    v1 = write("v1", [sa("a")])
+    install(kube, v1)
+    kube.put({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": snapshot.SNAPSHOT_NAME, "namespace": NS},
+              "data": {"snapshot": "bm90IGpzb24="}})
+    applied, pruned, _ = role_run(kube, v1, "run-n")
+    warning = ("the installer snapshot in the Secret %s/%s cannot be read (Expecting value: line 1 column 1 (char 0)); "
+               "it is not restored and this run replaces it when it succeeds" % (NS, snapshot.SNAPSHOT_NAME))
+    assert applied["warnings"] == [warning] and not applied["changed"]
+    assert pruned["changed"] and kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
+
+
+# -- issue 12: inventory entries that name nothing this server holds -----------------------------
+
+def widget(name):
+    return {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name, "namespace": NS},
+            "spec": {"size": 1}}
+
+
+def test_an_inventory_entry_of_a_kind_no_longer_served_is_skipped_with_a_warning(kube, write):
+    install(kube, write("v1", [sa("a"), sa("old"), widget("w")]))
+    # the CRD is deleted: its custom resources go, and discovery no longer knows the kind
+    kube.store.pop(("example.com", "Widget", NS, "w"))
+    kube.unserved.add("Widget")
+    applied, pruned = install(kube, write("v2", [sa("a")]))
+    warning = ("the installer inventory %s/%s lists Widget %s/w, but the API server no longer serves example.com/v1 "
+               "Widget; it is skipped and not pruned" % (NS, inventory.INVENTORY_NAME, NS))
+    assert applied["warnings"] == [warning] and "WARNING: " + warning in applied["plan"]
+    assert pruned["warnings"] == [warning] and pruned["pruned"] == ["ServiceAccount %s/old" % NS]
+    refs, _ = inventory.parse(kube.live("ConfigMap", inventory.INVENTORY_NAME))
+    assert refs == [objects.Ref("v1", "ServiceAccount", NS, "a")]
+    # rewritten without it: the next run says nothing
+    applied, pruned = install(kube, write("v3", [sa("a")]))
+    assert applied["warnings"] == [] and not applied["changed"] and not pruned["changed"]
+
+
+def test_malformed_inventory_entries_are_skipped_and_the_others_pruned(kube, write):
+    paths = write("v1", [sa("a"), sa("b")])
+    install(kube, paths)
+    shipped_role = cr("shipped")
+    stored = json.loads(kube.live("ConfigMap", inventory.INVENTORY_NAME)["data"]["objects"])
+    stored += [{"apiVersion": 1, "kind": "ServiceAccount", "namespace": NS, "name": "a"}, ["not", "an", "object"],
+               {"apiVersion": "v1", "kind": "ServiceAccount", "namespace": NS, "name": ["x"]},
+               # a namespaced kind without a namespace, a cluster-scoped one with the installer's namespace
+               {"apiVersion": "v1", "kind": "ServiceAccount", "namespace": None, "name": "a"},
+               {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "namespace": NS, "name": "shipped"}]
+    kube.store[("", "ConfigMap", NS, inventory.INVENTORY_NAME)]["data"]["objects"] = json.dumps(stored)
+    v2 = write("v2", [sa("a"), shipped_role])
+    applied, pruned = install(kube, v2)
+    where = "%s/%s" % (NS, inventory.INVENTORY_NAME)
+    assert applied["warnings"] == [
+        "the installer inventory %s: entry 3 of 7 is malformed (apiVersion is not a non-empty string); it is skipped and "
+        "nothing is pruned for it" % where,
+        "the installer inventory %s: entry 4 of 7 is malformed (not an object); it is skipped and nothing is pruned for "
+        "it" % where,
+        "the installer inventory %s: entry 5 of 7 is malformed (name is not a non-empty string); it is skipped and "
+        "nothing is pruned for it" % where,
+        "the installer inventory %s lists ServiceAccount a, but ServiceAccount is namespaced and the entry has no "
+        "namespace; it is skipped and not pruned" % where,
+        "the installer inventory %s lists ClusterRole %s/shipped, but ClusterRole is cluster-scoped and the entry has a "
+        "namespace; it is skipped and not pruned" % (where, NS)]
+    # the well-formed entries still count: b is pruned; the ClusterRole the bundle ships is not
+    assert pruned["pruned"] == ["ServiceAccount %s/b" % NS]
+    assert kube.live("ClusterRole", "shipped") is not None
+    assert install(kube, v2)[0]["warnings"] == []
+
+
+# -- issue 11 §4: check mode and a real run agree on changed ---------------------------------------
+
+def _scenario(kube, write, name):
+    """A cluster state and the bundle of the next run."""
+    v1 = write("v1", [sa("a"), sa("b"), cm("c")])
+    install(kube, v1)
+    if name == "nothing":
+        return v1
+    if name == "inventory deleted":
+        kube.store.pop(("", "ConfigMap", NS, inventory.INVENTORY_NAME))
+        return v1
+    if name == "inventory lists a gone object":
+        kube.store.pop(("", "ServiceAccount", NS, "b"))
+        return write("v2", [sa("a"), cm("c")])
+    if name == "update":
+        return write("v2", [sa("a"), sa("b"), cm("c", value="2")])
+    if name == "prune only":
+        return write("v2", [sa("a"), cm("c")])
+    if name == "snapshot left by another run":
+        stages.apply_run(installer(kube, write("v2", [sa("a"), sa("b"), cm("c"), sa("d")]), run_id=KILLED), False)
+        kube.store.pop(("", "ServiceAccount", NS, "d"))
+        return v1
+    raise AssertionError(name)
+
+
+@pytest.mark.parametrize("name, apply_changed, prune_changed", [
+    ("nothing", False, False),
+    ("inventory deleted", False, True),
+    ("inventory lists a gone object", False, True),
+    ("update", True, True),
+    ("prune only", True, True),
+    ("snapshot left by another run", False, True),
+])
+def test_check_mode_and_a_real_run_agree_on_changed(kube, write, name, apply_changed, prune_changed):
+    paths = _scenario(kube, write, name)
+    twin = copy.deepcopy(kube)
+    writes = len(kube.writes)
+    checked = stages.apply_run(installer(kube, paths), True)
+    assert kube.writes[writes:] == []
+    real = stages.apply_run(installer(twin, paths), False)
+    assert checked["changed"] is real["changed"] is apply_changed
+    assert (twin.writes[writes:] != []) is apply_changed  # changed is whether it wrote
+    # the prune, on the state the real apply left
+    before_prune = copy.deepcopy(twin)
+    checked = stages.prune_run(installer(before_prune, paths), True)
+    real = stages.prune_run(installer(twin, paths), False)
+    assert checked["changed"] is real["changed"] is prune_changed

@@ -15,17 +15,45 @@ from ansible_collections.maesh.ichor.plugins.module_utils.installer.objects impo
 INVENTORY_NAME = "ichor-installer-inventory"
 
 
+def _malformed(item):
+    """Why an inventory entry cannot name an object (None when it can)."""
+    if not isinstance(item, dict):
+        return "not an object"
+    for key in ("apiVersion", "kind", "name"):
+        if not isinstance(item.get(key), str) or not item[key]:
+            return "%s is %s" % (key, "missing" if item.get(key) is None else "not a non-empty string")
+    if item.get("namespace") is not None and not isinstance(item["namespace"], str):
+        return "namespace is not a string"
+    return None
+
+
 def parse(configmap):
-    """The refs of the previous run's inventory: (refs, warning). Unparseable -> (None, warning)."""
+    """The refs of the previous run's inventory and the warnings about it: (refs, warnings).
+
+    An inventory that is not a JSON list is ignored whole (refs None); a malformed entry is skipped, with a
+    warning, and the others are kept: nothing it names is pruned, and the next successful run rewrites it.
+    """
     if configmap is None:
-        return None, None
-    text = (configmap.get("data") or {}).get("objects")
+        return None, []
+    where = "%s/%s" % (configmap["metadata"].get("namespace"), INVENTORY_NAME)
     try:
-        refs = [Ref.from_dict(i) for i in json.loads(text)]
-    except (TypeError, ValueError, KeyError, AttributeError):
-        return None, ("the installer inventory %s/%s cannot be parsed; it is ignored and nothing it lists is pruned"
-                      % (configmap["metadata"].get("namespace"), INVENTORY_NAME))
-    return refs, None
+        items = json.loads((configmap.get("data") or {}).get("objects"))
+    except (TypeError, ValueError):
+        items = None
+    if not isinstance(items, list):
+        return None, ["the installer inventory %s cannot be parsed; it is ignored and nothing it lists is pruned" % where]
+    refs, warnings, seen = [], [], set()
+    for index, item in enumerate(items, 1):
+        why = _malformed(item)
+        if why:
+            warnings.append("the installer inventory %s: entry %d of %d is malformed (%s); it is skipped and nothing "
+                            "is pruned for it" % (where, index, len(items), why))
+            continue
+        ref = Ref.from_dict(item)
+        if ref not in seen:
+            seen.add(ref)
+            refs.append(ref)
+    return refs, warnings
 
 
 def data(refs):

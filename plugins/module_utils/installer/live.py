@@ -9,14 +9,15 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
-import json
-import os
 
 from ansible_collections.maesh.ichor.plugins.module_utils.installer import bundle, inventory, prune, snapshot
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.errors import InstallerError
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.objects import (
     DEFAULT_NAMESPACE, FIELD_MANAGER, MARK_KEY, MARK_VALUE, Ref, carries_mark, comparable, restorable)
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Conflict, KubeError, NotFound
+
+# How KubeClient.resource says that discovery does not know a kind (a custom resource whose CRD is gone).
+NOT_SERVED = "the API server does not serve "
 
 
 class Step:
@@ -40,10 +41,12 @@ class Step:
 class Installer:
     """One installer run over a KubeClient: plan, snapshot, apply, prune, restore."""
 
-    def __init__(self, client, bundle_paths, namespace=DEFAULT_NAMESPACE, snapshot_file=None):
+    def __init__(self, client, bundle_paths, namespace=DEFAULT_NAMESPACE, snapshot_file=None, run_id=None):
         self.client = client
         self.namespace = namespace
         self.snapshot_file = snapshot_file
+        self.run_id = run_id  # made by installer_apply, given to installer_prune and installer_restore
+        self.leftover = None  # a snapshot of another run, found by this_runs_snapshot
         self.objects = bundle.apply_order(bundle.load(bundle_paths, namespace, self._namespaced))
         self.refs = [Ref.of(o) for o in self.objects]
         self.warnings = []
@@ -77,11 +80,35 @@ class Installer:
         return steps
 
     def previous_inventory(self):
+        """The previous run's refs that name an object this server can hold; what does not is skipped with a warning."""
         configmap = self.client.get("v1", "ConfigMap", inventory.INVENTORY_NAME, self.namespace)
-        refs, warning = inventory.parse(configmap)
-        if warning:
-            self.warnings.append(warning)
-        return refs, configmap
+        refs, warnings = inventory.parse(configmap)
+        self.warnings.extend(warnings)
+        if refs is None:
+            return None, configmap
+        valid = []
+        for ref in refs:
+            why = self._unusable(ref)
+            if why:
+                self.warnings.append("the installer inventory %s/%s lists %s, but %s; it is skipped and not pruned"
+                                     % (self.namespace, inventory.INVENTORY_NAME, ref, why))
+            else:
+                valid.append(ref)
+        return valid, configmap
+
+    def _unusable(self, ref):
+        """Why an inventory ref cannot be looked up (its kind is not served, or its scope is wrong), or None."""
+        try:
+            namespaced = self._namespaced(ref.api_version, ref.kind)
+        except KubeError as exc:
+            if exc.status is None and exc.message.startswith(NOT_SERVED):
+                return "the API server no longer serves %s %s" % (ref.api_version, ref.kind)
+            raise
+        if namespaced and not ref.namespace:
+            return "%s is namespaced and the entry has no namespace" % ref.kind
+        if not namespaced and ref.namespace:
+            return "%s is cluster-scoped and the entry has a namespace" % ref.kind
+        return None
 
     def plan_prune(self):
         """prune / keep for every candidate (previous inventory minus bundle, and the renamed objects)."""
@@ -117,38 +144,63 @@ class Installer:
         return entries
 
     def save_snapshot(self, entries):
-        """Persist the snapshot and read it back; the run goes on only if it reads back the same."""
-        text = snapshot.encode(entries)
+        """Persist the snapshot, replacing any other, and read it back; the run goes on only if it reads back the same."""
+        text = snapshot.encode(entries, self.run_id)
         if self.snapshot_file:
-            fd = os.open(self.snapshot_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(text)
+            snapshot.write_file(self.snapshot_file, text)
         else:
             self._ensure_namespace()
-            self.delete_snapshot()
-            self.client.create(snapshot.secret(text, self.namespace))
+            # one write that replaces the snapshot in place: a failure leaves the one before as it was
+            self.client.apply(snapshot.secret(text, self.namespace), FIELD_MANAGER)
         back = self.load_snapshot()
-        if back != json.loads(text)["entries"]:
+        if back is None or back.run_id != self.run_id or back.entries != entries:
             raise InstallerError("the snapshot read back differs from what was written; nothing was changed")
         return back
 
     def load_snapshot(self):
-        """The persisted entries, or None when there is no snapshot."""
+        """The persisted Snapshot, or None when there is none; snapshot.Unreadable when it is not a snapshot."""
         if self.snapshot_file:
-            if not os.path.exists(self.snapshot_file):
-                return None
-            with open(self.snapshot_file) as handle:
-                return snapshot.decode(handle.read())
+            text = snapshot.read_file(self.snapshot_file)
+            return None if text is None else snapshot.decode(text)
         secret = self.client.get("v1", "Secret", snapshot.SNAPSHOT_NAME, self.namespace)
         return None if secret is None else snapshot.from_secret(secret)
 
-    def delete_snapshot(self):
+    def this_runs_snapshot(self):
+        """The snapshot this run wrote, or None. Another run's (one that did not finish), or one that cannot be read,
+        is never restored by this run: ``leftover`` holds it, a warning says so, and a successful run replaces it."""
+        try:
+            found = self.load_snapshot()
+        except snapshot.Unreadable as exc:
+            found = snapshot.Snapshot(None, [])
+            self.warnings.append("the installer snapshot in %s cannot be read (%s); it is not restored and this run "
+                                 "replaces it when it succeeds" % (self.snapshot_place(), exc.message))
+            self.leftover = found
+            return None
+        if found is None or (self.run_id and found.run_id == self.run_id):
+            return found
+        self.leftover = found
+        self.warnings.append("the installer snapshot in %s is of %s, which did not finish: this run does not restore "
+                             "it and replaces it when it succeeds (installer_restore with run_id %s restores it by hand)"
+                             % (self.snapshot_place(), found.describe(), found.run_id))
+        return None
+
+    def snapshot_place(self):
         if self.snapshot_file:
-            if os.path.exists(self.snapshot_file):
-                os.unlink(self.snapshot_file)
-            return
-        if self.client.get("v1", "Secret", snapshot.SNAPSHOT_NAME, self.namespace) is not None:
-            self.client.delete("v1", "Secret", snapshot.SNAPSHOT_NAME, self.namespace)
+            return "the file %s" % self.snapshot_file
+        return "the Secret %s/%s" % (self.namespace, snapshot.SNAPSHOT_NAME)
+
+    def delete_snapshot(self, found):
+        """Remove the snapshot ``found`` was read from; a Secret only if it is still that one (UID and
+        resourceVersion): another run may have replaced it since. Whether it was removed."""
+        if self.snapshot_file:
+            snapshot.remove_file(self.snapshot_file)
+            return True
+        try:
+            self.client.delete("v1", "Secret", snapshot.SNAPSHOT_NAME, self.namespace, uid=found.uid,
+                               resource_version=found.version)
+        except (Conflict, NotFound):
+            return False
+        return True
 
     def _ensure_namespace(self):
         if self.client.get("v1", "Namespace", self.namespace) is None:

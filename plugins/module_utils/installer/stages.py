@@ -24,28 +24,36 @@ from ansible_collections.maesh.ichor.plugins.module_utils.installer.inventory im
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.live import Installer
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.objects import DEFAULT_NAMESPACE, Ref
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.prune import RENAMED_OBJECTS
+from ansible_collections.maesh.ichor.plugins.module_utils.installer.snapshot import new_run_id
 
 
-def options(bundle=False):
-    """The installer modules' own options (doc fragment maesh.ichor.installer); ``bundle`` for apply and prune."""
+def options(bundle=False, run_id=None):
+    """The installer modules' own options (doc fragment maesh.ichor.installer); ``bundle`` for apply and prune;
+    ``run_id``: "required" for installer_prune, "optional" for installer_restore (installer_apply makes the id)."""
     opts = dict(namespace=dict(type="str", default=DEFAULT_NAMESPACE), snapshot_file=dict(type="path"))
     if bundle:
         opts["bundle"] = dict(type="list", elements="path", required=True)
+    if run_id:
+        opts["run_id"] = dict(type="str", required=run_id == "required")
     return opts
 
 
 def run_stage(stage, params, conn, check_mode):
     """An installer module's run: the Installer of its options, then ``stage``.
 
+    installer_apply makes the run's id (returned, also with a failure); the other stages are given it.
     A failure before the stage has a plan (bundle, discovery, reads) carries an empty one.
     """
+    run_id = new_run_id() if stage is apply_run else params.get("run_id")
     try:
         run = Installer(conn.kube(), params.get("bundle") or [], namespace=params["namespace"],
-                        snapshot_file=params["snapshot_file"])
+                        snapshot_file=params["snapshot_file"], run_id=run_id)
         return stage(run, check_mode)
     except IchorError as exc:
         if exc.result is None:
             exc.result = dict(plan=[])
+        if stage is apply_run:
+            exc.result.setdefault("run_id", run_id)
         raise
 
 
@@ -88,13 +96,13 @@ def step_dicts(steps, actions):
 
 # -- the stages -------------------------------------------------------------------------------
 
-def _restore_after(run, entries, message, result):
-    """Restore from the snapshot after a failed stage and raise RunFailed saying so."""
-    if entries is None:
+def _restore_after(run, own, message, result):
+    """Restore from this run's snapshot after a failed stage and raise RunFailed saying so."""
+    if own is None:
         raise RunFailed(message + "; nothing was written", result)
     try:
-        recreated = run.restore(entries)
-        run.delete_snapshot()
+        recreated = run.restore(own.entries)
+        run.delete_snapshot(own)
     except Exception as again:  # pylint: disable=broad-except
         # the stage's failure must still be told, with the restore's; the snapshot stays for installer_restore
         raise RunFailed(message + "; RESTORE FAILED (%s): the snapshot is kept for installer_restore" % again, result)
@@ -106,55 +114,60 @@ def _restore_after(run, entries, message, result):
 
 
 def apply_run(run, check_mode, diff=True):
-    """Plan, and unless check_mode: snapshot, read back, apply. Returns the module result."""
+    """Plan, and unless check_mode: snapshot, read back, apply. Returns the module result.
+
+    ``changed`` is whether this stage writes (a snapshot and objects), the same in check mode and in a real run;
+    the inventory is installer_prune's to write, so a change of it alone is not this stage's.
+    """
     apply_steps = run.plan_apply()
     prune_steps = run.plan_prune()
-    inventory_changed = run.inventory_changed()
+    run.this_runs_snapshot()  # another run's snapshot: a warning; save_snapshot replaces it
     writes = [s for s in apply_steps if s.action in ("create", "update")]
     prunes = [s for s in prune_steps if s.action == "prune"]
-    result = dict(plan=lines(apply_steps + prune_steps, run.warnings),
+    result = dict(run_id=run.run_id, plan=lines(apply_steps + prune_steps, run.warnings),
                   changes=step_dicts(apply_steps, ("create", "update")),
                   prune=step_dicts(prune_steps, ("prune", "keep")),
-                  warnings=list(run.warnings))
+                  warnings=list(run.warnings), changed=bool(writes or prunes))
     if diff:
         result["diff"] = diffs(apply_steps + prune_steps)
-    if check_mode:
-        result["changed"] = bool(writes or prunes or inventory_changed)
+    if check_mode or not result["changed"]:
         return result
-    result["changed"] = False
-    if not (writes or prunes):
-        return result
-    entries = None
+    own = None
     try:
-        entries = run.save_snapshot(run.snapshot_entries(apply_steps, prune_steps))
+        own = run.save_snapshot(run.snapshot_entries(apply_steps, prune_steps))
         run.apply(apply_steps)
     except Exception as exc:  # pylint: disable=broad-except
         # whatever stops the apply, the cluster goes back to the snapshot
-        _restore_after(run, entries, "apply failed: %s" % exc, result)
-    result["changed"] = True
+        _restore_after(run, own, "apply failed: %s" % exc, result)
     return result
 
 
 def prune_run(run, check_mode, diff=True):
-    """Plan the prune, and unless check_mode: delete, write the inventory, drop the snapshot."""
+    """Plan the prune, and unless check_mode: delete, write the inventory, drop the snapshot (this run's, or one
+    another run left: this run succeeded, so that one no longer describes the cluster before a change)."""
     steps = run.plan_prune()
     inventory_changed = run.inventory_changed()
-    entries = run.load_snapshot()
+    own = run.this_runs_snapshot()
+    leftover = run.leftover
     result = dict(plan=lines(steps, run.warnings), pruned=[], warnings=list(run.warnings),
                   kept=[{"object": str(s.ref), "reason": s.reason} for s in steps if s.action == "keep"])
     if diff:
         result["diff"] = diffs(steps)
     inventory_line = "the inventory %s/%s (%d objects)" % (run.namespace, INVENTORY_NAME, len(run.refs))
+    leftover_line = leftover and "the snapshot in %s left by %s" % (
+        run.snapshot_place(), leftover.describe() if leftover.run_id else "a run (it cannot be read)")
     if check_mode:
         if inventory_changed:
             result["plan"].append("write " + inventory_line)
-        result["changed"] = bool(any(s.action == "prune" for s in steps) or inventory_changed)
+        if leftover:
+            result["plan"].append("drop " + leftover_line)
+        result["changed"] = bool(any(s.action == "prune" for s in steps) or inventory_changed or own or leftover)
         return result
     try:
-        done, kept = run.prune(steps, entries)
+        done, kept = run.prune(steps, own and own.entries)
     except Exception as exc:  # pylint: disable=broad-except
         # whatever stops the prune, the cluster goes back to the snapshot
-        _restore_after(run, entries, "prune failed: %s" % exc, result)
+        _restore_after(run, own, "prune failed: %s" % exc, result)
     result["pruned"] = [str(r) for r in done]
     result["kept"] += [{"object": str(r), "reason": why} for r, why in kept]
     written = inventory_changed and run.write_inventory()
@@ -163,23 +176,32 @@ def prune_run(run, check_mode, diff=True):
                       + [s.line() for s in steps if s.action == "keep"] + ["WARNING: %s" % w for w in run.warnings])
     if written:
         result["plan"].append("wrote " + inventory_line)
-    if entries is not None:
-        run.delete_snapshot()
-    result["changed"] = bool(done or inventory_changed or entries is not None)
+    if own is not None:
+        run.delete_snapshot(own)
+    elif leftover and run.delete_snapshot(leftover):
+        result["plan"].append("dropped " + leftover_line)
+    result["changed"] = bool(done or inventory_changed or own or leftover)
     return result
 
 
 def restore(run, check_mode):
-    """Put the cluster back as the snapshot has it, then drop the snapshot; nothing to do without one."""
-    entries = run.load_snapshot()
-    if not entries:
+    """Put the cluster back as the snapshot of run ``run.run_id`` has it, then drop the snapshot. Any other snapshot
+    is left as it is and named (without ``run_id``, every snapshot is another's): restoring one that another run
+    wrote would roll back what that run did. Nothing to do without a snapshot."""
+    found = run.load_snapshot()
+    if not found or not found.entries:
         return dict(changed=False, plan=["no installer snapshot: nothing to restore"], restored=[])
-    plan = ["restore %s" % Ref.from_dict(e["ref"]) for e in entries]
+    if found.run_id != run.run_id:
+        said = ("not of this run (%s)" % run.run_id) if run.run_id else "and no run_id was given"
+        line = ("the installer snapshot in %s is of %s, %s: not restored; to restore it, give run_id %s"
+                % (run.snapshot_place(), found.describe(), said, found.run_id))
+        return dict(changed=False, plan=[line], restored=[], warnings=[line])
+    plan = ["restore %s" % Ref.from_dict(e["ref"]) for e in found.entries]
     if check_mode:
         return dict(changed=True, plan=plan, restored=[])
     try:
-        recreated = run.restore(entries)
-        run.delete_snapshot()
+        recreated = run.restore(found.entries)
+        run.delete_snapshot(found)
     except IchorError as exc:
         raise InstallerError("restore failed: %s; the snapshot is kept" % exc, result=dict(plan=plan))
     return dict(changed=True, plan=plan, restored=[str(r) for r in recreated])
