@@ -1,6 +1,7 @@
 """The installer (ADR 0111) against the real kube-apiserver of the lab: apply, inventory, prune,
 owner check, rollback, check mode and idempotence seen in the API server's audit log."""
 
+import json
 import os
 import time
 
@@ -47,9 +48,10 @@ def client(kube_lab):
 
 
 def _run(client, bundle, ns, check=False):
-    """One installer run (apply then prune), as the role does; returns (apply, prune) results."""
-    applied = stages.apply_run(Installer(client, bundle, namespace=ns), check, True)
-    pruned = stages.prune_run(Installer(client, bundle, namespace=ns), check, True)
+    """One installer run (apply then prune, with one run id), as the role does; returns (apply, prune) results."""
+    run_id = snapshot.new_run_id()
+    applied = stages.apply_run(Installer(client, bundle, namespace=ns, run_id=run_id), check, True)
+    pruned = stages.prune_run(Installer(client, bundle, namespace=ns, run_id=run_id), check, True)
     return applied, pruned
 
 
@@ -153,12 +155,12 @@ def test_recreated_object_is_kept(client, kube_lab, kube_namespace, tmp_path):
     ns = kube_namespace
     _run(client, _write_bundle(tmp_path / "v1", [_sa("a", ns), _sa("gone", ns)]), ns)
     v2 = _write_bundle(tmp_path / "v2", [_sa("a", ns)])
-    stages.apply_run(Installer(client, v2, namespace=ns), False, False)
+    stages.apply_run(Installer(client, v2, namespace=ns, run_id="run-1"), False, False)
     # between the checks and the prune a person re-creates the object (new UID, same mark)
     old = client.get("v1", "ServiceAccount", "gone", ns)
     client.delete("v1", "ServiceAccount", "gone", ns)
     client.create(dict(_sa("gone", ns), metadata={"name": "gone", "namespace": ns, "labels": MARK}))
-    pruned = stages.prune_run(Installer(client, v2, namespace=ns), False, False)
+    pruned = stages.prune_run(Installer(client, v2, namespace=ns, run_id="run-1"), False, False)
     live = client.get("v1", "ServiceAccount", "gone", ns)
     assert live is not None and live["metadata"]["uid"] != old["metadata"]["uid"]
     assert pruned["pruned"] == []
@@ -200,11 +202,11 @@ def test_a_failed_delete_restores_the_cluster(client, kube_lab, kube_namespace, 
     try:
         _wait_until_denied(client, ns, "z-blocked")
         v2 = _write_bundle(tmp_path / "v2", [_cm("settings", ns, value="after")])
-        applied = stages.apply_run(Installer(client, v2, namespace=ns), False, False)
+        applied = stages.apply_run(Installer(client, v2, namespace=ns, run_id="run-1"), False, False)
         assert applied["changed"]
         assert client.get("v1", "ConfigMap", "settings", ns)["data"] == {"v": "after"}
         with pytest.raises(stages.RunFailed) as exc:
-            stages.prune_run(Installer(client, v2, namespace=ns), False, False)
+            stages.prune_run(Installer(client, v2, namespace=ns, run_id="run-1"), False, False)
         message = str(exc.value)
         assert "prune failed" in message and "z-blocked may not be deleted" in message
         assert "restored" in message and "re-created: ServiceAccount %s/a-first" % ns in message
@@ -268,3 +270,138 @@ def test_install_playbook_under_the_installers_own_service_account(kube_lab, tmp
     assert "pruned ClusterRole ichor-sa-test-role" in proc.stdout
     proc = ansible_playbook(*args)
     assert proc.returncode == 0 and "changed=0" in proc.stdout, proc.stdout
+
+
+
+# -- issue 12: a snapshot another run left; inventory entries the server no longer serves ------------
+
+KILLED = "20261201T070000Z-00000000dead"
+
+
+def _playbook_args(kube_lab, ns, extra):
+    """The install playbook with the installer's namespace (inventory, snapshot) set to the test's."""
+    return ["maesh.ichor.install", "-e", "ichor_kubeconfig=%s" % kube_lab.kubeconfig,
+            "-e", json.dumps({"ichor_installer_extra_bundles": [str(extra)], "ichor_installer_namespace": ns})]
+
+
+def _writes(kube_lab, mark):
+    return [(e["verb"], e["objectRef"].get("resource"), e["objectRef"].get("name"))
+            for e in kube_lab.mutating_requests(since=mark)]
+
+
+@pytest.mark.modules
+def test_a_failed_run_after_a_killed_one_restores_nothing_and_the_next_run_replaces_its_snapshot(
+        client, kube_lab, kube_namespace, tmp_path):
+    ns = kube_namespace
+    frozen = dict(_cm("frozen", ns), immutable=True)
+    _run(client, _write_bundle(tmp_path / "v1", [_sa("a", ns), _sa("old", ns), frozen, _cm("c", ns, "before")]), ns)
+    # run KILLED applies v2 and is killed before its prune: its snapshot (new absent, c before, old) stays
+    v2 = [_sa("a", ns), _sa("new", ns), frozen, _cm("c", ns, "after")]
+    stages.apply_run(Installer(client, _write_bundle(tmp_path / "v2", v2), namespace=ns, run_id=KILLED), False, False)
+    # the next run fails in its dry-run plan: it changes an immutable ConfigMap, which the API server refuses
+    extra = tmp_path / "extra"
+    _write_bundle(extra, [_sa("a", ns), _sa("new", ns), dict(frozen, data={"v": "changed"}), _cm("c", ns, "after")])
+    mark = kube_lab.audit_mark()
+    proc = ansible_playbook(*_playbook_args(kube_lab, ns, extra))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "field is immutable" in out and "the installer run failed and the cluster was restored" in out
+    assert ("the installer snapshot in the Secret %s/%s is of run %s (3 objects), not of this run" % (
+        ns, snapshot.SNAPSHOT_NAME, KILLED)) in proc.stdout
+    # the API server's audit log: that run wrote nothing; the rescue restored nothing
+    assert _writes(kube_lab, mark) == []
+    assert client.get("v1", "ServiceAccount", "new", ns) is not None
+    assert client.get("v1", "ConfigMap", "c", ns)["data"] == {"v": "after"}
+    secret = client.get("v1", "Secret", snapshot.SNAPSHOT_NAME, ns)
+    assert snapshot.from_secret(secret).run_id == KILLED
+    # the next successful run names it, makes the prune run KILLED did not, and its own snapshot replaces it
+    _write_bundle(extra, v2)
+    proc = ansible_playbook(*_playbook_args(kube_lab, ns, extra))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "WARNING: the installer snapshot in the Secret %s/%s is of run %s (3 objects), which did not finish" % (
+        ns, snapshot.SNAPSHOT_NAME, KILLED) in proc.stdout
+    assert "pruned ServiceAccount %s/old" % ns in proc.stdout
+    assert client.get("v1", "Secret", snapshot.SNAPSHOT_NAME, ns) is None
+    assert client.get("v1", "ServiceAccount", "new", ns) is not None
+    assert client.get("v1", "ConfigMap", "c", ns)["data"] == {"v": "after"}
+
+
+def _wait(check, what, timeout=60):
+    deadline = time.time() + timeout
+    while not check():
+        if time.time() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.3)
+
+
+@pytest.mark.modules
+def test_an_inventory_entry_whose_crd_is_gone_is_skipped_with_a_warning(client, kube_lab, kube_namespace, tmp_path):
+    ns = kube_namespace
+    group = "%s.example.com" % ns.replace("-", "")
+    crd_name = "gadgets." + group
+    client.create({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                   "metadata": {"name": crd_name},
+                   "spec": {"group": group, "scope": "Namespaced",
+                            "names": {"plural": "gadgets", "kind": "Gadget", "singular": "gadget"},
+                            "versions": [{"name": "v1", "served": True, "storage": True,
+                                          "schema": {"openAPIV3Schema": {"type": "object",
+                                                                         "x-kubernetes-preserve-unknown-fields": True}}}]}})
+
+    def established():
+        crd = client.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd_name)
+        return any(c["type"] == "Established" and c["status"] == "True"
+                   for c in (crd.get("status") or {}).get("conditions") or [])
+
+    _wait(established, "the CRD to be established")
+    gadget = {"apiVersion": group + "/v1", "kind": "Gadget", "metadata": {"name": "g", "namespace": ns},
+              "spec": {"size": 1}}
+    extra = tmp_path / "extra"
+    _write_bundle(extra, [gadget, _sa("keep", ns)])
+    args = _playbook_args(kube_lab, ns, extra)
+    proc = ansible_playbook(*args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Gadget" in client.get("v1", "ConfigMap", inventory.INVENTORY_NAME, ns)["data"]["objects"]
+    # the CRD goes (and with it its custom resources and its group); the next bundle no longer ships the gadget
+    client.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd_name)
+    _wait(lambda: client.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd_name) is None, "the CRD to go")
+    _write_bundle(extra, [_sa("keep", ns)])
+    mark = kube_lab.audit_mark()
+    # a fresh temporary directory: API discovery from the server, not from a cache an earlier run left
+    fresh = tmp_path / "tmp"
+    fresh.mkdir()
+    proc = ansible_playbook(*args, env={"TMPDIR": str(fresh)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    warning = ("the installer inventory %s/%s lists Gadget %s/g, but the API server no longer serves %s/v1 Gadget; "
+               "it is skipped and not pruned" % (ns, inventory.INVENTORY_NAME, ns, group))
+    assert "WARNING: " + warning in proc.stdout
+    # the run went on: the only write is the inventory, rewritten without the entry
+    assert sorted(_writes(kube_lab, mark)) == [("create", "configmaps", inventory.INVENTORY_NAME),
+                                               ("delete", "configmaps", inventory.INVENTORY_NAME)]
+    assert "Gadget" not in client.get("v1", "ConfigMap", inventory.INVENTORY_NAME, ns)["data"]["objects"]
+    proc = ansible_playbook(*args, env={"TMPDIR": str(fresh)})
+    assert proc.returncode == 0 and "changed=0" in proc.stdout and "WARNING" not in proc.stdout, proc.stdout
+
+
+# -- issue 11 §4: installer_apply's changed, in check mode and in a real run -----------------------------
+
+@pytest.mark.parametrize("scenario, changed", [("nothing to do", False), ("inventory deleted", False),
+                                               ("an object changed", True)])
+def test_check_mode_and_a_real_run_agree_on_changed(client, kube_lab, kube_namespace, tmp_path, scenario, changed):
+    ns = kube_namespace
+    v1 = _write_bundle(tmp_path / "v1", [_sa("a", ns), _cm("c", ns)])
+    _run(client, v1, ns)
+    bundle = v1
+    if scenario == "inventory deleted":
+        client.delete("v1", "ConfigMap", inventory.INVENTORY_NAME, ns)
+    elif scenario == "an object changed":
+        bundle = _write_bundle(tmp_path / "v2", [_sa("a", ns), _cm("c", ns, value="2")])
+    run_id = snapshot.new_run_id()
+    mark = kube_lab.audit_mark()
+    checked = stages.apply_run(Installer(client, bundle, namespace=ns, run_id=run_id), True, True)
+    assert _writes(kube_lab, mark) == []
+    mark = kube_lab.audit_mark()
+    real = stages.apply_run(Installer(client, bundle, namespace=ns, run_id=run_id), False, True)
+    assert checked["changed"] is real["changed"] is changed
+    # changed is whether it wrote, as the audit log has it
+    assert bool(_writes(kube_lab, mark)) is changed
+    stages.prune_run(Installer(client, bundle, namespace=ns, run_id=run_id), False, True)
