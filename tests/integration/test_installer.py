@@ -272,7 +272,6 @@ def test_install_playbook_under_the_installers_own_service_account(kube_lab, tmp
     assert proc.returncode == 0 and "changed=0" in proc.stdout, proc.stdout
 
 
-
 # -- issue 12: a snapshot another run left; inventory entries the server no longer serves ------------
 
 KILLED = "20261201T070000Z-00000000dead"

@@ -150,6 +150,6 @@ def test_the_snapshot_form():
 
 
 def test_run_ids_differ_and_say_when():
-    ids = set(snapshot.new_run_id() for _ in range(100))
+    ids = set(snapshot.new_run_id() for n in range(100))
     assert len(ids) == 100
     assert all(re.match(r"^\d{8}T\d{6}Z-[0-9a-f]{12}$", i) for i in ids)

@@ -472,7 +472,6 @@ def test_a_bug_is_not_turned_into_a_one_line_failure(kube, write):
         stages.run_stage(stages.apply_run, dict(bundle=paths, namespace=NS, snapshot_file=None), Conn(kube), True)
 
 
-
 # -- issue 12: the snapshot file ---------------------------------------------------------------
 
 def test_the_snapshot_file_is_a_new_0600_file_whatever_was_there(kube, write, tmp_path):
@@ -610,7 +609,8 @@ def test_restore_by_hand_needs_the_id_of_the_snapshot_it_restores(kube, write):
 def test_the_next_successful_run_replaces_the_snapshot_left_behind(kube, write):
     v2 = killed_run(kube, write)
     # the rerun of v2 has nothing to apply but the prune run KILLED did not make: its own snapshot replaces the old
-    applied, pruned, _ = role_run(kube, v2, "run-n")
+    applied, pruned, restored = role_run(kube, v2, "run-n")
+    assert restored is None
     assert applied["changed"] and leftover_warning() in applied["warnings"]
     assert pruned["pruned"] == ["ServiceAccount %s/old" % NS]
     assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
@@ -624,7 +624,8 @@ def test_a_run_with_nothing_to_snapshot_drops_the_snapshot_left_behind(kube, wri
     # a person puts v1 back by hand: the next run of v1 has nothing to apply or prune, only the old snapshot
     kube.store.pop(("", "ServiceAccount", NS, "b"))
     for check in (True, False):
-        applied, pruned, _ = role_run(kube, v1, "run-n", check=check)
+        applied, pruned, restored = role_run(kube, v1, "run-n", check=check)
+        assert restored is None
         assert applied["changed"] is False and applied["warnings"] == [leftover_warning(1)]
         drop = "the snapshot in the Secret %s/%s left by run %s (1 objects)" % (NS, snapshot.SNAPSHOT_NAME, KILLED)
         assert pruned["changed"] is True and pruned["plan"][-1] == ("drop " if check else "dropped ") + drop
@@ -658,7 +659,8 @@ def test_a_snapshot_that_cannot_be_read_is_replaced_not_restored(kube, write):
     install(kube, v1)
     kube.put({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": snapshot.SNAPSHOT_NAME, "namespace": NS},
               "data": {"snapshot": "bm90IGpzb24="}})
-    applied, pruned, _ = role_run(kube, v1, "run-n")
+    applied, pruned, restored = role_run(kube, v1, "run-n")
+    assert restored is None
     warning = ("the installer snapshot in the Secret %s/%s cannot be read (Expecting value: line 1 column 1 (char 0)); "
                "it is not restored and this run replaces it when it succeeds" % (NS, snapshot.SNAPSHOT_NAME))
     assert applied["warnings"] == [warning] and not applied["changed"]
@@ -682,7 +684,8 @@ def test_an_inventory_entry_of_a_kind_no_longer_served_is_skipped_with_a_warning
                "Widget; it is skipped and not pruned" % (NS, inventory.INVENTORY_NAME, NS))
     assert applied["warnings"] == [warning] and "WARNING: " + warning in applied["plan"]
     assert pruned["warnings"] == [warning] and pruned["pruned"] == ["ServiceAccount %s/old" % NS]
-    refs, _ = inventory.parse(kube.live("ConfigMap", inventory.INVENTORY_NAME))
+    refs, warnings = inventory.parse(kube.live("ConfigMap", inventory.INVENTORY_NAME))
+    assert warnings == []
     assert refs == [objects.Ref("v1", "ServiceAccount", NS, "a")]
     # rewritten without it: the next run says nothing
     applied, pruned = install(kube, write("v3", [sa("a")]))
