@@ -562,9 +562,9 @@ def killed_run(kube, write):
 
 
 def leftover_warning(count=3):
-    return ("the installer snapshot in the Secret %s/%s is of run %s (%d objects), which did not finish: this run does "
-            "not restore it and replaces it when it succeeds (installer_restore with run_id %s restores it by hand)"
-            % (NS, snapshot.SNAPSHOT_NAME, KILLED, count, KILLED))
+    return ("the installer snapshot in the Secret %s/%s is of run %s (%d objects), which did not finish: this run never "
+            "restores it; this run's snapshot replaces it, or this run's prune removes it (to roll that run back "
+            "instead, run installer_restore with run_id %s first)" % (NS, snapshot.SNAPSHOT_NAME, KILLED, count, KILLED))
 
 
 def test_a_failed_plan_after_a_killed_run_does_not_restore_that_runs_snapshot(kube, write):
@@ -661,8 +661,9 @@ def test_a_snapshot_that_cannot_be_read_is_replaced_not_restored(kube, write):
               "data": {"snapshot": "bm90IGpzb24="}})
     applied, pruned, restored = role_run(kube, v1, "run-n")
     assert restored is None
-    warning = ("the installer snapshot in the Secret %s/%s cannot be read (Expecting value: line 1 column 1 (char 0)); "
-               "it is not restored and this run replaces it when it succeeds" % (NS, snapshot.SNAPSHOT_NAME))
+    warning = ("the installer snapshot in the Secret %s/%s cannot be read (Expecting value: line 1 column 1 (char 0)): "
+               "this run never restores it; this run's snapshot replaces it, or this run's prune removes it"
+               % (NS, snapshot.SNAPSHOT_NAME))
     assert applied["warnings"] == [warning] and not applied["changed"]
     assert pruned["changed"] and kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
 

@@ -167,21 +167,22 @@ class Installer:
 
     def this_runs_snapshot(self):
         """The snapshot this run wrote, or None. Another run's (one that did not finish), or one that cannot be read,
-        is never restored by this run: ``leftover`` holds it, a warning says so, and a successful run replaces it."""
+        is never restored by this run: ``leftover`` holds it, a warning says so; this run's own snapshot replaces it,
+        or this run's prune removes it."""
+        fate = "this run never restores it; this run's snapshot replaces it, or this run's prune removes it"
         try:
             found = self.load_snapshot()
         except snapshot.Unreadable as exc:
-            found = snapshot.Snapshot(None, [])
-            self.warnings.append("the installer snapshot in %s cannot be read (%s); it is not restored and this run "
-                                 "replaces it when it succeeds" % (self.snapshot_place(), exc.message))
-            self.leftover = found
+            self.leftover = snapshot.Snapshot(None, [])
+            self.warnings.append("the installer snapshot in %s cannot be read (%s): %s"
+                                 % (self.snapshot_place(), exc.message, fate))
             return None
         if found is None or (self.run_id and found.run_id == self.run_id):
             return found
         self.leftover = found
-        self.warnings.append("the installer snapshot in %s is of %s, which did not finish: this run does not restore "
-                             "it and replaces it when it succeeds (installer_restore with run_id %s restores it by hand)"
-                             % (self.snapshot_place(), found.describe(), found.run_id))
+        self.warnings.append("the installer snapshot in %s is of %s, which did not finish: %s (to roll that run back "
+                             "instead, run installer_restore with run_id %s first)"
+                             % (self.snapshot_place(), found.describe(), fate, found.run_id))
         return None
 
     def snapshot_place(self):

@@ -176,11 +176,14 @@ def prune_run(run, check_mode, diff=True):
                       + [s.line() for s in steps if s.action == "keep"] + ["WARNING: %s" % w for w in run.warnings])
     if written:
         result["plan"].append("wrote " + inventory_line)
+    dropped = False
     if own is not None:
         run.delete_snapshot(own)
-    elif leftover and run.delete_snapshot(leftover):
-        result["plan"].append("dropped " + leftover_line)
-    result["changed"] = bool(done or inventory_changed or own or leftover)
+    elif leftover:
+        dropped = run.delete_snapshot(leftover)  # not when another run replaced it meanwhile
+        if dropped:
+            result["plan"].append("dropped " + leftover_line)
+    result["changed"] = bool(done or inventory_changed or own or dropped)
     return result
 
 
