@@ -24,7 +24,7 @@ from tests import collection_path
 collection_path.ensure()
 
 # pylint: disable=wrong-import-position
-from ansible_collections.maesh.ichor.plugins.module_utils.installer import live, stages  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.installer import live, snapshot, stages  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient  # noqa: E402
 from tests.lab.kube.cluster import KubeLab  # noqa: E402
 
@@ -47,8 +47,9 @@ def bundle(directory, ns, count):
 
 def installer_run(client, paths, ns):
     start = time.perf_counter()
-    stages.apply_run(live.Installer(client, paths, namespace=ns), False, False)
-    stages.prune_run(live.Installer(client, paths, namespace=ns), False, False)
+    run_id = snapshot.new_run_id()  # apply and prune of one run share its snapshot's id, as the role passes it
+    stages.apply_run(live.Installer(client, paths, namespace=ns, run_id=run_id), False, False)
+    stages.prune_run(live.Installer(client, paths, namespace=ns, run_id=run_id), False, False)
     return time.perf_counter() - start
 
 
