@@ -30,6 +30,12 @@ CASES = sorted([
     "k8s-older", "kitchen-sink", "kube-proxy-disabled", "kubeprism-off", "kubeprism-port",
     "mirrors-override", "mirrors-plain", "subnets", "sysctls-kmods",
 ])
+# Cases that state what no spec field holds (case.json "unrepresentable"), for the drift rule and the
+# secret paths: tests/configgen/src/cases_extra.go.
+EXTRA_CASES = sorted([
+    "images-air-gapped", "luks-legacy", "luks-volume", "mirrors-mixed", "network-content", "secrets-legacy",
+    "secrets-typed", "worker-label-empty",
+])
 
 # Typed documents machinery v1.14.1 emits at contract v1.14 for every case (besides the v1alpha1 one).
 TYPED_ALWAYS_BOTH = {
@@ -56,22 +62,24 @@ V1ALPHA1_AT_114 = {
 }
 
 
-def _case_dirs():
+def _case_dirs(cases):
     dirs = []
     for contract, gens in GENERATED.items():
         for gen in gens:
-            for case in CASES:
+            for case in cases:
                 dirs.append(("%s/%s/%s" % (contract, gen, case), contract, gen, False))
     for up in UPGRADED:
         old = up.split("-to-", maxsplit=1)[0]
         contract = "v1." + old.split(".")[1]
-        for case in CASES:
+        for case in cases:
             dirs.append(("upgraded/%s/%s" % (up, case), contract, old, True))
     return dirs
 
 
-CASE_DIRS = _case_dirs()
+CASE_DIRS = _case_dirs(CASES)
 IDS = [d[0] for d in CASE_DIRS]
+EXTRA_DIRS = _case_dirs(EXTRA_CASES)
+ALL_DIRS = CASE_DIRS + EXTRA_DIRS
 
 
 class Fixture:
@@ -113,6 +121,12 @@ def fx(request):
     return Fixture(*request.param)
 
 
+@pytest.fixture(scope="module", params=ALL_DIRS, ids=[d[0] for d in ALL_DIRS])
+def any_fx(request):
+    """Every case, those a spec reproduces and the unrepresentable ones."""
+    return Fixture(*request.param)
+
+
 def _pem(b64):
     return base64.b64decode(b64).decode()
 
@@ -120,13 +134,14 @@ def _pem(b64):
 def test_fixture_tree_is_complete():
     found = sorted(os.path.relpath(os.path.dirname(p), CONFIGS)
                    for p in glob.glob(os.path.join(CONFIGS, "**", "case.json"), recursive=True))
-    assert found == sorted(IDS)
-    for rel in IDS:
+    assert found == sorted(d[0] for d in ALL_DIRS)
+    for rel in found:
         for name in ("secrets.yaml", "controlplane.conf", "worker.conf", "case.json"):
             assert os.path.isfile(os.path.join(CONFIGS, rel, name)), "%s/%s missing" % (rel, name)
 
 
-def test_case_json_describes_the_fixture(fx):
+def test_case_json_describes_the_fixture(any_fx):
+    fx = any_fx
     c = fx.case
     for key in ("cluster_name", "endpoint", "kubernetes_version", "install_disk", "install_image",
                 "install_wipe", "cert_sans", "registry_mirrors", "sysctls", "kernel_modules", "kubeprism",
@@ -143,7 +158,8 @@ def test_case_json_describes_the_fixture(fx):
     assert c["cni"]["name"] in ("flannel", "none", "custom")
 
 
-def test_bundle_shape(fx):
+def test_bundle_shape(any_fx):
+    fx = any_fx
     b = fx.bundle
     assert set(b) == {"cluster", "secrets", "trustdinfo", "certs"}
     assert set(b["cluster"]) == {"id", "secret"}
@@ -165,7 +181,8 @@ def test_bundle_shape(fx):
         assert len(base64.b64decode(value.replace("-", "+").replace("_", "/"))) == 32
 
 
-def test_controlplane_carries_the_bundle(fx):
+def test_controlplane_carries_the_bundle(any_fx):
+    fx = any_fx
     b = fx.bundle
     v1 = fx.v1alpha1("controlplane")
     assert v1["machine"]["ca"]["crt"] == b["certs"]["os"]["crt"]
@@ -196,7 +213,8 @@ def test_controlplane_carries_the_bundle(fx):
         assert cl["secretboxEncryptionSecret"] == b["secrets"]["secretboxencryptionsecret"]
 
 
-def test_worker_carries_only_part_of_the_bundle(fx):
+def test_worker_carries_only_part_of_the_bundle(any_fx):
+    fx = any_fx
     b = fx.bundle
     v1 = fx.v1alpha1("worker")
     assert v1["machine"]["ca"]["crt"] == b["certs"]["os"]["crt"]
@@ -244,7 +262,8 @@ def test_documents_by_contract(fx):
                     assert key in v1["cluster"], "legacy cluster.%s missing" % key
 
 
-def test_cluster_identity(fx):
+def test_cluster_identity(any_fx):
+    fx = any_fx
     c = fx.case
     for role in ("controlplane", "worker"):
         if fx.typed:
@@ -283,7 +302,8 @@ def test_versions_and_install(fx):
         assert cl["proxy"]["image"] == "registry.k8s.io/kube-proxy:v" + k8s
 
 
-def test_cert_sans(fx):
+def test_cert_sans(any_fx):
+    fx = any_fx
     sans = fx.case["cert_sans"]
     for role in ("controlplane", "worker"):
         assert (fx.v1alpha1(role)["machine"]["certSANs"] or []) == sans
@@ -307,7 +327,8 @@ def test_registry_mirrors(fx):
         assert not (fx.v1alpha1(role)["machine"].get("registries") or {}).get("mirrors")
 
 
-def test_sysctls_and_kernel_modules(fx):
+def test_sysctls_and_kernel_modules(any_fx):
+    fx = any_fx
     c = fx.case
     for role in ("controlplane", "worker"):
         v1 = fx.v1alpha1(role)
@@ -322,7 +343,8 @@ def test_sysctls_and_kernel_modules(fx):
             assert [m["name"] for m in modules] == c["kernel_modules"]
 
 
-def test_kubeprism(fx):
+def test_kubeprism(any_fx):
+    fx = any_fx
     kp = fx.case["kubeprism"]
     for role in ("controlplane", "worker"):
         if fx.typed:
@@ -376,7 +398,8 @@ def test_kube_proxy_cni_and_manifests(fx):
         assert not fx.v1alpha1("worker")["cluster"].get("inlineManifests")
 
 
-def test_subnets(fx):
+def test_subnets(any_fx):
+    fx = any_fx
     c = fx.case
     for role in ("controlplane", "worker"):
         if fx.typed:
@@ -405,7 +428,7 @@ def test_upgraded_configs_keep_the_legacy_form():
     for up in UPGRADED:
         old = up.split("-to-", maxsplit=1)[0]
         contract = "v1." + old.split(".")[1]
-        for case in CASES:
+        for case in CASES + EXTRA_CASES:
             for role in ("controlplane", "worker"):
                 with open(os.path.join(CONFIGS, "upgraded", up, case, role + ".conf")) as f:
                     upgraded = [d for d in yaml.safe_load_all(f) if d is not None]
@@ -421,3 +444,54 @@ def test_fixtures_hold_no_unexpected_files():
     for root, _dirs, files in os.walk(CONFIGS):
         extra = set(files) - allowed
         assert not extra, "%s: %s" % (root, sorted(extra))
+
+
+@pytest.fixture(scope="module", params=EXTRA_DIRS, ids=[d[0] for d in EXTRA_DIRS])
+def extra(request):
+    return Fixture(*request.param)
+
+
+def _leaf(doc, path):
+    for part in path:
+        doc = doc[part]
+    return doc
+
+
+def test_extra_cases_state_what_no_spec_field_holds(extra):
+    """Each unrepresentable case holds what its name says, in the form machinery wrote it."""
+    fx = extra
+    name = fx.case["name"]
+    assert fx.case["unrepresentable"]
+    for role in ("controlplane", "worker"):
+        v1 = fx.v1alpha1(role)
+        if name == "worker-label-empty":
+            labels = fx.doc(role, "KubeNodeConfig").get("labels", {}) if fx.typed else v1["machine"].get("nodeLabels", {})
+            assert (labels.get("node-role.kubernetes.io/worker") == "") is (role == "worker")
+        elif name == "luks-legacy":
+            keys = v1["machine"]["systemDiskEncryption"]
+            assert keys["state"]["keys"] == [{"slot": 0, "nodeID": {}}]
+            assert keys["ephemeral"]["keys"][1] == {"slot": 1, "tpm": {}}
+            assert len(keys["ephemeral"]["keys"][0]["static"]["passphrase"]) == 24
+        elif name == "luks-volume":
+            assert fx.doc(role, "VolumeConfig", "STATE")["encryption"]["keys"] == [{"slot": 0, "nodeID": {}}, {"slot": 1, "tpm": {}}]
+            assert _leaf(fx.doc(role, "VolumeConfig", "EPHEMERAL"), ("encryption", "keys", 0, "static", "passphrase"))
+        elif name == "images-air-gapped":
+            kubelet = fx.doc(role, "KubeletConfig")["image"] if fx.typed else v1["machine"]["kubelet"]["image"]
+            assert kubelet == "registry.corp.example:5000/siderolabs/kubelet:v" + fx.case["kubernetes_version"]
+        elif name == "mirrors-mixed":
+            assert [bool(e.get("overridePath")) for e in fx.doc(role, "RegistryMirrorConfig", "docker.io")["endpoints"]] == [True, False]
+        elif name == "network-content":
+            assert v1["machine"]["network"]["interfaces"] == [{"interface": "eth0", "dhcp": True}]
+        elif name == "secrets-legacy":
+            assert v1["machine"]["registries"]["config"]["ghcr.io"]["auth"]["password"]
+            assert v1["machine"]["network"]["interfaces"][0]["wireguard"]["privateKey"]
+            assert v1["machine"]["env"]["https_proxy"].startswith("http://proxy-user:")
+        elif name == "secrets-typed":
+            assert fx.doc(role, "RegistryAuthConfig", "ghcr.io")["password"]
+            assert fx.doc(role, "WireguardConfig", "wg0")["peers"][0]["presharedKey"]
+            assert "jointoken=" in fx.doc(role, "SideroLinkConfig")["apiUrl"]
+            for kind in ("UserVolumeConfig", "RawVolumeConfig", "SwapVolumeConfig"):
+                assert [d for d in fx.docs[role] if d.get("kind") == kind][0]["encryption"]["keys"][0]["static"]["passphrase"]
+            assert (fx.doc(role, "EnvironmentConfig") is None) is (fx.contract == "v1.12")
+        else:
+            pytest.fail("no check for the extra case %s" % name)

@@ -37,6 +37,13 @@ type Case struct {
 	Comments         string        `json:"comments"`
 	UpgradedBy       string        `json:"upgraded_by,omitempty"`
 
+	// Unrepresentable lists what the config states that no spec field holds (cases made to test the
+	// drift rule, see cases_extra.go); empty for the cases a spec reproduces.
+	Unrepresentable []string `json:"unrepresentable,omitempty"`
+
+	// extraPatches adds the patches of a case that sets what case.json's fields cannot say.
+	extraPatches func(c *Case, contract string, typed bool) []PatchRecord
+
 	// kubernetesVersionOlder selects the contract's default Kubernetes minor minus one.
 	kubernetesOlder bool
 	// mirrorOrder keeps the order of registry mirror options stable.
@@ -238,6 +245,8 @@ func caseMatrix() []Case {
 		c.PodSubnets = []string{"10.200.0.0/16"}
 		c.ServiceSubnets = []string{"10.201.0.0/16"}
 	})
+
+	cases = append(cases, extraCases()...)
 
 	return cases
 }

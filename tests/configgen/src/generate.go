@@ -426,6 +426,10 @@ func casePatches(c *Case, vc *config.VersionContract) []PatchRecord {
 		}
 	}
 
+	if c.extraPatches != nil {
+		patches = append(patches, c.extraPatches(c, c.Contract, typed)...)
+	}
+
 	if patches == nil {
 		patches = []PatchRecord{}
 	}

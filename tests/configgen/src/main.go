@@ -28,6 +28,11 @@ const usage = `usage:
       load both, re-encode without comments, compare bytes; unified diff and exit 1 when they differ
   configgen encode FILE
       print FILE re-encoded by this machinery without comments
+  configgen leaves A B | leaves --pairs FILE
+      the drift oracle: the leaves two configs differ in after machinery's load and canonical re-encoding,
+      one JSON line per pair {"a", "b", "leaves": [...]} (or "error"); FILE has "A<TAB>B" lines ("-": stdin)
+  configgen redact FILE...
+      one JSON line per file {"file", "paths": [...]}: the leaves machinery's RedactSecrets replaces
 `
 
 func main() {
@@ -63,6 +68,10 @@ func main() {
 		}
 	case "encode":
 		err = cmdEncode(args)
+	case "leaves":
+		err = cmdLeaves(args)
+	case "redact":
+		err = cmdRedact(args)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 	default:
