@@ -1,0 +1,256 @@
+"""The collection's shape (issue 10), enforced: one package per concern, only the glue imports Ansible,
+thin modules, one name and one type per option, each module taking only the connection options it uses,
+role and playbook variables prefixed ``ichor_``."""
+
+import ast
+import glob
+import importlib
+import os
+import re
+
+import pytest
+import yaml
+from ansible.module_utils import basic
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLUGINS = os.path.join(REPO, "plugins")
+MODULE_UTILS = os.path.join(PLUGINS, "module_utils")
+GLUE = os.path.join(MODULE_UTILS, "ansible_module")
+MODULES = sorted(os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(PLUGINS, "modules", "*.py"))
+                 if not p.endswith("__init__.py"))
+COLLECTION = "ansible_collections.maesh.ichor."
+MAIN_LINES = 30
+
+TALOS_OPTIONS = {"talosconfig", "talosconfig_content", "context", "endpoint"}
+KUBE_OPTIONS = {"kubeconfig", "kubeconfig_content", "kube_context"}
+# the names issue 10 fixes for the whole collection: name -> type
+CONVENTIONS = {"node": "str", "cluster": "dict", "cluster_name": "str", "wait": "bool", "wait_timeout": "float",
+               "timeout": "float"}
+FORBIDDEN = {"address": "a machine's address is `node`"}
+
+
+class _Built(Exception):
+    pass
+
+
+def argument_spec(name):
+    """The argument spec module ``name`` builds, caught at its AnsibleModule(...) call."""
+    module = importlib.import_module(COLLECTION + "plugins.modules." + name)
+    seen = {}
+
+    def capture(_self, *args, **kwargs):
+        seen.update(kwargs, **(dict(argument_spec=args[0]) if args else {}))
+        raise _Built()
+
+    original = basic.AnsibleModule.__init__
+    basic.AnsibleModule.__init__ = capture
+    try:
+        module.main()
+    except _Built:
+        pass
+    finally:
+        basic.AnsibleModule.__init__ = original
+    assert "argument_spec" in seen, "%s: main() does not build an AnsibleModule first" % name
+    return seen["argument_spec"]
+
+
+SPECS = dict((name, argument_spec(name)) for name in MODULES)
+
+
+def _walk(spec, prefix=""):
+    for option, definition in spec.items():
+        yield prefix + option, option, definition
+        if definition.get("options"):
+            for item in _walk(definition["options"], prefix + option + "."):
+                yield item
+
+
+def test_every_option_name_has_one_type_across_the_collection():
+    types = {}
+    for module, spec in SPECS.items():
+        for option, definition in spec.items():
+            key = (definition.get("type", "str"), definition.get("elements"), bool(definition.get("no_log")))
+            types.setdefault(option, {}).setdefault(key, []).append(module)
+    mixed = dict((option, kinds) for option, kinds in types.items() if len(kinds) > 1)
+    assert not mixed, "options with more than one type: %s" % mixed
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_conventional_names(module):
+    for path, option, definition in _walk(SPECS[module]):
+        assert option not in FORBIDDEN, "%s: option %s: %s" % (module, path, FORBIDDEN[option])
+        if option in CONVENTIONS:
+            assert definition.get("type", "str") == CONVENTIONS[option], "%s: %s must be %s" % (
+                module, path, CONVENTIONS[option])
+    spec = SPECS[module]
+    if "wait" in spec:
+        assert "wait_timeout" in spec, "%s: wait (bool) goes with wait_timeout (seconds)" % module
+
+
+def _module_utils_file(dotted):
+    rel = dotted[len(COLLECTION + "plugins.module_utils."):].replace(".", os.sep)
+    for candidate in (os.path.join(MODULE_UTILS, rel + ".py"), os.path.join(MODULE_UTILS, rel, "__init__.py")):
+        if os.path.exists(candidate):
+            return candidate
+    return None
+
+
+def _imports(path):
+    """The collection module_utils files ``path`` imports (``from X import a`` may name submodules)."""
+    found = set()
+    for node in ast.walk(ast.parse(open(path).read(), path)):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(COLLECTION):
+            names = [node.module] + ["%s.%s" % (node.module, a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names if a.name.startswith(COLLECTION)]
+        for dotted in names:
+            target = _module_utils_file(dotted) if ".module_utils." in dotted else None
+            if target:
+                found.add(target)
+    return found
+
+
+def _reach(path):
+    seen, todo = set(), [path]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        todo.extend(_imports(current))
+    return seen
+
+
+def _uses(module, api):
+    """Whether the module or the module_utils it reaches (the glue aside) opens a client of ``api``."""
+    call = re.compile(r"\.%s\(" % api)
+    for path in _reach(os.path.join(PLUGINS, "modules", module + ".py")):
+        if path.startswith(GLUE + os.sep) or os.sep + "proto" + os.sep in path:
+            continue
+        if call.search(open(path).read()):
+            return True
+    return False
+
+
+def _groups():
+    runtime = yaml.safe_load(open(os.path.join(REPO, "meta", "runtime.yml")))
+    return dict((group, set(members)) for group, members in (runtime.get("action_groups") or {}).items())
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_a_module_takes_the_connection_options_it_uses_and_only_those(module):
+    options = set(SPECS[module])
+    groups = _groups()
+    for api, names, group in (("talos", TALOS_OPTIONS, "talos"), ("kube", KUBE_OPTIONS, "k8s")):
+        has = names & options
+        assert has in (set(), names), "%s takes part of the %s options: %s" % (module, api, sorted(has))
+        uses = _uses(module, api)
+        assert bool(has) == uses, "%s %s the %s options but %s a %s client" % (
+            module, "takes" if has else "does not take", api, "never opens" if has else "opens", api)
+        assert (module in groups.get(group, ())) == bool(has), "%s: action group %s must list exactly the modules " \
+            "that take the %s options" % (module, group, api)
+    if (TALOS_OPTIONS | KUBE_OPTIONS) & options:
+        assert "timeout" in options, "%s: timeout reaches every API call" % module
+
+
+def test_action_groups_name_only_modules():
+    for group, members in _groups().items():
+        assert members <= set(MODULES), "action group %s names no such module: %s" % (group, members - set(MODULES))
+
+
+def _python_files(root):
+    for path in glob.glob(os.path.join(root, "**", "*.py"), recursive=True):
+        yield path
+
+
+def test_only_the_glue_imports_ansible():
+    offenders = []
+    for path in _python_files(MODULE_UTILS):
+        if path.startswith(GLUE + os.sep):
+            continue
+        for node in ast.walk(ast.parse(open(path).read(), path)):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            offenders += ["%s: %s" % (os.path.relpath(path, REPO), n) for n in names
+                          if n == "ansible" or n.startswith("ansible.")]
+    assert not offenders, "only module_utils/ansible_module may import ansible: %s" % offenders
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_main_is_thin(module):
+    path = os.path.join(PLUGINS, "modules", module + ".py")
+    tree = ast.parse(open(path).read(), path)
+    mains = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"]
+    assert mains, "%s has no main()" % module
+    length = mains[0].end_lineno - mains[0].lineno + 1
+    assert length <= MAIN_LINES, "%s: main() is %d lines (at most %d): move the work into a backend" % (
+        module, length, MAIN_LINES)
+
+
+def test_every_module_utils_package_says_what_it_owns():
+    for init in glob.glob(os.path.join(MODULE_UTILS, "*", "__init__.py")):
+        package = os.path.basename(os.path.dirname(init))
+        tree = ast.parse(open(init).read(), init)
+        doc = ast.get_docstring(tree)
+        assert doc and len(doc.split()) >= 8, "module_utils/%s/__init__.py: a docstring saying what it owns" % package
+    loose = [os.path.basename(p) for p in glob.glob(os.path.join(MODULE_UTILS, "*.py"))
+             if os.path.basename(p) not in ("__init__.py", "release.py")]
+    assert not loose, "module_utils files outside a concern's package: %s" % loose
+
+
+def _yaml_files(*patterns):
+    for pattern in patterns:
+        for path in sorted(glob.glob(os.path.join(REPO, pattern), recursive=True)):
+            yield path
+
+
+def _variables(node, out):
+    """Variable names a play, block or task list defines: vars, register, set_fact, loop_var."""
+    if isinstance(node, list):
+        for item in node:
+            _variables(item, out)
+    elif isinstance(node, dict):
+        for key in ("vars",):
+            if isinstance(node.get(key), dict):
+                out.update(k for k in node[key] if not k.startswith("ansible_"))
+        if isinstance(node.get("register"), str):
+            out.add(node["register"])
+        for action in ("ansible.builtin.set_fact", "set_fact"):
+            if isinstance(node.get(action), dict):
+                out.update(k for k in node[action] if k != "cacheable")
+        if isinstance(node.get("loop_control"), dict) and node["loop_control"].get("loop_var"):
+            out.add(node["loop_control"]["loop_var"])
+        for key in ("tasks", "block", "rescue", "always", "pre_tasks", "post_tasks", "handlers"):
+            if key in node:
+                _variables(node[key], out)
+
+
+def test_role_and_playbook_variables_are_prefixed_ichor():
+    names = {}
+    for path in _yaml_files("roles/*/defaults/main.yml", "roles/*/vars/main.yml"):
+        for name in (yaml.safe_load(open(path)) or {}):
+            names.setdefault(name, path)
+    for path in _yaml_files("roles/*/meta/argument_specs.yml"):
+        for entry in (yaml.safe_load(open(path)) or {}).get("argument_specs", {}).values():
+            for name in (entry.get("options") or {}):
+                names.setdefault(name, path)
+    for path in _yaml_files("roles/*/tasks/*.yml", "playbooks/*.yml"):
+        found = set()
+        _variables(yaml.safe_load(open(path)), found)
+        for name in found:
+            names.setdefault(name, path)
+    bad = sorted("%s (%s)" % (n, os.path.relpath(p, REPO)) for n, p in names.items() if not n.startswith("ichor_"))
+    assert not bad, "role and playbook variables must be prefixed ichor_: %s" % bad
+
+
+def test_role_defaults_live_in_defaults_main():
+    offenders = []
+    for path in _yaml_files("roles/*/tasks/*.yml"):
+        for number, line in enumerate(open(path), 1):
+            if re.search(r"\bichor_\w+\s*\|\s*default\((?!omit\))", line):
+                offenders.append("%s:%d" % (os.path.relpath(path, REPO), number))
+    assert not offenders, "a role variable's default belongs in defaults/main.yml, not `| default(...)`: %s" % offenders
