@@ -46,9 +46,31 @@ EXAMPLES = r"""
 
 RETURN = r"""
 record:
-  description: The record after the update (or as read).
+  description: The record after the update (or as read); the keys other modules keep in it, and any set here.
   returned: success
   type: dict
+  contains:
+    schema:
+      description: The record's schema number.
+      type: int
+      returned: always
+    talos:
+      description: The Talos version stored by the rollout.
+      type: str
+      returned: when stored
+    kubernetes:
+      description: The Kubernetes version stored by the rollout.
+      type: str
+      returned: when stored
+    contract:
+      description: The version contract stored by the rollout.
+      type: str
+      returned: when stored
+    machines:
+      description: Machines registered by reclaim (C(uuid), C(address), C(state) V(pending), C(source), C(at)).
+      type: list
+      elements: dict
+      returned: when a machine was reclaimed
 plan:
   description: What changed (or would).
   returned: always

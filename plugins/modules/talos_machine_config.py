@@ -271,14 +271,44 @@ probe:
       description: The counts at contract V(v1.12) (C(A), C(B), C(C)).
       type: dict
       returned: when probed
+      contains:
+        A:
+          description: Class A paths.
+          type: int
+        B:
+          description: Class B paths.
+          type: int
+        C:
+          description: Class C paths.
+          type: int
     v1.13:
       description: The counts at contract V(v1.13) (C(A), C(B), C(C)).
       type: dict
       returned: when probed (a machine running Talos v1.13 or later)
+      contains:
+        A:
+          description: Class A paths.
+          type: int
+        B:
+          description: Class B paths.
+          type: int
+        C:
+          description: Class C paths.
+          type: int
     v1.14:
       description: The counts at contract V(v1.14) (C(A), C(B), C(C)).
       type: dict
       returned: when probed (a machine running Talos v1.14 or later)
+      contains:
+        A:
+          description: Class A paths.
+          type: int
+        B:
+          description: Class B paths.
+          type: int
+        C:
+          description: Class C paths.
+          type: int
 drift:
   description: The drift of the live config from the render, by class. Secret values are never included.
   returned: when the live config was read; on a machine in maintenance mode, the drift of the config read back

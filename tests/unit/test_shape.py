@@ -254,3 +254,22 @@ def test_role_defaults_live_in_defaults_main():
             if re.search(r"\bichor_\w+\s*\|\s*default\((?!omit\))", line):
                 offenders.append("%s:%d" % (os.path.relpath(path, REPO), number))
     assert not offenders, "a role variable's default belongs in defaults/main.yml, not `| default(...)`: %s" % offenders
+
+
+def _returns_without_contains(doc, prefix=""):
+    for key, entry in (doc or {}).items():
+        path = prefix + key
+        holds_dicts = entry.get("type") == "dict" or (entry.get("type") == "list" and entry.get("elements") == "dict")
+        if holds_dicts and not entry.get("contains"):
+            yield path
+        for item in _returns_without_contains(entry.get("contains"), path + "."):
+            yield item
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_return_documents_what_every_returned_dict_contains(module):
+    source = importlib.import_module(COLLECTION + "plugins.modules." + module)
+    missing = list(_returns_without_contains(yaml.safe_load(source.RETURN)))
+    # ansible_facts and diff are Ansible's own; a free-form map (versions by source) is documented as such
+    missing = [m for m in missing if m.split(".")[0] not in ("ansible_facts", "diff")]
+    assert not missing, "%s: RETURN gives no contains for %s" % (module, missing)
