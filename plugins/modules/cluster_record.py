@@ -67,10 +67,26 @@ record:
       type: str
       returned: when stored
     machines:
-      description: Machines registered by reclaim (C(uuid), C(address), C(state) V(pending), C(source), C(at)).
+      description: Machines registered by reclaim.
       type: list
       elements: dict
       returned: when a machine was reclaimed
+      contains:
+        uuid:
+          description: The machine's UUID.
+          type: str
+        address:
+          description: Its Talos API address.
+          type: str
+        state:
+          description: V(pending) until it joins.
+          type: str
+        source:
+          description: What registered it (V(reclaim)).
+          type: str
+        at:
+          description: When, in UTC.
+          type: str
 plan:
   description: What changed (or would).
   returned: always
