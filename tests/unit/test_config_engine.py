@@ -1,13 +1,15 @@
 """The machine-config engine (plugins/module_utils/config) over every fixture that real Talos code made.
 
 For every case in tests/fixtures/configs (contracts v1.12, v1.13, v1.14; generators v1.12.7, v1.13.9,
-v1.14.1; and the configs upgraded in place): recover the bundle from controlplane.conf, build the spec
-from case.json, render the control plane and the worker, and find zero drift with our differ. The Go
-judge (machinery's loader and encoder) checks the same renders in
-tests/integration/test_config_render_go.py.
+v1.14.1; and the configs upgraded in place) that a spec reproduces: recover the bundle from
+controlplane.conf, build the spec from case.json, render the control plane and the worker, and find zero
+drift with our differ. The Go judge (machinery's loader and encoder) checks the same renders in
+tests/integration/test_config_render_go.py. The cases made to state what no spec field holds
+(case.json ``unrepresentable``) must be reported, by class, and block.
 """
 
 import base64
+import re
 import glob
 import json
 import os
@@ -31,6 +33,7 @@ def _unrepresentable(case_dir):
 
 
 CASE_DIRS = [d for d in ALL_CASE_DIRS if not _unrepresentable(d)]  # a spec reproduces them
+EXTRA_CASE_DIRS = [d for d in ALL_CASE_DIRS if _unrepresentable(d)]
 ROLES = ("controlplane", "worker")
 
 
@@ -58,15 +61,15 @@ def load_case(case_dir):
 
 
 def test_fixture_matrix_is_complete():
-    assert len(CASE_DIRS) == 112
-    contracts_seen = set(json.loads(_read(os.path.join(d, "case.json")))["contract"] for d in CASE_DIRS)
+    assert len(CASE_DIRS) == 112 and len(EXTRA_CASE_DIRS) == 56
+    contracts_seen = set(json.loads(_read(os.path.join(d, "case.json")))["contract"] for d in ALL_CASE_DIRS)
     assert contracts_seen == {"v1.12", "v1.13", "v1.14"}
 
 
 # ---------------------------------------------------------------------------- (1) documents + bundle
 
 
-@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=_id)
+@pytest.mark.parametrize("case_dir", ALL_CASE_DIRS, ids=_id)
 def test_recover_bundle_equals_secrets_file(case_dir):
     unused_case, bundle, unused_cluster, unused_machine, unused_live = load_case(case_dir)
     reference = secrets.load(os.path.join(case_dir, "secrets.yaml"))
@@ -231,15 +234,20 @@ def test_registry_mirrors_both_forms_are_not_drift(contract):
     docs = [d for d in live["worker"] if d.kind != "RegistryMirrorConfig"]
     legacy_doc = docs[0]
     body = json.loads(json.dumps(legacy_doc.body))
+    # as machinery writes them: a flag that is off is left out (overridePath and skipFallback are *bool:
+    # an explicit false is a value of its own)
     body["machine"]["registries"] = {"mirrors": dict(
-        (r["host"], {"endpoints": r["endpoints"], "overridePath": r["overridePath"], "skipFallback": r["skipFallback"]})
+        (r["host"], dict([("endpoints", r["endpoints"])] + [(flag, True) for flag in ("overridePath", "skipFallback") if r[flag]]))
         for r in cluster_spec["registries"])}
     docs[0] = documents.legacy(body)
     rendered = render.render(bundle, cluster_spec, dict(machine_spec, role="worker"))
     assert drift.drift(rendered, docs, cluster_spec).zero
     body["machine"]["registries"]["mirrors"]["quay.io"]["skipFallback"] = False
     result = drift.drift(rendered, docs, cluster_spec)
-    assert [(d.path, d.cls) for d in result.differences] == [("registries/quay.io:skipFallback", "A")]
+    assert [(d.path, d.cls, d.rendered, d.live) for d in result.differences] == [("registries/quay.io:skipFallback", "A", True, False)]
+    del body["machine"]["registries"]["mirrors"]["quay.io"]["skipFallback"]
+    result = drift.drift(rendered, docs, cluster_spec)
+    assert [(d.path, d.cls, d.rendered, d.live) for d in result.differences] == [("registries/quay.io:skipFallback", "A", True, None)]
 
 
 def _classes(result):
@@ -378,10 +386,10 @@ UNREPRESENTABLE = {  # case -> class C hint expected after adoption (controlplan
 @pytest.mark.parametrize("case_dir", CASE_DIRS, ids=_id)
 def test_adoption_maps_class_a_and_probes_the_contract(case_dir):
     case, bundle, unused_cluster, unused_machine, live = load_case(case_dir)
-    stated = dict((role, adopt.from_config(live[role], case["talos_version"])) for role in ROLES)
-    cluster_spec = adopt.merge([stated[role][0] for role in ROLES])
-    for role in ROLES:
-        chosen, results = drift.probe(bundle, cluster_spec, stated[role][1], live[role], case["talos_version"])
+    adopted = adopt.read([(role, live[role], case["talos_version"]) for role in ROLES])
+    assert adopted.unmapped == []
+    for role, machine_spec in zip(ROLES, adopted.machines):
+        chosen, results = drift.probe(bundle, adopted.cluster, machine_spec, live[role], case["talos_version"])
         assert chosen == case["contract"]
         result = results[chosen]
         assert not result.of_class("A") and not result.of_class("B")
@@ -411,7 +419,7 @@ def test_disagreeing_mirrors_are_class_c_and_credentials_never_printed():
     merged = adopt.merge([one[0], two])
     result = drift.drift(render.render(bundle, merged, one[1], "v1.13"), live["worker"], merged, unmapped=fields)
     assert set(d.cls for d in result.differences) == {"C"}
-    assert all(g["hint"].startswith(drift.HINT_REGISTRIES) for g in result.hints())
+    assert [g["hint"] for g in result.hints()] == [drift.HINT_DISAGREE % "spec.registries"]
     # registry credentials in the legacy form: class C with the authSecretRef hint, value never printed
     docs = list(live["worker"])
     body = json.loads(json.dumps(docs[0].body))
@@ -422,3 +430,210 @@ def test_disagreeing_mirrors_are_class_c_and_credentials_never_printed():
     assert [g["hint"] for g in result.hints()] == [drift.HINT_REGISTRY_AUTH]
     text = json.dumps(result.to_dict()) + "\n".join(result.lines()) + documents.emit(drift.mask_docs(docs))
     assert "hunter2-secret" not in text
+
+
+# ---------------------------------------------------------------------------- issue 11 §2: no field lost silently
+
+
+def _extra(contract, gen, name):
+    return load_case(os.path.join(CONFIGS, contract, gen, name))
+
+
+def _paths(result, cls=None):
+    return [d.path for d in result.differences if cls is None or d.cls == cls]
+
+
+@pytest.mark.parametrize("contract,gen", [("v1.12", "v1.12.7"), ("v1.13", "v1.13.9"), ("v1.14", "v1.14.1")])
+def test_empty_label_value_is_drift(contract, gen):
+    """node-role.kubernetes.io/worker: "" was dropped by flattening; a worker apply would lose the label."""
+    unused_case, bundle, cluster_spec, machine_spec, live = _extra(contract, gen, "worker-label-empty")
+    result = drift.drift(render.render(bundle, cluster_spec, dict(machine_spec, role="worker")), live["worker"], cluster_spec)
+    path = ("KubeNodeConfig:labels." if contract == "v1.14" else "v1alpha1:machine.nodeLabels.") + "node-role.kubernetes.io/worker"
+    assert [(d.path, d.cls, d.live, d.change) for d in result.differences] == [(path, "C", "", "remove")]
+    assert result.blocked and result.patch() is None
+    assert drift.drift(render.render(bundle, cluster_spec, dict(machine_spec, role="controlplane")), live["controlplane"], cluster_spec).zero
+
+
+@pytest.mark.parametrize("name,slots", [
+    ("luks-volume", ["VolumeConfig/STATE:encryption.keys[0].nodeID", "VolumeConfig/STATE:encryption.keys[1].tpm"]),
+    ("luks-legacy", ["v1alpha1:machine.systemDiskEncryption.state.keys[0].nodeID", "v1alpha1:machine.systemDiskEncryption.ephemeral.keys[1].tpm"]),
+])
+def test_empty_key_slots_are_drift_and_passphrases_masked(name, slots):
+    """nodeID: {} and tpm: {} key slots were dropped; the static passphrase was printed (issue 12)."""
+    for contract, gen in (("v1.12", "v1.12.7"), ("v1.14", "v1.14.1")):
+        unused_case, bundle, cluster_spec, machine_spec, live = _extra(contract, gen, name)
+        for role in ROLES:
+            result = drift.drift(render.render(bundle, cluster_spec, dict(machine_spec, role=role)), live[role], cluster_spec)
+            assert set(slots) <= set(_paths(result, "C")), _paths(result)
+            assert all(d.live == {} for d in result.differences if d.path in slots)
+            passphrase = [d.live for d in result.differences if d.path.endswith("static.passphrase")][0]
+            assert len(passphrase) == 24
+            shown = json.dumps(result.to_dict()) + "\n".join(result.lines()) + documents.emit(drift.mask_docs(live[role]))
+            assert passphrase not in shown and "<redacted>" in shown
+
+
+def test_placeholders_machinery_drops_are_not_drift():
+    """talosctl's commented files carry empty placeholders machinery drops; those alone are not drift."""
+    unused_case, bundle, cluster_spec, machine_spec, live = load_case(os.path.join(CONFIGS, "v1.12", "v1.12.7", "basic"))
+    body = json.loads(json.dumps(live["controlplane"][0].body))
+    assert body["cluster"]["extraManifests"] == [] and body["cluster"]["inlineManifests"] == []
+    rendered = render.render(bundle, cluster_spec, dict(machine_spec, role="controlplane"))
+    assert drift.drift(rendered, live["controlplane"], cluster_spec).zero
+    body["cluster"]["extraManifests"] = ["https://example.com/x.yaml"]
+    docs = [documents.legacy(body)] + live["controlplane"][1:]
+    assert _paths(drift.drift(rendered, docs, cluster_spec), "C") == ["v1alpha1:cluster.extraManifests"]
+
+
+@pytest.mark.parametrize("contract,gen", [("v1.12", "v1.12.7"), ("v1.13", "v1.14.1"), ("v1.14", "v1.14.1")])
+def test_images_from_another_registry_are_class_c(contract, gen):
+    """An air-gapped cluster's images at the same version were class A (spec.kubernetesVersion): the apply
+    would have moved it to the public registries."""
+    case, bundle, cluster_spec, machine_spec, live = _extra(contract, gen, "images-air-gapped")
+    for role, count in (("controlplane", 5), ("worker", 1)):
+        result = drift.drift(render.render(bundle, cluster_spec, dict(machine_spec, role=role)), live[role], cluster_spec)
+        assert len(result.differences) == count and result.blocked
+        assert [g["hint"] for g in result.hints()] == [drift.HINT_IMAGE]
+        assert all(d.live.startswith("registry.corp.example:5000/") for d in result.differences)
+    # adoption reads the version from the tag; the registry stays class C
+    adopted = adopt.read([(role, live[role], case["talos_version"]) for role in ROLES])
+    chosen, results = drift.probe(bundle, adopted.cluster, adopted.machines[1], live["worker"], case["talos_version"])
+    assert chosen == contract and [g["hint"] for g in results[chosen].hints()] == [drift.HINT_IMAGE]
+    # the tag alone differing is still class A, a digest pin is not
+    plain = load_case(os.path.join(CONFIGS, contract, gen, "basic"))
+    older = dict(plain[2], kubernetesVersion="1.30.1")
+    result = drift.drift(render.render(plain[1], older, dict(plain[3], role="worker")), plain[4]["worker"], older)
+    assert [(d.cls, d.hint) for d in result.differences] == [("A", "spec.kubernetesVersion")]
+    docs = list(plain[4]["worker"])
+    kubelet = documents.find(docs, "KubeletConfig")
+    if kubelet is not None:
+        pinned = dict(kubelet.body, image=kubelet.body["image"] + "@sha256:" + "a" * 64)
+        docs[docs.index(kubelet)] = documents.Document("KubeletConfig", None, pinned)
+        result = drift.drift(render.render(plain[1], plain[2], dict(plain[3], role="worker")), docs, plain[2])
+        assert [(d.cls, d.hint) for d in result.differences] == [("C", drift.HINT_IMAGE)]
+
+
+@pytest.mark.parametrize("contract,gen", [("v1.12", "v1.12.7"), ("v1.14", "v1.14.1")])
+def test_mirror_with_mixed_override_path_is_class_c(contract, gen):
+    """The class A mapping skips such a host; it was classed A ("remove") and unblocked."""
+    case, bundle, cluster_spec, machine_spec, live = _extra(contract, gen, "mirrors-mixed")
+    adopted = adopt.read([(role, live[role], case["talos_version"]) for role in ROLES])
+    assert adopted.cluster["registries"] == []
+    for role, machine in zip(ROLES, adopted.machines):
+        chosen, results = drift.probe(bundle, adopted.cluster, machine, live[role], case["talos_version"])
+        result = results[chosen]
+        assert _paths(result) == ["registries/docker.io:endpoints", "registries/docker.io:overridePath"]
+        assert [g["hint"] for g in result.hints()] == [drift.HINT_MIRROR_MIXED] and result.patch() is None
+
+
+def test_mirror_fold_keeps_what_it_does_not_know():
+    docs = [documents.typed("RegistryMirrorConfig", {"endpoints": [{"url": "https://m", "newField": "x"}], "other": 1}, name="h:5000")]
+    flat = drift.normalise(docs)
+    assert flat["registries/h:5000:endpoints[0].newField"] == "x" and flat["registries/h:5000:other"] == 1
+    rendered = [documents.typed("RegistryMirrorConfig", {"endpoints": [{"url": "https://m"}]}, name="h:5000")]
+    spec_ = {"name": "c", "endpoint": "https://c:6443", "kubernetesVersion": "1.35.0", "talosVersion": "v1.12.7",
+             "cni": {"preset": "unmanaged"}}
+    result = drift.drift(rendered, docs, spec_)
+    assert [(d.path, d.cls) for d in result.differences] == [
+        ("registries/h:5000:endpoints[0].newField", "C"), ("registries/h:5000:other", "C")]
+
+
+@pytest.mark.parametrize("contract,gen", [("v1.13", "v1.13.9"), ("v1.14", "v1.14.1")])
+def test_adoption_does_not_depend_on_machine_order(contract, gen):
+    """A contract v1.14 worker carries no CNI: read first, it made the control plane's flannel class A "remove"."""
+    case, bundle, unused_cluster, unused_machine, live = load_case(os.path.join(CONFIGS, contract, gen, "kitchen-sink"))
+    forward = adopt.read([(role, live[role], case["talos_version"]) for role in ROLES])
+    backward = adopt.read([(role, live[role], case["talos_version"]) for role in reversed(ROLES)])
+    assert forward.cluster == backward.cluster and forward.unmapped == backward.unmapped == []
+    assert forward.machines == list(reversed(backward.machines))
+    basic = load_case(os.path.join(CONFIGS, contract, gen, "basic"))
+    adopted = adopt.read([("w", basic[4]["worker"], case["talos_version"]), ("cp", basic[4]["controlplane"], case["talos_version"])])
+    assert adopted.cluster["cni"]["unmanaged"]["talosCNI"] == "default"
+    chosen, results = drift.probe(basic[1], adopted.cluster, adopted.machines[1], basic[4]["controlplane"], case["talos_version"])
+    assert results[chosen].zero
+
+
+def test_adoption_compares_every_field_across_machines():
+    case, bundle, unused_cluster, unused_machine, live = load_case(os.path.join(CONFIGS, "v1.14", "v1.14.1", "sysctls-kmods"))
+    plain = load_case(os.path.join(CONFIGS, "v1.14", "v1.14.1", "basic"))[4]["worker"]
+    # a second worker of the same cluster without the sysctls and kernel modules
+    other = [d for d in live["worker"] if d.kind not in ("SysctlConfig", "KernelModuleConfig")]
+    assert len(other) < len(live["worker"]) and plain
+    configs = [("cp", live["controlplane"], "v1.14.1"), ("w1", live["worker"], "v1.14.1"), ("w2", other, "v1.14.1")]
+    adopted = adopt.read(configs)
+    assert adopted.unmapped == ["sysctls", "kernelModules"]
+    assert adopted.unmapped_besides({"sysctls": {}}) == ["kernelModules"] and adopted.unmapped_besides(None) == adopted.unmapped
+    assert adopt.read(list(reversed(configs))).cluster == adopted.cluster
+    # the value taken does not depend on the order; a machine stating another one is blocked, by field
+    blocked = {}
+    for (name, docs, unused_ver), machine in zip(configs, adopted.machines):
+        chosen, results = drift.probe(bundle, adopted.cluster, machine, docs, "v1.14.1", adopted.unmapped)
+        blocked[name] = sorted(g["hint"] for g in results[chosen].hints())
+    assert blocked == {"cp": [], "w1": [], "w2": [drift.HINT_DISAGREE % "spec.kernelModules", drift.HINT_DISAGREE % "spec.sysctls"]}
+
+
+def test_split_sans_are_class_c():
+    case, bundle, cluster_spec, machine_spec, live = load_case(os.path.join(CONFIGS, "v1.13", "v1.13.9", "cert-sans"))
+    body = json.loads(json.dumps(live["controlplane"][0].body))
+    body["cluster"]["apiServer"]["certSANs"] = ["only-the-api.example.com"]
+    docs = [documents.legacy(body)] + live["controlplane"][1:]
+    adopted = adopt.read([("cp", docs, "v1.13.9")])
+    chosen, results = drift.probe(bundle, adopted.cluster, adopted.machines[0], docs, "v1.13.9")
+    assert set(g["hint"] for g in results[chosen].hints()) == {drift.HINT_SANS_SPLIT}
+
+
+def test_tie_is_reported_and_settled_per_cluster():
+    """v1.12 and v1.13 configs whose machine.network has content probe alike: decided once for the cluster."""
+    case, bundle, unused_cluster, unused_machine, live = load_case(os.path.join(CONFIGS, "upgraded", "v1.12.7-to-v1.14.1", "network-content"))
+    adopted = adopt.read([(role, live[role], "v1.14.1") for role in ROLES])
+    probed = {}
+    for role, machine in zip(ROLES, adopted.machines):
+        probed[role] = drift.probe(bundle, adopted.cluster, machine, live[role], "v1.14.1")
+        assert drift.ties(*probed[role]) == ["v1.13", "v1.12"]
+    chosen, lines = drift.settle(probed)
+    assert chosen == {"controlplane": "v1.13", "worker": "v1.13"}
+    assert lines == ["contract tie: the configs of controlplane, worker read as v1.12 and v1.13 alike (v1.12 differs from v1.13 only by "
+                     "an empty machine.network, which these fill); all taken as v1.13, the newest contract all of them fit "
+                     "(no other machine tells)"]
+    # one machine of the cluster tells: its Talos (v1.12.7) leaves only v1.12, or its config has machine.network: {}
+    probed["old-cp"] = drift.probe(bundle, adopted.cluster, adopted.machines[0], live["controlplane"], "v1.12.7")
+    chosen, lines = drift.settle(probed)
+    assert chosen == {"controlplane": "v1.12", "worker": "v1.12", "old-cp": "v1.12"}
+    assert lines[0].endswith("all taken as v1.12, as old-cp tells (config or Talos version)")
+    plain = load_case(os.path.join(CONFIGS, "upgraded", "v1.12.7-to-v1.14.1", "basic"))
+    probed = {"w": probed["worker"], "plain": drift.probe(plain[1], plain[2], dict(plain[3], role="worker"), plain[4]["worker"], "v1.14.1")}
+    assert probed["plain"][0] == "v1.12"
+    assert drift.settle(probed)[0] == {"w": "v1.12", "plain": "v1.12"}
+    # nothing tied: nothing to say
+    assert drift.settle({"plain": probed["plain"]}) == ({"plain": "v1.12"}, [])
+
+
+def test_yaml_errors_never_quote_the_document():
+    """A YAML error quoted the offending bytes, which can be private key material (issue 12)."""
+    key = "MC4CAQAwBQYDK2VwBCIEIHx0bmFkc2Zqa2xhc2RqZmtsYXNqZGZrbGFzZGpma2xq"
+    passphrase = "correct-horse-battery-staple"  # a LUKS passphrase: no redaction pattern knows it
+    broken = [
+        "machine:\n  ca:\n    key: %s\n  token: [%s\n" % (key, key),
+        "machine:\n  ca:\n    key: !<tag:%s> x\n" % key,
+        "machine: {ca: {key: \"%s\\q\"}}\n" % key,
+        "machine:\n  ca: *%s\n" % key,
+        "machine:\n\tca: %s\n" % key,
+        "a: 1\n" + "[" * 5000 + key,
+        ("machine:\n  key: %s\x00\n" % key),
+        "machine:\n  systemDiskEncryption: !<tag:%s> {}\n" % passphrase,
+        "machine: {passphrase: \"%s\\q\"}\n" % passphrase,
+    ]
+    messages = []
+    for text in broken:
+        with pytest.raises(ConfigError) as err:
+            documents.parse(text)
+        messages.append(str(err.value))
+    assert not [m for m in messages if key[:12] in m or "tag:" in m or "horse" in m], messages
+    with pytest.raises(ConfigError) as err:  # was a UnicodeDecodeError traceback
+        documents.parse(("machine:\n  key: %s\n" % key).encode() + b"\xff\xfe")
+    messages.append(str(err.value))
+    for message in messages:
+        assert message.startswith("the machine config is not valid YAML: ") and "\n" not in message
+        assert re.search(r"(line \d+, column \d+|character \d+|byte \d+|nesting too deep)", message), message
+    with pytest.raises(ConfigError) as err:
+        documents.parse("apiVersion: %s\nkind: X\n" % key)
+    assert key not in str(err.value)

@@ -1,28 +1,40 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Class A mapping on adoption: read the spec a running machine's config states.
+"""Class A mapping on adoption: read the spec running machines' configs state.
 
 From one live config (legacy or typed form): name, endpoint, Kubernetes version, subnets, KubePrism,
 the Talos CNI (default or none) and kube-proxy setting, sysctls and kernel modules, install (disk
 from ``installDisk`` or a ``disk.dev_path ==`` selector, image, wipe), registry mirrors and cert SANs.
-Across machines, registry mirrors and cert SANs are mapped only when every machine states the same;
-otherwise they are left out and the difference stays in the drift. Registry credentials and TLS,
-custom CNI URLs and non-Cilium inline manifests are never mapped (class C).
+Registry credentials and TLS, custom CNI URLs and non-Cilium inline manifests are never mapped
+(class C).
+
+Across a cluster (read()): each field is read from the machines that carry it (the CNI, kube-proxy
+and inline manifests from control planes: a contract v1.14 worker has none of them) and compared
+across all of them; a field they disagree on is not mapped (unmapped: its drift is class C). Nothing
+depends on the order the machines come in.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import re
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import documents
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 
 _DEV_PATH = re.compile(r'^\s*disk\.dev_path\s*==\s*"([^"]+)"\s*$')
 _TAG = re.compile(r":v?(\d+\.\d+\.\d+)$")
+
+# Cluster spec fields as the drift names them (drift.HINT_DISAGREE), in the order they are compared.
+FIELDS = ("name", "endpoint", "kubernetesVersion", "network", "cni", "kubeProxy", "kubePrism", "registries",
+          "certSANs", "sysctls", "kernelModules", "inlineManifests")
+# What a worker's config does not carry: at contract v1.14 the CNI and kube-proxy documents are the
+# control planes' only; inline manifests are the control planes' at every contract.
+_CONTROLPLANE_ONLY = {"typed": ("cni", "kubeProxy", "inlineManifests"), "legacy": ("inlineManifests",)}
 
 
 def _typed(docs, kind, name=None):
@@ -30,24 +42,48 @@ def _typed(docs, kind, name=None):
     return doc.body if doc is not None else None
 
 
+# A live config is not ours: a field of the wrong type reads as absent here (the drift still shows it).
+def _map(value):
+    return value if isinstance(value, dict) else {}
+
+
+def _seq(value):
+    return value if isinstance(value, list) else []
+
+
 def _mirrors(docs, legacy):
     out = {}
-    for host, entry in (documents.get_path(legacy, "machine.registries.mirrors") or {}).items():
-        entry = entry or {}
-        out[host] = {"host": host, "endpoints": list(entry.get("endpoints") or []),
-                     "overridePath": bool(entry.get("overridePath")), "skipFallback": bool(entry.get("skipFallback"))}
+    for host, entry in _map(documents.get_path(legacy, "machine.registries.mirrors")).items():
+        entry = _map(entry)
+        out[str(host)] = {"host": str(host), "endpoints": list(_seq(entry.get("endpoints"))),
+                          "overridePath": bool(entry.get("overridePath")), "skipFallback": bool(entry.get("skipFallback"))}
     for doc in documents.find_all(docs, "RegistryMirrorConfig"):
-        items = [item if isinstance(item, dict) else {"url": item} for item in doc.body.get("endpoints") or []]
-        overrides = set(bool(item.get("overridePath")) for item in items)
-        if len(overrides) > 1:
-            continue  # mixed per-endpoint overridePath has no field
+        if not doc.name:
+            continue  # machinery refuses a mirror without a name; the drift shows it
+        items = _seq(doc.body.get("endpoints"))
+        if not all(isinstance(item, dict) for item in items):
+            continue  # not a form machinery takes; the drift shows it
+        overrides = [item.get("overridePath") for item in items]
+        if any(value is not overrides[0] for value in overrides):
+            continue  # per-endpoint overridePath that differs has no field (drift classes the host C)
+        overrides = set(bool(value) for value in overrides)
         out[doc.name] = {"host": doc.name, "endpoints": [item.get("url") for item in items],
                          "overridePath": overrides == {True}, "skipFallback": bool(doc.body.get("skipFallback"))}
     return [out[host] for host in sorted(out)]
 
 
-def from_config(docs, talos_version, preset=None):
-    """(cluster spec, machine spec) stated by one live config. preset: cilium | unmanaged | None (detect)."""
+class Stated:
+    """What one live config states: the cluster fields (FIELDS), the machine spec, the fields it carries."""
+
+    def __init__(self, fields, machine, carried, talos_version):
+        self.fields = fields
+        self.machine = machine
+        self.carried = carried
+        self.talos_version = talos_version
+
+
+def state(docs, talos_version):
+    """The Stated of one live config."""
     if isinstance(docs, (str, bytes)):
         docs = documents.parse(docs)
     legacy_doc = documents.find(docs, documents.LEGACY)
@@ -58,76 +94,140 @@ def from_config(docs, talos_version, preset=None):
     role = get(legacy, "machine.type")
     if role == "init":
         role = "controlplane"
-    kube_cluster = _typed(docs, "KubeClusterConfig") or {}
+    kube_cluster = _map(_typed(docs, "KubeClusterConfig"))
     name = kube_cluster.get("clusterName") or get(legacy, "cluster.clusterName")
     endpoint = kube_cluster.get("endpoint") or get(legacy, "cluster.controlPlane.endpoint")
-    kubelet_image = (_typed(docs, "KubeletConfig") or {}).get("image") or get(legacy, "machine.kubelet.image") or ""
-    match = _TAG.search(kubelet_image)
-    if not (name and endpoint and match):
+    kubelet_image = _map(_typed(docs, "KubeletConfig")).get("image") or get(legacy, "machine.kubelet.image") or ""
+    match = _TAG.search(kubelet_image) if isinstance(kubelet_image, str) else None
+    if not (isinstance(name, str) and name and isinstance(endpoint, str) and endpoint and match):
         raise ConfigError("the live config does not state the cluster name, endpoint and kubelet image")
-    network = _typed(docs, "KubeNetworkConfig") or get(legacy, "cluster.network") or {}
+    network = _map(_typed(docs, "KubeNetworkConfig") or get(legacy, "cluster.network"))
 
     typed_k8s = documents.find(docs, "KubeletConfig") is not None
     if typed_k8s:
         prism = _typed(docs, "KubePrismConfig")
-        kube_prism = {"enabled": prism is not None, "port": (prism or {}).get("port") or specs.DEFAULT_KUBEPRISM_PORT}
+        kube_prism = {"enabled": prism is not None, "port": _map(prism).get("port") or specs.DEFAULT_KUBEPRISM_PORT}
         proxy_doc = _typed(docs, "KubeProxyConfig")
         proxy_disabled = proxy_doc is not None and proxy_doc.get("enabled") is False
-        if documents.find(docs, "KubeFlannelCNIConfig") is not None:
-            talos_cni = "default"
-        else:
-            talos_cni = "none"
-        sysctls = (_typed(docs, "SysctlConfig") or {}).get("params") or {}
-        modules = [doc.name for doc in documents.find_all(docs, "KernelModuleConfig")]
-        manifests = [{"name": doc.name, "contents": doc.body.get("manifest") or ""} for doc in documents.find_all(docs, "KubeInlineManifestConfig")]
-        api_sans = (_typed(docs, "KubeAPIServerConfig") or {}).get("certExtraSANs") or []
-        install_doc = _typed(docs, "UnattendedInstallConfig") or {}
+        talos_cni = "default" if documents.find(docs, "KubeFlannelCNIConfig") is not None else "none"
+        sysctls = _map(_map(_typed(docs, "SysctlConfig")).get("params"))
+        modules = [doc.name for doc in documents.find_all(docs, "KernelModuleConfig") if doc.name]
+        manifests = [{"name": doc.name, "contents": doc.body.get("manifest") or ""} for doc in documents.find_all(docs, "KubeInlineManifestConfig")
+                     if doc.name]
+        api_sans = _seq(_map(_typed(docs, "KubeAPIServerConfig")).get("certExtraSANs"))
+        install_doc = _map(_typed(docs, "UnattendedInstallConfig"))
         selector = get(install_doc, "provisioning.diskSelector.match") or ""
-        disk_match = _DEV_PATH.match(selector)
+        disk_match = _DEV_PATH.match(selector) if isinstance(selector, str) else None
         install = {"disk": disk_match.group(1) if disk_match else None, "image": get(install_doc, "installer.image"),
                    "wipe": bool(get(install_doc, "provisioning.wipe"))}
     else:
-        prism = get(legacy, "machine.features.kubePrism") or {}
+        prism = _map(get(legacy, "machine.features.kubePrism"))
         kube_prism = {"enabled": bool(prism.get("enabled")), "port": prism.get("port") or specs.DEFAULT_KUBEPRISM_PORT}
         proxy_disabled = bool(get(legacy, "cluster.proxy.disabled"))
         cni_name = get(legacy, "cluster.network.cni.name") or "flannel"
         talos_cni = "none" if cni_name == "none" else "default"  # custom URLs are never mapped (class C)
-        sysctls = get(legacy, "machine.sysctls") or {}
-        modules = [item.get("name") for item in get(legacy, "machine.kernel.modules") or [] if isinstance(item, dict)]
-        manifests = [dict(item) for item in get(legacy, "cluster.inlineManifests") or [] if isinstance(item, dict)]
-        api_sans = get(legacy, "cluster.apiServer.certSANs") or []
+        sysctls = _map(get(legacy, "machine.sysctls"))
+        modules = [item.get("name") for item in _seq(get(legacy, "machine.kernel.modules")) if isinstance(item, dict) and item.get("name")]
+        manifests = [dict(item) for item in _seq(get(legacy, "cluster.inlineManifests")) if isinstance(item, dict)]
+        api_sans = _seq(get(legacy, "cluster.apiServer.certSANs"))
         install = {"disk": get(legacy, "machine.install.disk"), "image": get(legacy, "machine.install.image"),
                    "wipe": bool(get(legacy, "machine.install.wipe"))}
-
-    cilium = [item for item in manifests if specs.is_cilium_manifest(item.get("contents") or "")]
-    if preset is None:
-        preset = "cilium" if (talos_cni == "none" and cilium and kube_prism["enabled"]
-                              and kube_prism["port"] == specs.DEFAULT_KUBEPRISM_PORT) else "unmanaged"
-    cni = {"preset": preset, "kubeProxy": "replaced" if proxy_disabled else "enabled"}
-    if preset == "unmanaged":
-        cni["unmanaged"] = {"talosCNI": talos_cni}
-    machine_sans = list(get(legacy, "machine.certSANs") or [])
-    cluster_spec = {
-        "name": name, "endpoint": endpoint, "kubernetesVersion": match.group(1), "talosVersion": talos_version,
-        "network": {"dnsDomain": network.get("dnsDomain"), "podSubnets": list(network.get("podSubnets") or []),
-                    "serviceSubnets": list(network.get("serviceSubnets") or [])},
-        "cni": cni,
-        "kubePrism": kube_prism,
+    machine_sans = list(_seq(get(legacy, "machine.certSANs")))
+    fields = {
+        "name": name, "endpoint": endpoint, "kubernetesVersion": match.group(1),
+        "network": {"dnsDomain": network.get("dnsDomain"), "podSubnets": list(_seq(network.get("podSubnets"))),
+                    "serviceSubnets": list(_seq(network.get("serviceSubnets")))},
+        "cni": talos_cni, "kubeProxy": "replaced" if proxy_disabled else "enabled", "kubePrism": kube_prism,
         "registries": _mirrors(docs, legacy),
+        # A control plane whose API server SANs differ from machine.certSANs states no one list (class C).
         "certSANs": machine_sans if (role != "controlplane" or list(api_sans) == machine_sans) else [],
         "sysctls": dict((str(k), str(v)) for k, v in sysctls.items()),
         "kernelModules": modules,
+        "inlineManifests": manifests,
+    }
+    carried = set(FIELDS)
+    if role != "controlplane":
+        carried -= set(_CONTROLPLANE_ONLY["typed" if typed_k8s else "legacy"])
+    hostname = _map(_typed(docs, "HostnameConfig")).get("hostname")
+    return Stated(fields, {"role": role, "hostname": hostname, "install": install}, carried, talos_version)
+
+
+def _cluster_spec(fields, talos_version, preset=None):
+    """The cluster spec for the fields stated (FIELDS); preset: cilium | unmanaged | None (detect)."""
+    prism = fields["kubePrism"]
+    cilium = [item for item in fields["inlineManifests"] if specs.is_cilium_manifest(item.get("contents") or "")]
+    if preset is None:
+        preset = "cilium" if (fields["cni"] == "none" and cilium and prism["enabled"]
+                              and prism["port"] == specs.DEFAULT_KUBEPRISM_PORT) else "unmanaged"
+    cni = {"preset": preset, "kubeProxy": fields["kubeProxy"]}
+    if preset == "unmanaged":
+        cni["unmanaged"] = {"talosCNI": fields["cni"]}
+    return {
+        "name": fields["name"], "endpoint": fields["endpoint"], "kubernetesVersion": fields["kubernetesVersion"],
+        "talosVersion": talos_version, "network": fields["network"], "cni": cni, "kubePrism": prism,
+        "registries": fields["registries"], "certSANs": fields["certSANs"], "sysctls": fields["sysctls"],
+        "kernelModules": fields["kernelModules"],
         # Only an Ichor-managed Cilium's entry is carried (class B until the hand-over drops it);
         # any other inline manifest stays class C.
         "inlineManifests": cilium if preset == "cilium" else [],
     }
-    hostname = (_typed(docs, "HostnameConfig") or {}).get("hostname")
-    machine_spec = {"role": role, "hostname": hostname, "install": install}
-    return cluster_spec, machine_spec
+
+
+def from_config(docs, talos_version, preset=None):
+    """(cluster spec, machine spec) stated by one live config. preset: cilium | unmanaged | None (detect)."""
+    stated = state(docs, talos_version)
+    return _cluster_spec(stated.fields, talos_version, preset), stated.machine
+
+
+def _canonical(value):
+    return json.dumps(value, sort_keys=True)
+
+
+class Adoption:
+    """The cluster spec read from a cluster's live configs, each machine's spec, and the unmapped fields."""
+
+    def __init__(self, cluster, machines, unmapped):
+        self.cluster = cluster
+        self.machines = machines
+        self.unmapped = unmapped
+
+    def unmapped_besides(self, given):
+        """The unmapped fields a given (inventory) cluster spec does not state: what it states is the operator's word."""
+        given = given or {}
+        return [field for field in self.unmapped if ("cni" if field == "kubeProxy" else field) not in given]
+
+
+def read(configs, preset=None):
+    """An Adoption from [(machine name, live docs, running Talos version)], whatever their order.
+
+    Each field comes from the machines that carry it; where they disagree the field is unmapped (its
+    drift is class C) and the value taken is the same whatever the order (the lowest version, else the
+    first in a sorted order). A field no machine carries keeps the value a worker's config implies.
+    """
+    if not configs:
+        raise ConfigError("no machine configs to adopt")
+    stated = []
+    for name, docs, talos_version in configs:
+        try:
+            stated.append(state(docs, talos_version))
+        except ConfigError as exc:
+            raise ConfigError("%s: %s" % (name, exc))
+    fields = {}
+    unmapped = []
+    for field in FIELDS:
+        carriers = [item for item in stated if field in item.carried] or stated
+        values = sorted(set(_canonical(item.fields[field]) for item in carriers))
+        if field == "kubernetesVersion":
+            values = sorted(values, key=lambda value: contracts.parse_version(json.loads(value)))
+        fields[field] = json.loads(values[0])
+        if len(values) > 1:
+            unmapped.append(field)
+    talos = min((item.talos_version for item in stated), key=contracts.parse_version)
+    return Adoption(_cluster_spec(fields, talos, preset), [item.machine for item in stated], unmapped)
 
 
 def unmapped(cluster_specs):
-    """The fields (``registries``, ``certSANs``) the machines disagree on: not mapped, their drift is class C."""
+    """The fields (``registries``, ``certSANs``) the cluster specs disagree on (see read() for whole configs)."""
     out = []
     for field in ("registries", "certSANs"):
         values = [item.get(field) for item in cluster_specs]
@@ -137,7 +237,11 @@ def unmapped(cluster_specs):
 
 
 def merge(cluster_specs):
-    """One cluster spec from every machine's: mirrors and cert SANs only when all agree (see unmapped())."""
+    """One cluster spec from cluster specs (from_config()): mirrors and cert SANs only when all agree.
+
+    Kept for callers that hold specs only; it takes the other fields from the first spec, so it
+    depends on their order: read() reads whole configs and does not.
+    """
     if not cluster_specs:
         raise ConfigError("no machine configs to adopt")
     merged = dict(cluster_specs[0])

@@ -12,6 +12,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible_collections.maesh.ichor.plugins.module_utils.config import yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 
@@ -55,12 +57,21 @@ def legacy(body):
     return Document(LEGACY, None, body)
 
 
+_NAME = re.compile(r"^[A-Za-z0-9._/-]{1,63}$")
+
+
+def _shown(value):
+    """A kind or apiVersion as an error may quote it: a short name, else nothing of it (it may be anything)."""
+    return repr(value) if isinstance(value, str) and _NAME.match(value) else "(not a name)"
+
+
 def from_object(obj, index=0):
     if not isinstance(obj, dict):
         raise ConfigError("document %d of the machine config is not a mapping" % (index + 1))
     if "kind" in obj:
         if obj.get("apiVersion") != "v1alpha1":
-            raise ConfigError("document %d (%s) has apiVersion %r, expected v1alpha1" % (index + 1, obj.get("kind"), obj.get("apiVersion")))
+            raise ConfigError("document %d (kind %s) has apiVersion %s, expected v1alpha1" % (
+                index + 1, _shown(obj.get("kind")), _shown(obj.get("apiVersion"))))
         name = obj.get("name")
         return Document(str(obj["kind"]), None if name is None else str(name), obj)
     if obj.get("version") == "v1alpha1":
@@ -128,7 +139,7 @@ def _list_key(items):
 
 
 def flatten(value, prefix, out, keep_empty=False):
-    """Flatten into {path: leaf}. Empty values are dropped unless keep_empty (then kept as leaves)."""
+    """Flatten into {path: leaf}. Empty values ("", [], {}) are leaves when keep_empty, else dropped."""
     if isinstance(value, dict):
         if not value:
             if keep_empty:
@@ -162,7 +173,7 @@ def flatten(value, prefix, out, keep_empty=False):
 def paths(doc, keep_empty=False):
     """{"<label>:<path>": leaf} for one document, without apiVersion/kind/name; "<label>:" marks presence."""
     body = dict((key, value) for key, value in doc.body.items() if key not in ("apiVersion", "kind", "name"))
-    flat = flatten(body, "", {}, keep_empty)
+    flat = flatten(body, "", {}, keep_empty) if body else {}
     out = {"%s:" % doc.label: "present"}  # a document with nothing but its name still counts
     out.update(("%s:%s" % (doc.label, path), value) for path, value in flat.items())
     return out

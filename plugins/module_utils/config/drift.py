@@ -3,10 +3,15 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Drift between a rendered and a live machine config, in three classes, and contract probing.
 
-Both sides are normalised the same way before comparing: documents keyed by kind and name, empty
-values dropped (talosctl's commented files carry placeholders the canonical form drops), and registry
-mirrors from ``machine.registries.mirrors`` and from ``RegistryMirrorConfig`` documents folded into one
-representation (``registries/<host>``), so the same mirrors in either form are not drift.
+The rule: every leaf in which the live config and the render differ is a Difference with a class, and
+an apply happens only when none is class C. Both sides are normalised the same way before comparing:
+documents keyed by kind and name; empty values ("", [], {}) kept as leaves (a node label
+``node-role.kubernetes.io/worker: ""`` or a LUKS ``tpm: {}`` key slot is configuration), except the
+placeholders machinery itself drops (``PLACEHOLDERS``); an empty container facing content at the same
+path is not a difference of its own (the content's leaves are); registry mirrors from
+``machine.registries.mirrors`` and from ``RegistryMirrorConfig`` documents folded into one
+representation (``registries/<host>``), so the same mirrors in either form are not drift, and whatever
+the fold does not know stays a leaf of its own.
 
 Each differing path is sorted into
 
@@ -16,8 +21,13 @@ Each differing path is sorted into
 * class B, Ichor-owned, only with ``cni.preset: cilium``: the Cilium inline entry, flannel removal
   (``KubeFlannelCNIConfig``, ``cluster.network.cni``) and kube-proxy when ``replaced``. Listed, need
   consent, do not block. With ``preset: unmanaged`` no CNI item is ever class B;
-* class C, unrepresentable: everything else, including every secret field (a bundle that is not this
-  cluster's). Blocks the machine; paths that share a hint are reported under it once.
+* class C, unrepresentable: everything else, including every field of the secrets bundle (a bundle
+  that is not this cluster's), what a spec field nearly covers but cannot state (component images
+  from another registry, a mirror whose endpoints mix overridePath, machine and API server SANs that
+  differ) and the fields the machines of a cluster disagree on. Blocks the machine; paths that share
+  a hint are reported under it once.
+
+Secret values (``secret_paths``) are never printed: not in a Difference, not in a masked document.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -26,11 +36,10 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, secret_paths
 from ansible_collections.maesh.ichor.plugins.module_utils.config import render as renderer
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
-from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import REDACTED
 
 REGISTRIES = "registries"
 
@@ -38,66 +47,75 @@ HINT_SECRETS = ("the secrets bundle is not this cluster's: recover it from one o
                 "(maesh.ichor.talos_secrets) and render again; nothing is applied with another cluster's secrets")
 HINT_INSTALL = "spec.install (disk, image, wipe); other install options and disk selectors have no field"
 HINT_REGISTRIES = "spec.registries (host, endpoints, overridePath, skipFallback)"
+HINT_MIRROR_MIXED = "a registry mirror whose endpoints mix overridePath, or with fields spec.registries has not, cannot be represented"
 HINT_REGISTRY_AUTH = "registry credentials and TLS are never mapped: create the TalosCluster with spec.registries[].authSecretRef"
 HINT_CERT_SANS = "spec.certSANs (machine.certSANs and the API server SANs, one list)"
+HINT_SANS_SPLIT = "the machine's certSANs and the API server's SANs differ: spec.certSANs is one list for both"
+HINT_IMAGE = ("a component image from another registry, or pinned by digest: spec.kubernetesVersion sets only the tag of "
+              "the default images, no spec field holds a registry")
 HINT_CUSTOM_CNI = "Talos-applied CNI manifest URLs are not representable; keep them in the node's own tooling"
 HINT_INLINE = "inline and extra manifests other than Cilium's are not representable; keep them in the node's own tooling"
 HINT_OTHER = "no spec field covers this path"
+HINT_DISAGREE = "%s: the machines do not all state the same value, so it was not read into the spec"
 
-_SECRET = [re.compile(pattern) for pattern in (
-    r"^v1alpha1:machine\.token$", r"^v1alpha1:machine\.ca\.", r"^v1alpha1:cluster\.(id|secret|token|secretboxEncryptionSecret)$",
-    r"^v1alpha1:cluster\.(ca|aggregatorCA|serviceAccount|etcd\.ca)\.", r"^v1alpha1:cluster\.aescbcEncryptionSecret$",
-    r"^DiscoveryIdentityConfig:", r"^KubeAPIServerCAConfig:", r"^KubeAggregatorCAConfig:", r"^KubeEtcdEncryptionConfig:",
-    r"^KubeServiceAccountConfig:issuer\.privateKey$",
-)]
+# Empty values machinery drops when it loads and re-encodes a config: talosctl's commented files carry
+# them, the canonical form has none (tests/configgen ``encode`` over every fixture shows exactly these).
+PLACEHOLDERS = {
+    "v1alpha1:cluster.extraManifests": [],
+    "v1alpha1:cluster.inlineManifests": [],
+    "v1alpha1:machine.registries": {},
+}
 
-# (pattern, class, hint) for class A; the first match wins. Class B/C rules are in classify().
+# (pattern, spec field, hint) for class A; the first match wins. Class B/C rules are in _classify_one().
 _CLASS_A = [
-    (r"^v1alpha1:machine\.install\.(disk|image|wipe)$", HINT_INSTALL),
-    (r"^UnattendedInstallConfig:(installer\.image|provisioning\.wipe)$", HINT_INSTALL),
-    (r"^registries/[^:]+:", HINT_REGISTRIES),
-    (r"^v1alpha1:machine\.certSANs$", HINT_CERT_SANS),
-    (r"^v1alpha1:cluster\.apiServer\.certSANs$", HINT_CERT_SANS),
-    (r"^KubeAPIServerConfig:certExtraSANs$", HINT_CERT_SANS),
-    (r"^v1alpha1:machine\.sysctls\.", "spec.sysctls"),
-    (r"^SysctlConfig:(params\.|$)", "spec.sysctls"),
-    (r"^v1alpha1:machine\.kernel\.modules", "spec.kernelModules"),
-    (r"^KernelModuleConfig/", "spec.kernelModules"),
-    (r"^v1alpha1:cluster\.network\.(dnsDomain|podSubnets|serviceSubnets)$", "spec.network"),
-    (r"^KubeNetworkConfig:(dnsDomain|podSubnets|serviceSubnets)$", "spec.network"),
-    (r"^v1alpha1:cluster\.(clusterName|controlPlane\.endpoint)$", "spec.name and spec.endpoint"),
-    (r"^KubeClusterConfig:(clusterName|endpoint)$", "spec.name and spec.endpoint"),
-    (r"^KubeServiceAccountConfig:issuer\.issuerURL$", "spec.endpoint"),
-    (r"^v1alpha1:machine\.kubelet\.image$", "spec.kubernetesVersion"),
-    (r"^v1alpha1:cluster\.(apiServer|controllerManager|scheduler|proxy)\.image$", "spec.kubernetesVersion"),
-    (r"^Kube(let|APIServer|ControllerManager|Scheduler|Proxy)Config:image$", "spec.kubernetesVersion"),
-    (r"^v1alpha1:machine\.features\.kubePrism\.(enabled|port)$", "spec.kubePrism"),
-    (r"^KubePrismConfig:(port)?$", "spec.kubePrism"),
-    (r"^HostnameConfig:(hostname|auto)$", "machine hostname"),
+    (r"^v1alpha1:machine\.install\.(disk|image|wipe)$", "install", HINT_INSTALL),
+    (r"^UnattendedInstallConfig:(installer\.image|provisioning\.wipe)$", "install", HINT_INSTALL),
+    (r"^registries/.+:(endpoints|overridePath|skipFallback)$", "registries", HINT_REGISTRIES),
+    (r"^v1alpha1:machine\.certSANs$", "certSANs", HINT_CERT_SANS),
+    (r"^v1alpha1:cluster\.apiServer\.certSANs$", "certSANs", HINT_CERT_SANS),
+    (r"^KubeAPIServerConfig:certExtraSANs$", "certSANs", HINT_CERT_SANS),
+    (r"^v1alpha1:machine\.sysctls(\.|$)", "sysctls", "spec.sysctls"),
+    (r"^SysctlConfig:(params(\.|$)|$)", "sysctls", "spec.sysctls"),
+    (r"^v1alpha1:machine\.kernel\.modules(\[[^\]]+\](\.name)?)?$", "kernelModules", "spec.kernelModules"),
+    (r"^KernelModuleConfig/[^:]+:$", "kernelModules", "spec.kernelModules"),
+    (r"^v1alpha1:cluster\.network\.(dnsDomain|podSubnets|serviceSubnets)$", "network", "spec.network"),
+    (r"^KubeNetworkConfig:(dnsDomain|podSubnets|serviceSubnets)$", "network", "spec.network"),
+    (r"^v1alpha1:cluster\.clusterName$", "name", "spec.name and spec.endpoint"),
+    (r"^v1alpha1:cluster\.controlPlane\.endpoint$", "endpoint", "spec.name and spec.endpoint"),
+    (r"^KubeClusterConfig:clusterName$", "name", "spec.name and spec.endpoint"),
+    (r"^KubeClusterConfig:endpoint$", "endpoint", "spec.name and spec.endpoint"),
+    (r"^KubeServiceAccountConfig:issuer\.issuerURL$", "endpoint", "spec.endpoint"),
+    (r"^v1alpha1:machine\.features\.kubePrism\.(enabled|port)$", "kubePrism", "spec.kubePrism"),
+    (r"^v1alpha1:machine\.features\.kubePrism$", "kubePrism", "spec.kubePrism"),
+    (r"^KubePrismConfig:(port)?$", "kubePrism", "spec.kubePrism"),
+    (r"^HostnameConfig:(hostname|auto)$", "hostname", "machine hostname"),
 ]
-_CLASS_A = [(re.compile(pattern), hint) for pattern, hint in _CLASS_A]
+_CLASS_A = [(re.compile(pattern), field, hint) for pattern, field, hint in _CLASS_A]
 
+# Component images: class A (spec.kubernetesVersion) only when the tag alone differs.
+_IMAGE = re.compile(r"^(v1alpha1:machine\.kubelet\.image|v1alpha1:cluster\.(apiServer|controllerManager|scheduler|proxy)\.image"
+                    r"|Kube(let|APIServer|ControllerManager|Scheduler|Proxy)Config:image)$")
 _DISK_EQUALITY = re.compile(r'^\s*disk\.(dev_path|wwid|serial|symlinks|bus_path)\s*==\s*"[^"]+"\s*$')
 _CNI_NAME = re.compile(r"^v1alpha1:cluster\.network\.cni\.name$")
 _CNI_URLS = re.compile(r"^(v1alpha1:cluster\.network\.cni\.urls|KubeExternalManifestConfig/custom-cni:)")
+_CNI = re.compile(r"^(v1alpha1:cluster\.network\.cni|KubeFlannelCNIConfig:|KubeExternalManifestConfig/custom-cni:)")
 _FLANNEL = re.compile(r"^KubeFlannelCNIConfig:")
 _PROXY = re.compile(r"^(v1alpha1:cluster\.proxy\.disabled|KubeProxyConfig:enabled)$")
 _INLINE = re.compile(r"^(v1alpha1:cluster\.inlineManifests\[([^\]]+)\]|KubeInlineManifestConfig/([^:]+):)")
 _EXTRA = re.compile(r"^(v1alpha1:cluster\.extraManifests|KubeExternalManifestConfig/)")
 _REG_AUTH = re.compile(r"^(v1alpha1:machine\.registries\.config|RegistryAuthConfig/|RegistryTLSConfig/)")
-
-
-_SENSITIVE = re.compile(r"(^v1alpha1:machine\.registries\.config|^RegistryAuthConfig/|^RegistryTLSConfig/|password|[Tt]oken|[Kk]ey$)")
+_MIRROR = re.compile(r"^registries/(.+):([^:]*)$")  # a host may have a port
+_SANS = re.compile(r"^(v1alpha1:machine\.certSANs|v1alpha1:cluster\.apiServer\.certSANs|KubeAPIServerConfig:certExtraSANs)$")
 
 
 def is_secret_path(path):
     """A field of the secrets bundle (drift there means the bundle is not this cluster's)."""
-    return any(pattern.search(path) for pattern in _SECRET)
+    return secret_paths.is_bundle(path)
 
 
 def is_sensitive_path(path):
-    """A field whose value is never printed: the bundle's, and registry credentials and TLS."""
-    return is_secret_path(path) or bool(_SENSITIVE.search(path))
+    """A field whose value is never printed (secret_paths)."""
+    return secret_paths.is_secret(path)
 
 
 class Difference:
@@ -129,12 +147,8 @@ class Difference:
         out = {"path": self.path, "change": self.change, "class": self.cls}
         if self.hint:
             out["hint"] = self.hint
-        if is_sensitive_path(self.path):
-            out["rendered"] = None if self.rendered is None else REDACTED
-            out["live"] = None if self.live is None else REDACTED
-        else:
-            out["rendered"] = self.rendered
-            out["live"] = self.live
+        out["rendered"] = secret_paths.mask(self.path, self.rendered)
+        out["live"] = secret_paths.mask(self.path, self.live)
         return out
 
     def __repr__(self):
@@ -144,58 +158,100 @@ class Difference:
 # ---------------------------------------------------------------------------- normalisation
 
 
-def _mirror_entry(endpoints, override, skip):
-    return {"endpoints": endpoints, "overridePath": override, "skipFallback": skip}
+def _flat(prefix, value):
+    out = documents.flatten(value, "", {}, keep_empty=True)
+    return dict(("%s%s" % (prefix, path) if path else prefix.rstrip("."), item) for path, item in out.items())
+
+
+def _folded(entry, known):
+    """The fields of a mirror entry the fold represents (known, with a value of their type) and the rest."""
+    kept, rest = {}, {}
+    for key, value in entry.items():
+        wanted = known.get(key)
+        if wanted is not None and (value is None or isinstance(value, wanted)):
+            kept[key] = value
+        else:
+            rest[key] = value
+    return kept, rest
+
+
+def _typed_mirror(host, body):
+    """{path: value} of one RegistryMirrorConfig, folded; fields the fold does not know stay leaves."""
+    prefix = "%s/%s:" % (REGISTRIES, host)
+    urls, overrides, out = [], [], {}
+    kept, rest = _folded(dict((k, v) for k, v in body.items() if k not in ("apiVersion", "kind", "name")),
+                         {"endpoints": list, "skipFallback": bool})
+    for index, item in enumerate(kept.get("endpoints") or []):
+        if not isinstance(item, dict):
+            out["%sendpoints[%d]" % (prefix, index)] = item  # typed endpoints are mappings: not folded
+            continue
+        item, extra = _folded(item, {"url": str, "overridePath": bool})
+        urls.append(item.get("url"))
+        overrides.append(item.get("overridePath"))
+        if extra:
+            out.update(_flat("%sendpoints[%d]." % (prefix, index), extra))
+    # one value for the host when every endpoint says the same (false and absent differ: both are *bool)
+    override = overrides[0] if overrides and all(value is overrides[0] for value in overrides) else overrides or None
+    if rest:
+        out.update(_flat(prefix, rest))
+    out.update(_mirror_paths(prefix, urls, override, kept.get("skipFallback")))
+    return out
+
+
+def _legacy_mirror(host, entry):
+    prefix = "%s/%s:" % (REGISTRIES, host)
+    kept, rest = _folded(entry if isinstance(entry, dict) else {"": entry}, {"endpoints": list, "overridePath": bool, "skipFallback": bool})
+    out = _flat(prefix, rest) if rest else {}
+    out.update(_mirror_paths(prefix, list(kept.get("endpoints") or []), kept.get("overridePath"), kept.get("skipFallback")))
+    return out
+
+
+def _mirror_paths(prefix, endpoints, override, skip):
+    out = {prefix + "endpoints": endpoints}
+    if override is not None:
+        out[prefix + "overridePath"] = override
+    if skip is not None:
+        out[prefix + "skipFallback"] = skip
+    return out
 
 
 def normalise(docs):
-    """{path: value} for a config, with mirrors in one form and empty values dropped."""
+    """{path: value} for a config: empty values kept (but machinery's placeholders), mirrors in one form."""
     flat = {}
     mirrors = {}
     for doc in docs:
         if doc.kind == "RegistryMirrorConfig" and doc.name:
-            body = doc.body
-            urls, overrides = [], []
-            for item in body.get("endpoints") or []:
-                item = item if isinstance(item, dict) else {"url": item}
-                urls.append(item.get("url"))
-                overrides.append(bool(item.get("overridePath")))
-            override = overrides[0] if overrides and len(set(overrides)) == 1 else overrides
-            mirrors[doc.name] = _mirror_entry(urls, override, bool(body.get("skipFallback")))
+            mirrors[doc.name] = _typed_mirror(doc.name, doc.body)
             continue
         if doc.kind == documents.LEGACY:
-            legacy_mirrors = documents.get_path(doc.body, "machine.registries.mirrors") or {}
-            if legacy_mirrors:
+            legacy_mirrors = documents.get_path(doc.body, "machine.registries.mirrors")
+            if isinstance(legacy_mirrors, dict) and legacy_mirrors:
                 body = dict(doc.body)
                 body["machine"] = dict(body["machine"])
                 body["machine"]["registries"] = dict(body["machine"]["registries"])
                 del body["machine"]["registries"]["mirrors"]
                 for host, entry in legacy_mirrors.items():
-                    entry = entry or {}
-                    mirrors.setdefault(host, _mirror_entry(list(entry.get("endpoints") or []), bool(entry.get("overridePath")),
-                                                           bool(entry.get("skipFallback"))))
+                    mirrors.setdefault(str(host), _legacy_mirror(host, entry))
                 doc = documents.legacy(body)
-        flat.update(documents.paths(doc))
-    for host, entry in mirrors.items():
-        flat.update(_mirror_paths(host, entry))
-    return flat
-
-
-def _mirror_paths(host, entry):
-    prefix = "%s/%s:" % (REGISTRIES, host)
-    out = {prefix + "endpoints": list(entry["endpoints"])}
-    if entry["overridePath"]:
-        out[prefix + "overridePath"] = entry["overridePath"]
-    if entry["skipFallback"]:
-        out[prefix + "skipFallback"] = True
-    return out
-
-
-def _form(docs):
-    flat = {}
-    for doc in docs:
         flat.update(documents.paths(doc, keep_empty=True))
+    for host_paths in mirrors.values():
+        flat.update(host_paths)
+    for path, empty in PLACEHOLDERS.items():
+        if path in flat and flat[path] == empty and type(flat[path]) is type(empty):
+            del flat[path]
     return flat
+
+
+def _under(path, other):
+    """Whether other is a path below path (``a`` and ``a.b``, ``a[x]``, ``a.b[0].c``)."""
+    return len(other) > len(path) and other.startswith(path) and other[len(path)] in ".["
+
+
+def _empty_facing_content(path, value, other_side):
+    """An empty container on one side where the other side has leaves below the same path."""
+    if value not in ({}, []):
+        return False
+    return any(_under(path, other) for other in other_side)
 
 
 def compare(rendered_docs, live_docs):
@@ -205,21 +261,14 @@ def compare(rendered_docs, live_docs):
     out = []
     for path in sorted(set(rendered) | set(live)):
         left, right = rendered.get(path), live.get(path)
-        if left != right:
-            out.append(Difference(path, left, right))
+        if left == right and isinstance(left, bool) == isinstance(right, bool):
+            continue
+        if path not in live and _empty_facing_content(path, left, live):
+            continue
+        if path not in rendered and _empty_facing_content(path, right, rendered):
+            continue
+        out.append(Difference(path, left, right))
     return out
-
-
-def form_differences(rendered_docs, live_docs):
-    """How many empty placeholders differ (``machine.network: {}`` and the like): a probing tie-break."""
-    rendered = _form(rendered_docs)
-    live = _form(live_docs)
-    count = 0
-    for path in set(rendered) | set(live):
-        left, right = rendered.get(path), live.get(path)
-        if left != right and (left in ({}, [], "") or right in ({}, [], "")):
-            count += 1
-    return count
 
 
 # ---------------------------------------------------------------------------- classes
@@ -236,21 +285,79 @@ def _inline_contents(docs, name):
     return ""
 
 
-_UNMAPPED = {
-    "registries": (re.compile(r"^(registries/|RegistryMirrorConfig)"), HINT_REGISTRIES + ": the machines do not all state the same mirrors"),
-    "certSANs": (re.compile(r"^(v1alpha1:machine\.certSANs|v1alpha1:cluster\.apiServer\.certSANs|KubeAPIServerConfig:certExtraSANs)$"),
-                 HINT_CERT_SANS + ": the machines do not all state the same SANs"),
+# Paths of each cluster spec field (adopt.unmapped() names the fields the machines disagree on).
+_FIELD_PATHS = {
+    "kubernetesVersion": _IMAGE,
+    "cni": _CNI,
+    "kubeProxy": _PROXY,
+    "inlineManifests": _INLINE,
 }
 
 
-def _classify_one(diff, managed, cilium_entries, unmapped=()):
+def _field_of(path):
+    """The cluster spec field whose value a path states, or None."""
+    for field, pattern in _FIELD_PATHS.items():
+        if pattern.search(path):
+            return field
+    for pattern, field, _hint in _CLASS_A:
+        if pattern.search(path):
+            return field
+    return None
+
+
+def _repository(image):
+    """(repository, digest) of an image reference: the tag is what spec.kubernetesVersion sets."""
+    if not isinstance(image, str):
+        return None, None
+    name, _at, digest = image.partition("@")
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        name = name[:len(name) - len(last)] + last.split(":", 1)[0]
+    return name, digest or None
+
+
+def _image_class(diff):
+    rendered, live = _repository(diff.rendered), _repository(diff.live)
+    if diff.rendered is None or diff.live is None:
+        return ("A", "spec.kubernetesVersion") if diff.live is None else ("C", HINT_IMAGE)
+    if rendered[0] == live[0] and rendered[1] is None and live[1] is None:
+        return "A", "spec.kubernetesVersion"
+    return "C", HINT_IMAGE
+
+
+def _representable(live_docs):
+    """What the live config states that a spec field nearly covers but cannot state:
+    ({mirror hosts}, split SANs)."""
+    hosts = set()
+    flat = normalise(live_docs or [])
+    for path, value in flat.items():
+        match = _MIRROR.match(path)
+        if not match:
+            continue
+        rest = match.group(2)
+        if rest not in ("endpoints", "overridePath", "skipFallback") or (rest == "overridePath" and isinstance(value, list)):
+            hosts.add(match.group(1))
+    machine_sans = flat.get("v1alpha1:machine.certSANs") or []
+    api = [flat[path] for path in ("v1alpha1:cluster.apiServer.certSANs", "KubeAPIServerConfig:certExtraSANs") if path in flat]
+    controlplane = any(doc.kind == "KubeAPIServerConfig" for doc in live_docs or []) or "v1alpha1:cluster.apiServer.image" in flat
+    split = controlplane and (api[0] if api else []) != machine_sans
+    return hosts, split
+
+
+def _classify_one(diff, managed, cilium_entries, unmapped=(), mixed_hosts=(), split_sans=False):
     path = diff.path
     if is_secret_path(path):
         return "C", HINT_SECRETS
-    for field in unmapped:
-        pattern, hint = _UNMAPPED[field]
-        if pattern.search(path):
-            return "C", hint
+    field = _field_of(path)
+    if field in unmapped:
+        return "C", HINT_DISAGREE % ("spec." + field)
+    match = _MIRROR.match(path)
+    if match and match.group(1) in mixed_hosts:
+        return "C", HINT_MIRROR_MIXED
+    if split_sans and _SANS.match(path):
+        return "C", HINT_SANS_SPLIT
+    if _IMAGE.match(path):
+        return _image_class(diff)
     match = _INLINE.match(path)
     if match:
         name = match.group(2) or match.group(3)
@@ -278,11 +385,11 @@ def _classify_one(diff, managed, cilium_entries, unmapped=()):
         if all(value is None or _DISK_EQUALITY.match(str(value)) for value in (diff.rendered, diff.live)):
             return "A", HINT_INSTALL
         return "C", HINT_INSTALL
-    if path.startswith("RegistryMirrorConfig"):
-        return "A", HINT_REGISTRIES
-    for pattern, hint in _CLASS_A:
+    for pattern, _field, hint in _CLASS_A:
         if pattern.search(path):
             return "A", hint
+    if _MIRROR.match(path):
+        return "C", HINT_MIRROR_MIXED
     if path.startswith(("v1alpha1:machine.install.", "UnattendedInstallConfig:")):
         return "C", HINT_INSTALL
     return "C", HINT_OTHER
@@ -291,10 +398,9 @@ def _classify_one(diff, managed, cilium_entries, unmapped=()):
 class Drift:
     """The classified differences between a render and a live config."""
 
-    def __init__(self, differences, contract=None, form=0):
+    def __init__(self, differences, contract=None):
         self.differences = differences
         self.contract = contract
-        self.form = form
 
     def of_class(self, cls):
         return [diff for diff in self.differences if diff.cls == cls]
@@ -313,6 +419,10 @@ class Drift:
 
     def counts(self):
         return dict((cls, len(self.of_class(cls))) for cls in ("A", "B", "C"))
+
+    def key(self):
+        """What two contracts' drifts are compared by: the paths and their classes."""
+        return tuple((diff.path, diff.cls) for diff in self.differences)
 
     def hints(self):
         """Class C paths grouped under their hint: [{"hint", "paths"}], each hint once."""
@@ -357,8 +467,8 @@ class Drift:
 def classify(differences, cluster_spec, rendered_docs=None, live_docs=None, unmapped=()):
     """Set cls and hint on each Difference for the cluster spec's CNI mode; returns a Drift.
 
-    unmapped: spec fields adoption could not map (``registries``, ``certSANs``: the machines disagree);
-    their paths are class C.
+    unmapped: cluster spec fields adoption did not read because the machines disagree on them
+    (adopt.unmapped()); their paths are class C.
     """
     cluster_spec = specs.cluster(cluster_spec)
     managed = cluster_spec["cni"]["preset"] == "cilium"
@@ -373,8 +483,9 @@ def classify(differences, cluster_spec, rendered_docs=None, live_docs=None, unma
             for docs in (rendered_docs or [], live_docs or []):
                 if specs.is_cilium_manifest(_inline_contents(docs, name)):
                     cilium_entries.add(name)
+    mixed_hosts, split_sans = _representable(live_docs) if differences else ((), False)
     for diff in differences:
-        diff.cls, diff.hint = _classify_one(diff, managed, cilium_entries, unmapped)
+        diff.cls, diff.hint = _classify_one(diff, managed, cilium_entries, unmapped, mixed_hosts, split_sans)
     return Drift(differences)
 
 
@@ -382,19 +493,22 @@ def drift(rendered_docs, live_docs, cluster_spec, contract=None, unmapped=()):
     """Compare and classify in one call."""
     result = classify(compare(rendered_docs, live_docs), cluster_spec, rendered_docs, live_docs, unmapped)
     result.contract = contract
-    result.form = form_differences(rendered_docs, live_docs)
     return result
 
 
 # ---------------------------------------------------------------------------- probing
 
 
+def _rank(name, found):
+    return (found.counts()["C"], len(found.differences), [-part for part in contracts.parse_version(name)])
+
+
 def probe(bundle, cluster_spec, machine_spec, live_docs, running_version, unmapped=()):
     """Render at each contract from the running version down to v1.12 and compare with live.
 
     Returns (chosen contract name, {contract: Drift}). The choice: fewest class C paths; then fewest
-    differences; then fewest differing placeholders (v1.12's ``machine.network: {}``); then the
-    highest contract.
+    differences; then the highest contract. When several contracts give the same drift (ties()), the
+    config does not tell which one made it: a cluster settles that for all its machines (settle()).
     """
     if isinstance(live_docs, (str, bytes)):
         live_docs = documents.parse(live_docs)
@@ -409,27 +523,55 @@ def probe(bundle, cluster_spec, machine_spec, live_docs, running_version, unmapp
         results[contract.name] = drift(rendered, live_docs, spec_at, contract.name, unmapped)
     if not results:
         raise ConfigError("no contract from %s down to v1.12 can render this spec" % running_version)
-    ranked = sorted(results.items(), key=lambda item: (item[1].counts()["C"], len(item[1].differences), item[1].form,
-                                                       [-part for part in contracts.parse_version(item[0])]))
+    ranked = sorted(results.items(), key=lambda item: _rank(*item))
     return ranked[0][0], results
+
+
+def ties(chosen, results):
+    """The contracts whose drift is the chosen one's, highest first: more than one means the config
+    does not tell them apart (v1.12 and v1.13 differ only by v1.12's empty ``machine.network``, so a
+    legacy config whose machine.network has content reads as both)."""
+    key = results[chosen].key()
+    names = [name for name, found in results.items() if found.key() == key]
+    return sorted(names, key=contracts.parse_version, reverse=True)
+
+
+def settle(probed):
+    """One contract per tie for a whole cluster, not one per machine.
+
+    probed: {machine name: (chosen, {contract: Drift})} from probe(). Returns ({machine name: contract},
+    plan lines). A machine that tells (its config, or its Talos version, leaves one contract) keeps its
+    choice. Tied machines all take the contract the machines that tell agree on (among the tied ones);
+    when none tells, or they disagree, the newest contract every tied machine's config fits.
+    """
+    chosen = dict((name, pair[0]) for name, pair in probed.items())
+    tied = dict((name, ties(*pair)) for name, pair in probed.items())
+    tied = dict((name, names) for name, names in tied.items() if len(names) > 1)
+    if not tied:
+        return chosen, []
+    candidates = set()
+    for names in tied.values():
+        candidates.update(names)
+    telling = sorted(name for name in probed if name not in tied and chosen[name] in candidates)
+    told = sorted(set(chosen[name] for name in telling))
+    common = set.intersection(*[set(names) for names in tied.values()])
+    if len(told) == 1 and told[0] in common:
+        contract = told[0]
+        rule = "as %s tell%s (config or Talos version)" % (", ".join(telling), "s" if len(telling) == 1 else "")
+    elif common:
+        contract = max(common, key=contracts.parse_version)
+        rule = "the newest contract all of them fit (%s)" % (
+            "no other machine tells" if not told else "the machines that tell disagree: %s" % ", ".join(told))
+    else:
+        return chosen, ["contract tie: %s each read as several contracts with no one common to all; each keeps its own choice" % (
+            ", ".join(sorted(tied)))]
+    for name in tied:
+        chosen[name] = contract
+    alike = " and ".join(sorted(candidates, key=contracts.parse_version))
+    return chosen, ["contract tie: the configs of %s read as %s alike (v1.12 differs from v1.13 only by an empty machine.network, "
+                    "which these fill); all taken as %s, %s" % (", ".join(sorted(tied)), alike, contract, rule)]
 
 
 def mask_docs(docs):
     """Copies of the documents with every secret value replaced by the redaction marker (for --diff)."""
-    out = []
-    for doc in docs:
-        body = _mask(doc.label, doc.body, "")
-        out.append(documents.Document(doc.kind, doc.name, body))
-    return out
-
-
-def _mask(label, value, prefix):
-    if isinstance(value, dict):
-        return dict((key, _mask(label, item, "%s.%s" % (prefix, key) if prefix else key)) for key, item in value.items())
-    if isinstance(value, list):
-        return [_mask(label, item, prefix) for item in value]
-    if value in (None, "") or not isinstance(value, str):
-        return value
-    if is_sensitive_path("%s:%s" % (label, prefix)) or "PRIVATE KEY" in value:
-        return REDACTED
-    return value
+    return [documents.Document(doc.kind, doc.name, secret_paths.mask_body(doc.label, doc.body)) for doc in docs]

@@ -59,6 +59,24 @@ def _list(value, what):
     return list(value)
 
 
+def _mapping(value, what):
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError("%s must be a mapping" % what)
+    return value
+
+
+def _port(value, what):
+    try:
+        port = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError("%s must be a port number" % what)
+    if isinstance(value, bool) or not 0 < port < 65536:
+        raise ConfigError("%s %r is not a port" % (what, port))
+    return port
+
+
 def _bool(value, what, default=False):
     if value is None:
         return default
@@ -91,21 +109,21 @@ def cluster(raw):
         raise ConfigError("the cluster spec has neither versionContract nor talosVersion")
     out["versionContract"] = contracts.get(contract).name
 
-    network = raw.get("network") or {}
+    network = _mapping(raw.get("network"), "network")
     out["network"] = {
-        "dnsDomain": network.get("dnsDomain") or "cluster.local",
+        "dnsDomain": str(network.get("dnsDomain") or "cluster.local"),
         "podSubnets": _list(network.get("podSubnets"), "network.podSubnets") or list(DEFAULT_POD_SUBNETS),
         "serviceSubnets": _list(network.get("serviceSubnets"), "network.serviceSubnets") or list(DEFAULT_SERVICE_SUBNETS),
     }
 
-    cni = raw.get("cni") or {}
+    cni = _mapping(raw.get("cni"), "cni")
     preset = cni.get("preset")
     if preset not in ("cilium", "unmanaged"):
         raise ConfigError("cni.preset must be cilium or unmanaged (flannel and custom are not presets)")
     kube_proxy = cni.get("kubeProxy") or "enabled"
     if kube_proxy not in ("enabled", "replaced"):
         raise ConfigError("cni.kubeProxy must be enabled or replaced")
-    unmanaged = cni.get("unmanaged") or {}
+    unmanaged = _mapping(cni.get("unmanaged"), "cni.unmanaged")
     if preset == "cilium" and unmanaged:
         raise ConfigError("cni.unmanaged applies only to preset unmanaged")
     talos = unmanaged.get("talosCNI") or "default"
@@ -120,11 +138,9 @@ def cluster(raw):
     if preset == "unmanaged":
         out["cni"]["unmanaged"] = {"talosCNI": talos, "urls": urls}
 
-    prism = raw.get("kubePrism") or {}
+    prism = _mapping(raw.get("kubePrism"), "kubePrism")
     enabled = _bool(prism.get("enabled"), "kubePrism.enabled", True)
-    port = int(prism.get("port") or DEFAULT_KUBEPRISM_PORT)
-    if not 0 < port < 65536:
-        raise ConfigError("kubePrism.port %r is not a port" % port)
+    port = _port(prism.get("port") or DEFAULT_KUBEPRISM_PORT, "kubePrism.port")
     out["kubePrism"] = {"enabled": enabled, "port": port if enabled else 0}
 
     registries = []
@@ -173,7 +189,7 @@ def machine(raw, cluster_spec):
     role = raw.get("role")
     if role not in ("controlplane", "worker"):
         raise ConfigError("machine role must be controlplane or worker")
-    install = raw.get("install") or {}
+    install = _mapping(raw.get("install"), "machine install")
     image = install.get("image")
     if not image:
         if not cluster_spec.get("talosVersion"):
@@ -200,6 +216,8 @@ def talos_cni(cluster_spec):
 
 def is_cilium_manifest(contents):
     """A manifest that holds the cilium DaemonSet in kube-system (found by content, not by name)."""
+    if not isinstance(contents, str):
+        return False
     try:
         objs = yamlio.load_all(contents)
     except ConfigError:

@@ -55,22 +55,54 @@ else:  # pragma: no cover
     _Dumper = None
 
 
-def load_all(text):
-    """Parse a YAML stream into a list of Python objects (empty documents dropped)."""
+# What went wrong, by the error's class: a parse error of an untrusted document says where and what kind,
+# never the text there (a private key is a few lines of a config; PyYAML quotes the offending bytes).
+_KINDS = (
+    ("ReaderError", "a character YAML does not allow"),
+    ("ScannerError", "a token that cannot be read"),
+    ("ParserError", "a structure that cannot be parsed"),
+    ("ComposerError", "an anchor or alias that cannot be resolved"),
+    ("ConstructorError", "a value or tag that cannot be constructed"),
+)
+
+
+def describe_error(exc):
+    """'<kind> at line L, column C' for a YAML error (or a decode error), without any of the document's text."""
+    if isinstance(exc, UnicodeDecodeError):
+        return "bytes that are not UTF-8 at byte %d" % exc.start
+    if isinstance(exc, RecursionError):
+        return "nesting too deep to read"
+    kind = "a YAML error"
+    for name, text in _KINDS:
+        if any(cls.__name__ == name for cls in type(exc).__mro__):
+            kind = text
+            break
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if mark is not None:
+        return "%s at line %d, column %d" % (kind, mark.line + 1, mark.column + 1)
+    position = getattr(exc, "position", None)
+    if isinstance(position, int):
+        return "%s at character %d" % (kind, position + 1)
+    return kind
+
+
+def load_all(text, what="the machine config"):
+    """Parse a YAML stream into a list of Python objects (empty documents dropped).
+
+    A parse error is a ConfigError naming ``what``, the position and the kind of error, never content.
+    """
     _require()
-    if isinstance(text, bytes):
-        text = text.decode("utf-8")
     try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
         return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = " (line %d)" % (mark.line + 1) if mark is not None else ""
-        raise ConfigError("the machine config is not valid YAML%s: %s" % (where, getattr(exc, "problem", None) or "parse error"))
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
+        raise ConfigError("%s is not valid YAML: %s" % (what, describe_error(exc)))
 
 
-def load_one(text):
+def load_one(text, what="the document"):
     """Parse a single YAML document."""
-    docs = load_all(text)
+    docs = load_all(text, what)
     if len(docs) != 1:
         raise ConfigError("expected one YAML document, found %d" % len(docs))
     return docs[0]
