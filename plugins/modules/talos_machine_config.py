@@ -27,7 +27,12 @@ description:
     covers the change (no reboot when none is needed), then reads the config back and verifies zero drift (after a
     reboot, once the machine is back; see O(wait)).
   - With O(maintenance=true) the machine has no config yet; the rendered config is applied through the maintenance
-    API (the machine installs and reboots into it) and read back under the bundle's CA.
+    API (the machine installs and reboots into it) and read back under the bundle's CA. The machine is asked first,
+    directly and under the talosconfig (see O(maintenance)); one that is configured already takes the drift path
+    above, so a rerun of the same task reports C(changed=false) and applies nothing.
+  - A refusal (class C, class B without O(accept_class_b), a reboot with O(allow_reboot=false)) fails in check mode
+    exactly as in a real run, with the same message, plan and drift, so check mode never reports success for a run
+    that would fail.
   - A secrets bundle of another cluster, a corrupt bundle file, a live config that is not YAML and a contract out of
     range each fail with one line and nothing applied.
 author:
@@ -37,7 +42,10 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    description: Reads the live config and returns the drift and the plan; applies nothing.
+    description:
+      - Reads the live config and returns the drift and the plan; applies nothing.
+      - Fails, with the real run's message, where the real run would refuse (class C, class B without consent, a
+        reboot that is not allowed).
   diff_mode:
     support: full
     description: Returns the live and the rendered config, every secret value replaced by C(<redacted>).
@@ -199,16 +207,25 @@ options:
     description:
       - The machine is in maintenance mode (no config yet); it is reached without the talosconfig's client
         certificate, and its new config is applied with a reboot.
+      - Before that, the module dials O(node) directly with the talosconfig. A machine that answers under the
+        talosconfig's CA with a config has left maintenance mode (an earlier run of the task configured it), so the task
+        then reads its live config and acts on the drift as with V(false) (zero drift changes nothing; a class C
+        drift fails). Only a machine that refuses the talosconfig's CA (in maintenance mode its certificate is
+        self-signed) gets the maintenance apply. An unreachable machine fails with nothing applied.
+      - So a talosconfig of the cluster (with the CA of the bundle O(secrets)) is needed here too; it is also what
+        the config is read back with.
     type: bool
     default: false
   accept_class_b:
     description:
-      - Consent to the class B (Ichor-owned) changes listed in the plan.
+      - Consent to the class B (Ichor-owned) changes listed in the plan. Without it such a change fails, in check mode
+        too, with nothing applied.
     type: bool
     default: false
   allow_reboot:
     description:
-      - Allow an apply that needs a reboot. When false and the change needs one, nothing is applied.
+      - Allow an apply that needs a reboot. When false and the change needs one, the task fails (in check mode too)
+        and nothing is applied.
     type: bool
     default: true
   wait:

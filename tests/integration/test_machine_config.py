@@ -3,8 +3,11 @@
 * talos_secrets recovers the lab cluster's bundle from its control plane (read-only), writes it 0600,
   keeps it on a second run, says what it would do in check mode and writes nothing then;
 * talos_machine_config applies a rendered config to a machine in maintenance mode (it installs, reboots
-  into it under the bundle's CA and is read back with zero drift), then to the same machine once it is
-  configured (a sysctl: class A, no reboot), and in check mode leaves the machine untouched;
+  into it under the bundle's CA and is read back with zero drift); a rerun of that task is changed: false
+  and sends nothing through the maintenance API; then to the same machine once it is configured (a
+  sysctl: class A, no reboot), and in check mode leaves the machine untouched;
+* a refusal (class C, class B without consent, a reboot with allow_reboot: false) fails in check mode
+  exactly as in the real run (same message, plan and drift), and nothing is applied;
 * bad input (another cluster's bundle, a corrupt bundle file, a contract out of range) fails with one
   line and applies nothing.
 """
@@ -117,6 +120,17 @@ def test_apply_maintenance_then_configured_and_check_mode(lab, bundle_path, tmp_
     assert after["mode"] == "configured" and after["hostname"] == "fresh-1"
     configured = after["machine_config"]
 
+    # a rerun of the same task (maintenance: true): the machine answers under the talosconfig with its config, so the
+    # drift decides; nothing goes through the maintenance API again, in check mode or not
+    applies = lab.control.calls("fresh").get("ApplyConfiguration", 0)
+    for args in (("--check", "--diff"), ()):
+        proc, res = _run(tmp_path, [_mc(lab, bundle_path, addr, _cluster(), machine, maintenance=True)], *args)
+        assert not res[0].get("failed") and not res[0]["changed"], res[0]
+        assert res[0]["apply_mode"] == "none" and res[0]["drift"]["zero"] and "diff" not in res[0], res[0]
+        assert res[0]["plan"][0].startswith("%s: maintenance: true, but the machine is configured" % addr), res[0]["plan"]
+    assert lab.control.calls("fresh").get("ApplyConfiguration", 0) == applies
+    assert lab.machine("fresh")["machine_config"] == configured
+
     # configured: same spec is zero drift, nothing applied
     proc, res = _run(tmp_path, [_mc(lab, bundle_path, addr, _cluster(), machine)])
     assert not res[0]["changed"] and res[0]["drift"]["zero"], res[0]
@@ -142,34 +156,62 @@ def test_apply_maintenance_then_configured_and_check_mode(lab, bundle_path, tmp_
     assert lab.machine("fresh-cp")["mode"] == "configured"
 
 
+def _fails_alike(lab, name, tmp_path, task, dry_runs=0):
+    """The task in check mode and in a real run (both with --diff): the same failure, one line, nothing applied."""
+    before = lab.machine(name)["machine_config"]
+    applies = lab.control.calls(name).get("ApplyConfiguration", 0)
+    proc, checked = _run(tmp_path, [task], "--check", "--diff")
+    proc, real = _run(tmp_path, [task], "--diff")
+    checked, real = checked[0], real[0]
+    assert checked.get("failed") and real.get("failed"), (checked, real)
+    assert checked["msg"] == real["msg"] and "\n" not in real["msg"], (checked["msg"], real["msg"])
+    assert checked["plan"] == real["plan"] and checked["drift"] == real["drift"], (checked, real)
+    assert not checked["changed"] and not real["changed"] and checked["apply_mode"] == real["apply_mode"]
+    assert lab.machine(name)["machine_config"] == before
+    # nothing but the dry runs that ask whether the change reboots (one a run)
+    assert lab.control.calls(name).get("ApplyConfiguration", 0) - applies == dry_runs
+    return real
+
+
 def test_class_b_needs_consent(lab, bundle_path, tmp_path):
     """fresh-cp (v1.13, legacy form, flannel, kube-proxy on) moved to the managed Cilium preset: class B."""
     cp = lab.address("fresh-cp")
-    before = lab.machine("fresh-cp")["machine_config"]
     managed = _cluster("v1.13", talosVersion="v1.13.9", kubernetesVersion="1.36.3", cni={"preset": "cilium", "kubeProxy": "replaced"})
-    proc, res = _run(tmp_path, [_mc(lab, bundle_path, cp, managed, {"role": "controlplane"})])
-    assert res[0]["failed"] and "need consent" in res[0]["msg"] and "\n" not in res[0]["msg"], res[0]
-    assert sorted(d["path"] for d in res[0]["drift"]["B"]) == ["v1alpha1:cluster.network.cni.name", "v1alpha1:cluster.proxy.disabled"]
-    assert lab.machine("fresh-cp")["machine_config"] == before
+    res = _fails_alike(lab, "fresh-cp", tmp_path, _mc(lab, bundle_path, cp, managed, {"role": "controlplane"}))
+    assert res["msg"] == "%s: 2 class B (Ichor-owned) change(s) need consent (accept_class_b: true); nothing applied" % cp
+    assert sorted(d["path"] for d in res["drift"]["B"]) == ["v1alpha1:cluster.network.cni.name", "v1alpha1:cluster.proxy.disabled"]
+    assert res["plan"][-1] == "%s: class B (Ichor-owned) changes need accept_class_b: true" % cp
     proc, res = _run(tmp_path, [_mc(lab, bundle_path, cp, managed, {"role": "controlplane"}, accept_class_b=True)])
     assert res[0]["changed"] and res[0]["verified"] and res[0]["apply_mode"] == "no_reboot", res[0]
     assert "name: none" in lab.machine("fresh-cp")["machine_config"]
 
 
-def test_configured_lab_machine_check_mode_untouched(lab, bundle_path, tmp_path):
+def test_class_c_fails_in_check_mode_as_in_a_real_run(lab, bundle_path, tmp_path):
     addr = lab.address("worker-1")
-    before = lab.machine("worker-1")["machine_config"]
     spec = _cluster()
     spec.pop("versionContract")
-    proc, res = _run(tmp_path, [_mc(lab, bundle_path, addr, spec, {"role": "worker"})], "--check", "--diff")
-    assert not res[0].get("failed"), res[0]
-    assert sorted(res[0]["probe"]) == ["v1.12", "v1.13", "v1.14"]
-    assert res[0]["drift"]["counts"]["C"] > 0  # the lab's own config is not a talosctl one
-    assert lab.machine("worker-1")["machine_config"] == before
-    # without check mode a class C drift applies nothing
-    proc, res = _run(tmp_path, [_mc(lab, bundle_path, addr, spec, {"role": "worker"})])
-    assert res[0]["failed"] and "class C" in res[0]["msg"] and "\n" not in res[0]["msg"]
-    assert lab.machine("worker-1")["machine_config"] == before
+    res = _fails_alike(lab, "worker-1", tmp_path, _mc(lab, bundle_path, addr, spec, {"role": "worker"}))
+    assert sorted(res["probe"]) == ["v1.12", "v1.13", "v1.14"]
+    count = res["drift"]["counts"]["C"]
+    assert count > 0  # the lab's own config is not a talosctl one
+    assert res["msg"].startswith("%s: %d class C path(s) cannot be represented; nothing applied (" % (addr, count)), res["msg"]
+    assert res["plan"][-1] == "%s: blocked by %d class C path(s); nothing is applied" % (addr, count)
+    assert "diff" in res and "PRIVATE KEY" not in json.dumps(res)
+
+
+def test_a_reboot_that_is_not_allowed_fails_in_check_mode_as_in_a_real_run(lab, bundle_path, tmp_path):
+    """fresh (configured by the first test) with a change Talos can apply only with a reboot, and allow_reboot: false."""
+    addr = lab.address("fresh")
+    machine = {"role": "worker", "hostname": "fresh-1", "install": {"disk": "/dev/vda"}}
+    spec = _cluster(sysctls={"vm.max_map_count": "262144", "net.core.somaxconn": "4096"})
+    lab.control.set_faults("fresh", apply_needs_reboot=True)
+    try:
+        res = _fails_alike(lab, "fresh", tmp_path, _mc(lab, bundle_path, addr, spec, machine, allow_reboot=False),
+                          dry_runs=2)
+    finally:
+        lab.control.clear_faults("fresh")
+    refusal = "%s: the change needs a reboot and allow_reboot is false; nothing applied" % addr
+    assert res["msg"] == refusal and res["plan"][-1] == refusal and res["apply_mode"] == "reboot"
 
 
 def test_bad_input_one_line_nothing_applied(lab, bundle_path, tmp_path):

@@ -95,6 +95,7 @@ class FakeTalos:
         self.closed = True
 
     async def ainvoke(self, call, request=None, node=None, timeout=None):
+        assert not (node and self.dial_only), "a dial_only client sends no node metadata"
         m = self.world.machine
         address = node or self.dial_only or "10.5.0.2"
         if self.world.clock.time() < m.up_at:
@@ -195,22 +196,26 @@ def _class_c_machine():
     return Machine(config=documents.emit(docs))
 
 
-def test_class_c_blocks_check_mode_plans_it():
-    machine = _class_c_machine()
-    result = run(params(), Conn(machine), check_mode=True)
-    assert result["drift"]["counts"]["C"] == 1 and not result["changed"]
+def refusal(p, machine):
+    """The ConfigError of a run in check mode and of a real run: the same message and result, nothing applied."""
+    failures = []
+    for check_mode in (True, False):
+        with pytest.raises(ConfigError) as exc:
+            run(p, Conn(machine), check_mode=check_mode)
+        failures.append(exc.value)
+    checked, real = failures
+    assert checked.message == real.message and checked.result == real.result
+    assert not real.result["changed"] and machine.applied == []
+    return real
+
+
+def test_class_c_blocks_check_mode_as_a_real_run_with_one_line():
+    error = refusal(params(), _class_c_machine())
+    assert error.message == "%s: 1 class C path(s) cannot be represented; nothing applied (no spec field covers this path)" % NODE
+    result = error.result
+    assert result["drift"]["counts"]["C"] == 1 and result["drift"]["C"]
     assert result["plan"][-1] == "%s: blocked by 1 class C path(s); nothing is applied" % NODE
     assert "<redacted>" in result["diff"]["before"] and "PRIVATE KEY" not in result["diff"]["after"]
-    assert machine.applied == []
-
-
-def test_class_c_blocks_a_real_run_with_one_line():
-    machine = _class_c_machine()
-    with pytest.raises(ConfigError) as exc:
-        run(params(), Conn(machine))
-    assert exc.value.message == "%s: 1 class C path(s) cannot be represented; nothing applied (no spec field covers this path)" % NODE
-    assert exc.value.result["plan"][-1].endswith("nothing is applied") and exc.value.result["drift"]["C"]
-    assert machine.applied == []
 
 
 def _managed():
@@ -219,30 +224,20 @@ def _managed():
 
 def test_class_b_needs_consent():
     machine = Machine(config=_read(BASIC, "controlplane.conf"))
-    with pytest.raises(ConfigError) as exc:
-        run(params(_managed(), role="controlplane"), Conn(machine))
-    count = exc.value.result["drift"]["counts"]["B"]
-    assert count and exc.value.message == ("%s: %d class B (Ichor-owned) change(s) need consent (accept_class_b: true); "
-                                           "nothing applied" % (NODE, count))
-    assert machine.applied == []
-    # check mode: the plan says what consent is needed, and that something would change
-    result = run(params(_managed(), role="controlplane"), Conn(machine), check_mode=True)
-    assert result["changed"] and result["plan"][-1] == "%s: class B (Ichor-owned) changes need accept_class_b: true" % NODE
+    error = refusal(params(_managed(), role="controlplane"), machine)
+    count = error.result["drift"]["counts"]["B"]
+    assert count and error.message == ("%s: %d class B (Ichor-owned) change(s) need consent (accept_class_b: true); "
+                                       "nothing applied" % (NODE, count))
+    assert error.result["plan"][-1] == "%s: class B (Ichor-owned) changes need accept_class_b: true" % NODE
     # with consent: applied and read back
     result = run(params(_managed(), role="controlplane", accept_class_b=True), Conn(machine))
     assert result["verified"] and result["apply_mode"] == "no_reboot" and machine.applied == [("NO_REBOOT", False)]
 
 
 def test_reboot_needed_but_not_allowed():
-    machine = worker_machine(reboots=True)
-    refusal = "%s: the change needs a reboot and allow_reboot is false; nothing applied" % NODE
-    with pytest.raises(ConfigError) as exc:
-        run(params(with_sysctl(), allow_reboot=False), Conn(machine))
-    assert exc.value.message == refusal and exc.value.result["apply_mode"] == "reboot"
-    assert exc.value.result["plan"][-1] == refusal
-    result = run(params(with_sysctl(), allow_reboot=False), Conn(machine), check_mode=True)
-    assert result["changed"] and result["plan"][-1] == refusal
-    assert machine.applied == []
+    error = refusal(params(with_sysctl(), allow_reboot=False), worker_machine(reboots=True))
+    line = "%s: the change needs a reboot and allow_reboot is false; nothing applied" % NODE
+    assert error.message == line and error.result["apply_mode"] == "reboot" and error.result["plan"][-1] == line
 
 
 def test_check_mode_plans_the_apply_and_writes_nothing():
@@ -320,13 +315,46 @@ def test_maintenance_applies_through_the_maintenance_api_and_reads_back():
     assert result["diff"]["before"] == "" and "<redacted>" in result["diff"]["after"]
     assert machine.applied == [] and machine.mode == "maintenance"
 
+    assert [(c.maintenance, c.dial_only, c.closed) for c in conn.clients] == [(False, NODE, True)]  # it was asked first
+
+    conn = Conn(machine, conn.clock)
     result = run(params(maintenance=True), conn)
     assert machine.applied == [("AUTO", True)] and machine.mode == "configured"
-    assert conn.clients[0].maintenance and conn.clients[0].dial_only == NODE and conn.clients[0].closed
+    assert [(c.maintenance, c.dial_only) for c in conn.clients[:2]] == [(False, NODE), (True, NODE)]
+    assert conn.clients[0].closed and conn.clients[1].closed
     assert result["verified"] and result["drift"]["zero"]
     assert result["plan"] == [plan_line, "%s: configured at contract v1.14 (Talos v1.14.1), read back with zero drift" % NODE]
     # then configured: the same spec is zero drift
     assert not run(params(), Conn(machine, conn.clock))["changed"]
+
+
+def test_a_rerun_with_maintenance_on_a_configured_machine_takes_the_drift_path():
+    machine = Machine(config=None, mode="maintenance")
+    clock = Clock()  # one clock: the reboot is over for the reruns
+    run(params(maintenance=True), Conn(machine, clock))
+    assert machine.applied == [("AUTO", True)]
+    said = "%s: maintenance: true, but the machine is configured (it answers under the talosconfig's CA with a config)" % NODE
+    for check_mode in (True, False):
+        conn = Conn(machine, clock)
+        result = run(params(maintenance=True), conn, check_mode=check_mode)
+        assert not result["changed"] and result["apply_mode"] == "none" and result["drift"]["zero"]
+        assert result["plan"][0].startswith(said) and result["plan"][-1].endswith("nothing to apply")
+        assert not any(c.maintenance for c in conn.clients)
+    assert machine.applied == [("AUTO", True)]
+    # a change on the rerun goes through the normal API, without a reboot, and is read back
+    result = run(params(with_sysctl(), maintenance=True), Conn(machine, clock))
+    assert result["changed"] and result["apply_mode"] == "no_reboot" and result["verified"]
+    assert machine.applied == [("AUTO", True), ("NO_REBOOT", False)]
+
+
+def test_maintenance_on_an_unreachable_machine_fails_before_anything():
+    machine = Machine(config=None, mode="maintenance")
+    machine.up_at = float("inf")
+    conn = Conn(machine)
+    with pytest.raises(errors.TalosUnavailable) as exc:
+        run(params(maintenance=True), conn)
+    assert "port 50000" in exc.value.message and exc.value.result["plan"] == []
+    assert machine.applied == [] and [c.maintenance for c in conn.clients] == [False]
 
 
 def test_maintenance_without_wait_and_without_a_contract():

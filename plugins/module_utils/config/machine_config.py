@@ -9,6 +9,14 @@ drift (``drift``); refuse class C, ask consent for class B; ask Talos whether th
 refuse a reboot that is not allowed; apply; wait for the machine to come back (``common.poll``) and
 read the config back to verify zero drift. A machine in maintenance mode has no live config: its
 config goes through the maintenance API, and it is read back once it has rebooted into it.
+
+A task with ``maintenance: true`` is rerun after the machine left maintenance mode, so the machine is
+asked first, directly and under the talosconfig (``configured``). One that answers with a config is
+configured and takes the drift path (zero drift: nothing to do); only one that refuses the
+talosconfig's CA (a maintenance-mode machine's certificate is self-signed) gets the maintenance apply.
+
+Check mode fails where the real run would refuse (class C, class B without consent, a reboot that
+is not allowed), with the same message, so ``--check`` never shows green for a run that fails.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -55,6 +63,25 @@ def read_live(client, node):
     return ver, docs
 
 
+def configured(conn, node):
+    """Whether ``node`` has a config under the talosconfig's CA (it left maintenance mode).
+
+    The machine is dialled directly, so the answer is its own and not an endpoint's. A TLS refusal means
+    maintenance mode (a self-signed certificate) or another CA: False. Anything else (unreachable, a
+    refusal of the call, no talosconfig) is raised: a maintenance apply would not do better.
+    """
+    client = conn.talos(dial_only=node)
+    try:
+        item = client.run(talos_machine.get_resource(client, res.MACHINE_CONFIG))
+    except errors.TalosUnavailable as exc:
+        if exc.code == "TLS":
+            return False
+        raise
+    finally:
+        client.close()
+    return bool(item and item.get("spec"))
+
+
 def wait_back(conn, node, timeout, clock):
     """(version, live documents) once ``node`` answers with its config again, on a new client each try."""
     def check():
@@ -83,10 +110,13 @@ def _specs(params):
 
 def _run(params, conn, check_mode, result, clock):
     bundle, cluster, machine, explicit = _specs(params)
-    if params["maintenance"]:
-        return _maintenance(params, conn, check_mode, result, clock, bundle, cluster, machine, explicit)
     node = params["node"]
     plan = result["plan"]
+    if params["maintenance"]:
+        if not configured(conn, node):
+            return _maintenance(params, conn, check_mode, result, clock, bundle, cluster, machine, explicit)
+        plan.append("%s: maintenance: true, but the machine is configured (it answers under the talosconfig's CA with "
+                    "a config): the drift decides; nothing goes through the maintenance API" % node)
     client = conn.talos()
     ver, live = read_live(client, node)
     other = secrets.same_cluster(bundle, live)
@@ -109,18 +139,16 @@ def _run(params, conn, check_mode, result, clock):
         return result
     result["diff"] = {"before": documents.emit(drift.mask_docs(live)), "after": documents.emit(drift.mask_docs(rendered))}
     plan.extend("%s: %s" % (node, line) for line in found.lines())
-    if not _gates(params, check_mode, result, found):
-        return result
+    _gates(params, result, found)
 
     text = render.render_text(bundle, cluster, machine, contract)
     reboot = talos_machine.apply_needs_reboot(client, node, text)
-    result.update(changed=True, apply_mode="reboot" if reboot else "no_reboot")
+    result.update(apply_mode="reboot" if reboot else "no_reboot")
     if reboot and not params["allow_reboot"]:
         refusal = "%s: the change needs a reboot and allow_reboot is false; nothing applied" % node
         plan.append(refusal)
-        if check_mode:
-            return result
         raise ConfigError(refusal)
+    result.update(changed=True)
     plan.append("%s: apply %s" % (node, "with a reboot" if reboot else "without a reboot"))
     if check_mode:
         return result
@@ -143,27 +171,18 @@ def _run(params, conn, check_mode, result, clock):
     return result
 
 
-def _gates(params, check_mode, result, found):
-    """Whether the apply may go on past class C (blocks) and class B (needs consent).
-
-    In check mode a gate ends the run with the plan (False); in a real run it fails with nothing applied.
-    """
+def _gates(params, result, found):
+    """Refuse class C (it blocks) and class B without consent: nothing applied, in check mode as in a real run."""
     node = params["node"]
     counts = found.counts()
     if found.blocked:
         result["plan"].append("%s: blocked by %d class C path(s); nothing is applied" % (node, counts["C"]))
-        if check_mode:
-            return False
         raise ConfigError("%s: %d class C path(s) cannot be represented; nothing applied (%s)" % (
             node, counts["C"], "; ".join(group["hint"] for group in found.hints())))
     if found.of_class("B") and not params["accept_class_b"]:
         result["plan"].append("%s: class B (Ichor-owned) changes need accept_class_b: true" % node)
-        if check_mode:
-            result["changed"] = True
-            return False
         raise ConfigError("%s: %d class B (Ichor-owned) change(s) need consent (accept_class_b: true); nothing applied" % (
             node, counts["B"]))
-    return True
 
 
 def _maintenance(params, conn, check_mode, result, clock, bundle, cluster, machine, explicit):
