@@ -72,10 +72,11 @@ class Machine:
 class Model:
     """The secrets bundle, the cluster spec and each machine's spec, for rendering whole configs."""
 
-    def __init__(self, bundle, cluster, machines):
+    def __init__(self, bundle, cluster, machines, unmapped=()):
         self.bundle = bundle
         self.cluster = cluster
         self.machines = machines
+        self.unmapped = list(unmapped)  # spec fields the machines disagree on: their drift is class C
 
     def render(self, machine, contract, images):
         """Documents for machine at contract with the component images {component: X.Y.Z}."""
@@ -83,7 +84,7 @@ class Model:
         return render.render(self.bundle, cluster, machine.spec, contract, images)
 
     def drift(self, rendered, live_docs, contract):
-        return drift.drift(rendered, live_docs, self.cluster, contract)
+        return drift.drift(rendered, live_docs, self.cluster, contract, self.unmapped)
 
 
 def _paths(found):
@@ -110,29 +111,30 @@ def model(machines, cluster=None, bundle=None):
         other = secrets.same_cluster(bundle, m.docs)
         if other:
             raise ConfigError("%s: %s" % (m.name, other))
-    read = []
-    for m in machines:
-        try:
-            read.append(adopt.from_config(m.docs, m.talos))
-        except ConfigError as exc:
-            raise ConfigError("%s: %s" % (m.name, exc))
+    # each field from the machines that carry it, whatever their order; fields they disagree on are unmapped
+    adopted = adopt.read([(m.name, m.docs, m.talos) for m in machines])
     # the given spec's fields over what the live configs state (an inventory may give only some, e.g. the name)
-    merged = adopt.merge([spec for spec, _machine in read])
+    merged = dict(adopted.cluster)
     merged.update(cluster or {})
     merged["versionContract"] = release.CONTRACT  # each render names its own contract and images
-    cluster = specs.cluster(merged)
-    for m, (_cluster, machine_spec) in zip(machines, read):
-        m.spec = specs.machine(machine_spec, cluster)
-    result = Model(bundle, cluster, machines)
+    cluster_spec = specs.cluster(merged)
+    for m, machine_spec in zip(machines, adopted.machines):
+        m.spec = specs.machine(machine_spec, cluster_spec)
+    result = Model(bundle, cluster_spec, machines, adopted.unmapped_besides(cluster))
     for m in machines:
         find_form(result, m)
     return result
 
 
 def find_form(model_, m):
-    """Set m.form: the highest contract from m's Talos down to v1.12 whose render equals the live config."""
+    """Set m.form: the highest contract from the set's down to v1.12 whose render equals the live config.
+
+    Not capped at the machine's own Talos: a machine mid-rollout (still on an older Talos) can carry a config
+    made for a newer contract, and that form is what it is (a v1.13-form config lacks v1.12's empty
+    machine.network, so it equals no v1.12 render)."""
+    contracts.probe_order(m.talos)  # a Talos older than v1.12 is refused here
     best = None
-    for contract in contracts.probe_order(m.talos):
+    for contract in contracts.probe_order(release.TALOS):
         try:
             rendered = model_.render(m, contract.name, m.images)
         except ConfigError:
@@ -144,7 +146,7 @@ def find_form(model_, m):
         if best is None or len(found.differences) < len(best[1].differences):
             best = (contract.name, found)
     if best is None:
-        raise ConfigError("%s: no contract from Talos %s down to v1.12 renders its spec" % (m.name, m.talos))
+        raise ConfigError("%s: no contract from %s down to v1.12 renders its spec" % (m.name, release.CONTRACT))
     contract, found = best
     raise ConfigError(
         "%s: its live config is not what the cluster's spec renders at any contract (nearest %s: %d differing paths: "
