@@ -27,8 +27,7 @@ _TOKEN = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")  # Kubernetes bootstrap an
 
 # Shorter registered pieces would hide ordinary words.
 _MIN_REGISTERED = 8
-_registered = set()
-_pattern = [None]
+_registered = {}  # length -> the registered pieces of that length (replaced longest first)
 
 
 def _b64_run(match):
@@ -69,28 +68,26 @@ def _pieces(value):
 
 def register(value):
     """Remember a secret value so that ``redact_text`` replaces it from now on (str or bytes)."""
-    added = False
     for piece in _pieces(value):
-        if len(piece) >= _MIN_REGISTERED and piece not in _registered:
-            _registered.add(piece)
-            added = True
-    if added:
-        _pattern[0] = None
+        if len(piece) >= _MIN_REGISTERED:
+            _registered.setdefault(len(piece), set()).add(piece)
 
 
-def _registered_pattern():
-    if _pattern[0] is None and _registered:
-        # longest first: a whole value goes before any of its lines
-        _pattern[0] = re.compile("|".join(re.escape(p) for p in sorted(_registered, key=len, reverse=True)))
-    return _pattern[0]
+def _without_registered(text):
+    # plain substring tests, longest first (a whole value before any of its lines): nothing to rebuild when a
+    # value is registered, and a run may load many bundles
+    for length in sorted(_registered, reverse=True):
+        if length > len(text):
+            continue
+        for piece in _registered[length]:
+            if piece in text:
+                text = text.replace(piece, REDACTED)
+    return text
 
 
 def redact_text(text):
     """Return text with registered secrets and key material replaced, folded to one line."""
-    text = str(text)
-    pattern = _registered_pattern()
-    if pattern is not None:
-        text = pattern.sub(REDACTED, text)
+    text = _without_registered(str(text))
     text = _PEM.sub(REDACTED, text)
     text = _B64.sub(_b64_run, text)
     text = _TOKEN.sub(REDACTED, text)
@@ -143,8 +140,5 @@ class RedactingEncoder(json.JSONEncoder):
 
 def redact_lines(text):
     """Like redact_text, but keeps the line breaks (a traceback stays readable)."""
-    text = str(text)
-    pattern = _registered_pattern()
-    if pattern is not None:
-        text = pattern.sub(REDACTED, text)
+    text = _without_registered(str(text))
     return "\n".join(redact_text(line) for line in _PEM.sub(REDACTED, text).splitlines())
