@@ -207,7 +207,7 @@ def test_a_reboot_that_is_not_allowed_fails_in_check_mode_as_in_a_real_run(lab, 
     lab.control.set_faults("fresh", apply_needs_reboot=True)
     try:
         res = _fails_alike(lab, "fresh", tmp_path, _mc(lab, bundle_path, addr, spec, machine, allow_reboot=False),
-                          dry_runs=2)
+                           dry_runs=2)
     finally:
         lab.control.clear_faults("fresh")
     refusal = "%s: the change needs a reboot and allow_reboot is false; nothing applied" % addr
