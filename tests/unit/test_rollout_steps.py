@@ -3,12 +3,14 @@ Talos machines answering real protobuf replies from real Talos configs (tests/fi
 API and a fake clock, so every gate, wait and refusal runs without a lab."""
 
 import asyncio
+import hashlib
 import json
 import os
 
 import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import images, redact
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
@@ -20,7 +22,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import (
-    cosi_resource_pb2, cosi_state_pb2, machine_pb2, spec_config_pb2)
+    cosi_resource_pb2, cosi_state_pb2, machine_image_pb2, machine_lifecycle_pb2, machine_pb2, spec_config_pb2)
 
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "configs")
 V113 = "v1.13/v1.13.9/k8s-older"  # contract v1.13, Kubernetes 1.35.4
@@ -57,6 +59,9 @@ class Machine:
         self.needs_reboot = False  # Talos's answer to a dry run
         self.ignores_applies = False  # takes an apply and keeps its config (a read back differs)
         self.never_back = False
+        self.pulled = {}  # name ImageService.Pull reported -> the reference pulled
+        self.installer_exit_code = 0
+        self.installer_output = ["validating install disk", "installing Talos"]
 
     @property
     def up(self):
@@ -69,7 +74,21 @@ class Machine:
 
 
 def _tag(image):
-    return image.rsplit(":", 1)[1]
+    return image.split("@", 1)[0].rsplit(":", 1)[1]
+
+
+def _pulled_name(ref):
+    """What Talos's ImageService.Pull reports: the repository pinned by digest."""
+    name, _at, digest = ref.partition("@")
+    if not digest:
+        digest = "sha256:" + hashlib.sha256(ref.encode()).hexdigest()
+    last = name.rsplit("/", 1)[-1]
+    return "%s@%s" % (name[:len(name) - len(last)] + last.split(":", 1)[0], digest)
+
+
+def _progress(**field):
+    return machine_lifecycle_pb2.LifecycleServiceUpgradeResponse(
+        progress=machine_lifecycle_pb2.LifecycleServiceInstallProgress(**field))
 
 
 class World:
@@ -79,6 +98,7 @@ class World:
         self.clock = Clock()
         self.machines = {}
         self.writes = []
+        self.requests = []  # (call, machine name, request) of every Talos write
         self.daemonsets = {}
         self.configmap = None
         self.metrics = ""
@@ -106,6 +126,7 @@ class World:
             raise errors.unreachable(node)
         if call in WRITES and not getattr(request, "dry_run", False):
             self.writes.append((call, m.name))
+            self.requests.append((call, m.name, request))
         if call == "Version":
             return machine_pb2.VersionResponse(messages=[machine_pb2.Version(version={"tag": m.version})])
         if call == "Get":
@@ -121,13 +142,25 @@ class World:
             return machine_pb2.EtcdStatusResponse(messages=[machine_pb2.EtcdStatus(member_status=status)])
         if call == "ApplyConfiguration":
             return self._apply(m, request)
+        if call in ("ImagePull", "LifecycleUpgrade") and request.containerd.namespace == 0:
+            raise errors.call_error(node, "INVALID_ARGUMENT", "invalid containerd namespace NS_UNKNOWN", call=call)
+        if call == "ImagePull":
+            m.pulled[_pulled_name(request.image_ref)] = request.image_ref
+            return [machine_image_pb2.ImageServicePullResponse(name=_pulled_name(request.image_ref))]
         if call == "LifecycleUpgrade":
-            m.next_version = _tag(request.source.image_name)
+            replies = [_progress(message=line) for line in m.installer_output]
+            if m.installer_exit_code is not None:
+                replies.append(_progress(exit_code=m.installer_exit_code))
+            if m.installer_exit_code == 0:
+                m.next_version = _tag(m.pulled[request.source.image_name])
+            return replies
         if call == "Upgrade":  # the legacy call reboots by itself
             m.next_version = _tag(request.image)
             m.reboot()
+            return machine_pb2.UpgradeResponse(messages=[machine_pb2.Upgrade(ack="Upgrade request received")])
         if call == "Reboot":
             m.reboot()
+            return machine_pb2.RebootResponse(messages=[machine_pb2.Reboot(actor_id="1")])
         return []
 
     def _resource(self, m, request):
@@ -386,6 +419,99 @@ def test_talos_step_names_what_it_waited_for_when_the_machine_does_not_come_back
                                  "v1.14.5; the remaining machines were not touched; fix the machine and rerun, the "
                                  "rollout continues from it")
     assert exc.value.result == {"plan": [], "before": "v1.13.9", "after": ""}
+
+
+def test_talos_step_sends_the_containerd_instance_talosctl_sends(conns):
+    """talosctl 1.14 upgrade (--namespace system): driver CRI, namespace NS_SYSTEM on Pull and Upgrade; Talos refuses
+    an unset namespace. The Upgrade names the image as the pull reported it (what the machine's store knows)."""
+    world = World(V113, {"*": "v1.13.9"})
+    talos_step.run(_talos_params(world, "worker-1"), conns(world, kube=False), False, clock=world.clock)
+    sent = dict((call, request) for call, _name, request in world.requests)
+    for call in ("ImagePull", "LifecycleUpgrade"):
+        assert (sent[call].containerd.driver, sent[call].containerd.namespace) == (1, 1), call
+    assert sent["ImagePull"].image_ref == "ghcr.io/siderolabs/installer:v1.14.5"
+    assert sent["LifecycleUpgrade"].source.image_name == (
+        "ghcr.io/siderolabs/installer@sha256:" + hashlib.sha256(b"ghcr.io/siderolabs/installer:v1.14.5").hexdigest())
+    assert world.machine("worker-1").version == release.TALOS
+
+
+PEM = "-----BEGIN ED25519 PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIHx1\n-----END ED25519 PRIVATE KEY-----"
+
+
+@pytest.mark.parametrize("exit_code, output, what", [
+    (7, ["validating install disk", "error: " + PEM, "failed to install bootloader: no space left on device"],
+     'exited with code 7 (installation error), it said: "validating install disk / error: <redacted> / failed to '
+     'install bootloader: no space left on device"'),
+    (1, [], "exited with code 1 and said nothing"),
+    (None, ["pulling installer image"], 'reported no exit code, it said: "pulling installer image"'),
+])
+def test_talos_step_stops_without_a_reboot_when_the_installer_fails(conns, exit_code, output, what):
+    world = World(V113, {"*": "v1.13.9"})
+    worker = world.machine("worker-1")
+    worker.installer_exit_code, worker.installer_output = exit_code, output
+    with pytest.raises(UpgradeFailed) as exc:
+        talos_step.run(_talos_params(world, "worker-1"), conns(world), False, clock=world.clock)
+    assert exc.value.message == (
+        "worker-1 (10.5.0.3): the Talos installer (ghcr.io/siderolabs/installer:v1.14.5) %s; the machine was not "
+        "rebooted and still runs Talos v1.13.9; fix the cause and rerun" % what)
+    assert exc.value.result == {"plan": [], "before": "v1.13.9", "after": "v1.13.9"}
+    assert world.writes == [("ImagePull", "worker-1"), ("LifecycleUpgrade", "worker-1")]  # no Reboot
+    assert worker.up and worker.version == "v1.13.9"
+
+
+def test_talos_step_quotes_the_installer_redacted_on_one_line_and_cut_from_the_front(conns):
+    world = World(V113, {"*": "v1.13.9"})
+    secret = redact.Secret("hunter2-installer-registry-password")
+    worker = world.machine("worker-1")
+    worker.installer_exit_code = 5
+    worker.installer_output = ["x" * 400, "auth with\n%s failed" % secret.reveal()]
+    with pytest.raises(UpgradeFailed) as exc:
+        talos_step.run(_talos_params(world, "worker-1"), conns(world), False, clock=world.clock)
+    said = exc.value.message.split('it said: "', 1)[1].split('"', 1)[0]
+    assert said.startswith("[cut] x") and said.endswith("x / auth with <redacted> failed") and len(said) <= 306
+    assert "\n" not in exc.value.message and "hunter2" not in exc.value.message
+    assert "(dependency error)" in exc.value.message
+
+
+def test_talos_step_takes_the_tag_of_an_image_pinned_by_digest_and_converges(conns):
+    world = World(V113, {"*": "v1.13.9"})
+    image = "registry.example:5000/siderolabs/installer:v1.14.5@sha256:" + "0123456789abcdef" * 4
+    result = talos_step.run(_talos_params(world, "worker-1", image=image), conns(world, kube=False), False,
+                            clock=world.clock)
+    assert result["changed"] is True and result["after"] == "v1.14.5"
+    assert world.machine("worker-1").version == "v1.14.5"
+    sent = dict((call, request) for call, _name, request in world.requests)
+    assert sent["ImagePull"].image_ref == image
+    assert sent["LifecycleUpgrade"].source.image_name == (
+        "registry.example:5000/siderolabs/installer@sha256:" + "0123456789abcdef" * 4)
+    world.writes = []
+    result = talos_step.run(_talos_params(world, "worker-1", image=image), conns(world, kube=False), False,
+                            clock=world.clock)
+    assert result["changed"] is False and world.writes == []
+
+
+@pytest.mark.parametrize("image, message", [
+    ("ghcr.io/siderolabs/installer@sha256:" + "ab" * 32,
+     "installer image 'ghcr.io/siderolabs/installer@sha256:%s' is pinned by digest only: the Talos version it installs "
+     "cannot be known before the upgrade; name it with its tag too (ghcr.io/siderolabs/installer:vX.Y.Z@sha256:%s)"
+     % ("ab" * 32, "ab" * 32)),
+    ("localhost:5000/installer", "installer image 'localhost:5000/installer' has no tag: name the Talos version it "
+                                 "installs (localhost:5000/installer:vX.Y.Z)"),
+    ("ghcr.io/siderolabs/installer:latest", "installer image 'ghcr.io/siderolabs/installer:latest': its tag 'latest' is "
+                                            "not a Talos version (vX.Y.Z): the upgrade's target is read from the tag"),
+    ("ghcr.io/siderolabs/installer:1.14.5", "installer image 'ghcr.io/siderolabs/installer:1.14.5': its tag '1.14.5' is "
+                                            "not a Talos version (vX.Y.Z): the upgrade's target is read from the tag"),
+    ("ghcr.io/siderolabs/Installer:v1.14.5", "image reference 'ghcr.io/siderolabs/Installer:v1.14.5': the repository "
+                                             "name must be lowercase"),
+])
+def test_talos_step_refuses_an_image_whose_version_is_unknown_before_anything_is_sent(conns, image, message):
+    world = World(V113, {"*": "v1.13.9"})
+    conn = conns(world)
+    with pytest.raises(images.ImageRefError) as exc:
+        talos_step.run(_talos_params(world, "worker-1", image=image), conn, True, clock=world.clock)
+    assert exc.value.message == message
+    assert exc.value.result == {"plan": [], "before": "", "after": ""}
+    assert conn.talos_clients == [] and world.writes == []
 
 
 # --- config_upgrade -------------------------------------------------------------------------------------------

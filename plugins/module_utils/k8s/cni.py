@@ -9,6 +9,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import images
+
 # name -> (DaemonSet in kube-system, container image repository suffix)
 KNOWN = (
     ("cilium", "cilium", "cilium/cilium"),
@@ -16,12 +18,17 @@ KNOWN = (
     ("calico", "calico-node", "calico/node"),
 )
 
-_TAG = re.compile(r":v?(\d+\.\d+\.\d+)(?:[-@].*)?$")
+_VERSION_TAG = re.compile(r"\Av?(\d+\.\d+\.\d+)(?:-.*)?\Z")
 
 
 def image_version(image):
-    """'quay.io/cilium/cilium:v1.20.4@sha256:...' -> '1.20.4' (None when the tag is not a version)."""
-    match = _TAG.search(image or "")
+    """'quay.io/cilium/cilium:v1.20.4@sha256:...' -> '1.20.4' (None when the tag is not a version or the
+    reference is malformed: what a cluster runs is not ours to refuse here)."""
+    try:
+        tag = images.parse(image).tag
+    except images.ImageRefError:
+        return None
+    match = _VERSION_TAG.match(tag or "")
     return match.group(1) if match else None
 
 

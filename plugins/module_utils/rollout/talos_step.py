@@ -6,14 +6,20 @@ back with the new version, its etcd member healthy and the cluster with quorum, 
 
 Talos v1.13+ machines: ImageService Pull, LifecycleService Upgrade, then Reboot (as talosctl 1.14
 does); v1.12 machines: the legacy Upgrade call. ``run`` is the ``talos_upgrade`` module's flow.
+
+The target version is the installer image's tag: a reference without one (or pinned by digest only)
+is refused before anything is sent, since its version cannot be known before the upgrade.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible_collections.maesh.ichor.plugins.module_utils import release
-from ansible_collections.maesh.ichor.plugins.module_utils.common import poll
+from ansible_collections.maesh.ichor.plugins.module_utils.common import images, poll
+from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import redact_text
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import nodes
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed
@@ -22,13 +28,51 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, e
 
 INSTALLER = "ghcr.io/siderolabs/installer"
 
+# What a Talos installer's tag looks like, and what a machine reports as its version after it.
+_TALOS_TAG = re.compile(r"\Av\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?\Z")
+
+# talosctl 1.14 `upgrade` (its default --namespace system): ContainerDriver CRI (1), ContainerdNamespace
+# NS_SYSTEM (1) on both ImageService.Pull and LifecycleService.Upgrade; Talos refuses an unset namespace
+# (cmd/talosctl/cmd/talos/image.go containerdInstance, internal/app/internal/ctrhelper).
+CONTAINERD_DRIVER_CRI = 1
+CONTAINERD_NS_SYSTEM = 1
+
+# How much of the installer's output a failure quotes (its last lines, where it says why).
+OUTPUT_LINES = 5
+OUTPUT_LIMIT = 300
+_EXIT_CODES = {2: "invalid input", 3: "unsupported operation", 4: "environment error", 5: "dependency error",
+               6: "I/O error", 7: "installation error"}  # machinery constants.Exit*
+
 
 def installer_image(version=None):
     return "%s:%s" % (INSTALLER, version or release.TALOS)
 
 
 def image_version(image):
-    return image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else None
+    """The Talos version an installer image installs: its tag (``name:v1.14.5@sha256:...`` -> v1.14.5).
+
+    ImageRefError when the reference is malformed, has no tag (a digest alone names no version) or its
+    tag is not a Talos version.
+    """
+    ref = images.parse(image)
+    if ref.tag is None:
+        if ref.digest:
+            raise images.ImageRefError(
+                "installer image %s is pinned by digest only: the Talos version it installs cannot be known before "
+                "the upgrade; name it with its tag too (%s:vX.Y.Z@%s)" % (images.quoted(image), ref.repository, ref.digest))
+        raise images.ImageRefError("installer image %s has no tag: name the Talos version it installs (%s:vX.Y.Z)" % (
+            images.quoted(image), ref.repository))
+    if not _TALOS_TAG.match(ref.tag):
+        raise images.ImageRefError("installer image %s: its tag %s is not a Talos version (vX.Y.Z): the upgrade's "
+                                   "target is read from the tag" % (images.quoted(image), images.quoted(ref.tag)))
+    return ref.tag
+
+
+def _containerd():
+    instance = tc.request_type("ImagePull")().containerd
+    instance.driver = CONTAINERD_DRIVER_CRI
+    instance.namespace = CONTAINERD_NS_SYSTEM
+    return instance
 
 
 def node_ready(kube, hostname, version):
@@ -37,16 +81,56 @@ def node_ready(kube, hostname, version):
     return nodes.ready(node) and version in (nodes.info(node).get("osImage") or "")
 
 
-def start_upgrade(client, node, running, image):
-    """Send the upgrade the machine's Talos version takes."""
+def pulled_name(replies, image):
+    """The name ImageService.Pull reports last (``repository@digest``, the form the machine's image store
+    knows); the reference as given when no reply names one."""
+    names = [r.name for r in replies if r.WhichOneof("response") == "name" and r.name]
+    return names[-1] if names else image
+
+
+def installer_outcome(replies):
+    """(exit code or None, the installer's output lines) from every LifecycleService.Upgrade reply."""
+    code, output = None, []
+    for reply in replies:
+        kind = reply.progress.WhichOneof("response") if reply.HasField("progress") else None
+        if kind == "message":
+            output.append(reply.progress.message)
+        elif kind == "exit_code":
+            code = reply.progress.exit_code
+    return code, output
+
+
+def _said(output):
+    """The installer's last lines, redacted, on one line, cut from the front (the reason comes last)."""
+    text = redact_text(" / ".join(line.strip() for line in output[-OUTPUT_LINES:] if line.strip()))
+    if len(text) > OUTPUT_LIMIT:
+        text = "[cut] " + text[len(text) - OUTPUT_LIMIT:].lstrip()
+    return text
+
+
+def start_upgrade(client, node, running, image, hostname=None):
+    """Send the upgrade the machine's Talos version takes.
+
+    v1.13+: Pull, then Upgrade with the name the pull reported, then Reboot only when the installer
+    reported exit code 0; otherwise UpgradeFailed (the machine keeps running its Talos, nothing rebooted).
+    """
     if release.minor(running) >= (1, 13):
-        client.call("ImagePull", tc.request_type("ImagePull")(image_ref=image), node=node)
-        req = tc.request_type("LifecycleUpgrade")()
-        req.source.image_name = image
-        client.call("LifecycleUpgrade", req, node=node)
-        client.call("Reboot", node=node)
+        pulled = client.call("ImagePull", tc.request_type("ImagePull")(containerd=_containerd(), image_ref=image), node=node)
+        req = tc.request_type("LifecycleUpgrade")(containerd=_containerd())
+        req.source.image_name = pulled_name(pulled, image)
+        code, output = installer_outcome(client.call("LifecycleUpgrade", req, node=node))
+        if code != 0:
+            what = "reported no exit code" if code is None else "exited with code %d%s" % (
+                code, " (%s)" % _EXIT_CODES[code] if code in _EXIT_CODES else "")
+            said = _said(output)
+            raise UpgradeFailed("%s (%s): the Talos installer (%s) %s%s; the machine was not rebooted and still runs "
+                                "Talos %s; fix the cause and rerun" % (
+                                    hostname or node, node, image, what,
+                                    ", it said: \"%s\"" % said if said else " and said nothing", running),
+                                result=dict(plan=[], before=running, after=running))
+        client.first(client.call("Reboot", node=node), node, call="Reboot")
     else:
-        client.call("Upgrade", tc.request_type("Upgrade")(image=image), node=node)
+        client.first(client.call("Upgrade", tc.request_type("Upgrade")(image=image), node=node), node, call="Upgrade")
 
 
 def wait_back(client, kube, node, hostname, role, target, timeout, interval=1.0, clock=None):
@@ -82,8 +166,12 @@ def run(params, conn, check_mode, clock=None):
     is sent. Without a kubeconfig there is no Node to wait for.
     """
     image = params["image"] or installer_image()
-    target = image_version(image)
     node = params["node"]
+    try:
+        target = image_version(image)  # before anything is sent
+    except images.ImageRefError as exc:
+        exc.result = dict(plan=[], before="", after="")
+        raise
     client = conn.talos()
     kube = conn.kube() if conn.has_kube() else None
     before = ""
@@ -111,7 +199,7 @@ def run(params, conn, check_mode, clock=None):
             hostname, node, before, target, image, then)])
         if check_mode:
             return result
-        start_upgrade(client, node, before, image)
+        start_upgrade(client, node, before, image, hostname)
         if params["wait"]:
             wait_back(client, kube, node, hostname, params["role"], target, params["wait_timeout"], clock=clock)
     except IchorError as exc:
