@@ -233,6 +233,21 @@ def ref_text(api_version, kind, name, namespace=None):
     return "%s %s/%s" % (kind, namespace, name) if namespace else "%s %s" % (kind, name)
 
 
+def _bound_requests(rest_client, timeout):
+    """Every request of this client, discovery included, gives up after ``timeout`` seconds.
+
+    The library passes its own ``_request_timeout`` (None unless a caller sets one) down to urllib3, where None
+    means no limit, overriding any pool default: so the default is set where the request is made."""
+    request = rest_client.request
+
+    def bounded(*args, **kwargs):
+        if len(args) < 6 and kwargs.get("_request_timeout") is None:
+            kwargs["_request_timeout"] = timeout
+        return request(*args, **kwargs)
+
+    rest_client.request = bounded
+
+
 class KubeClient:
     """The cluster's API through a kubeconfig."""
 
@@ -281,8 +296,7 @@ class KubeClient:
             raise KubeError("the %s cannot be used: %s" % (self.source, excerpt(exc, MESSAGE_LIMIT)))
         self.source.server = _without_userinfo(self.api.configuration.host)
         if timeout:
-            # the default of every request of this client, discovery included
-            self.api.rest_client.pool_manager.connection_pool_kw["timeout"] = urllib3.Timeout(total=timeout)
+            _bound_requests(self.api.rest_client, timeout)
         self._dynamic = None
 
     @contextlib.contextmanager
