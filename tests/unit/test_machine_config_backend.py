@@ -453,3 +453,18 @@ def test_a_write_that_fails_is_one_line(tmp_path):
         bundle_file.run(secrets_params(path, source="recover", node=NODE), Conn(machine), False)
     assert exc.value.message.startswith("cannot write the secrets bundle %s: " % path)
     assert exc.value.result == dict(plan=[], path=str(path))
+
+
+def test_a_contract_tie_is_reported_with_the_rule_used():
+    """A v1.12 config whose machine.network has content reads as v1.12 and v1.13 alike (issue 11 §2)."""
+    import json
+    case = os.path.join(REPO, "tests", "fixtures", "configs", "v1.12", "v1.12.7", "network-content")
+    cluster_spec, machine_spec = spec.from_gen_options(json.loads(_read(case, "case.json")))
+    cluster_spec = dict(cluster_spec)
+    cluster_spec.pop("versionContract", None)
+    p = params(cluster_spec, secrets=os.path.join(case, "secrets.yaml"), machine=dict(machine_spec, role="worker"))
+    with pytest.raises(ConfigError) as exc:  # the interfaces are class C: blocked, the tie reported all the same
+        run(p, Conn(Machine(config=_read(case, "worker.conf"), version="v1.13.9")), check_mode=True)
+    assert ("%s: contract tie: its config reads as v1.13 and v1.12 alike; took v1.13, the highest (set "
+            "cluster.versionContract to choose; a cluster-wide run settles ties for all its machines)" % NODE
+            ) in exc.value.result["plan"]

@@ -131,6 +131,10 @@ def _run(params, conn, check_mode, result, clock):
         result["probe"] = dict((name, each.counts()) for name, each in probed.items())
         plan.append("%s: Talos %s; contract probed %s: %s" % (node, ver, contract, ", ".join(
             "%s C=%d" % (name, each.counts()["C"]) for name, each in probed.items())))
+        tied = drift.ties(contract, probed)
+        if len(tied) > 1:
+            plan.append("%s: contract tie: its config reads as %s alike; took %s, the highest (set cluster.versionContract "
+                        "to choose; a cluster-wide run settles ties for all its machines)" % (node, " and ".join(tied), contract))
     cluster = dict(cluster, versionContract=contract)
     rendered = render.render(bundle, cluster, machine, contract)
     result.update(contract=contract, drift=found.to_dict())
