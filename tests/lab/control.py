@@ -1,5 +1,6 @@
 """Client of the simulator's control API (stdlib only)."""
 
+import base64
 import json
 import time
 import urllib.error
@@ -42,10 +43,20 @@ class LabControl:
     def reset_calls(self, name):
         return self._call("DELETE", "/machines/%s/calls" % name)
 
+    def requests(self, name):
+        """{method path: serialized request} of the last call of each method that reached the machine
+        (``/machine.ImageService/Pull``, ``/machine.LifecycleService/Upgrade``, ...)."""
+        return dict((path, base64.b64decode(data))
+                    for path, data in self._call("GET", "/machines/%s/requests" % name).items())
+
+    def reset_requests(self, name):
+        return self._call("DELETE", "/machines/%s/requests" % name)
+
     def set_faults(self, name, **faults):
         """unreachable, latency_ms, fail_call + fail_code (+ fail_message, fail_count),
         new_address_on_reboot (an address or True for a free one), interrupt_reset,
-        apply_needs_reboot."""
+        apply_needs_reboot, installer_exit_code (LifecycleService.Upgrade's installer exits
+        with it, after an error line; the machine keeps its version)."""
         return self._call("POST", "/machines/%s/faults" % name, faults)["faults"]
 
     def clear_faults(self, name):

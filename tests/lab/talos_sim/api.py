@@ -261,6 +261,7 @@ async def execute(node, path, request, caller):
     m = node.m
     if not m.up:
         raise err(Status.UNAVAILABLE, "connection error: machine %s is down" % m.address)
+    m.requests[path] = request.SerializeToString()  # GET /machines/<name>/requests
     f = m.faults
     if f.get("fail_call") and _fail_matches(f["fail_call"], path):
         count = f.get("fail_count")
@@ -786,16 +787,55 @@ def _need_113(node, service):
         raise err(Status.UNIMPLEMENTED, "unknown service %s" % service)
 
 
+def _enum_name(enum, value):
+    try:
+        return enum.Name(value)
+    except ValueError:
+        return str(value)  # Go's String() of an unknown enum value
+
+
+def _containerd_store(m, instance):
+    """The image store a ContainerdInstance selects, refused as Talos's ctrhelper refuses it:
+    InvalidArgument for an unknown driver, an unset or unknown namespace, CRI namespace on the
+    containerd driver. Only the system namespace of the containerd driver is Talos's own instance."""
+    c = P.common()
+    driver, namespace = instance.driver, instance.namespace
+    if driver == c.CONTAINERD:
+        address = "system" if namespace == c.NS_SYSTEM else "cri"
+    elif driver == c.CRI:
+        address = "cri"
+    else:
+        raise err(Status.INVALID_ARGUMENT, "invalid containerd driver %s" % _enum_name(c.ContainerDriver, driver))
+    names = {c.NS_CRI: "k8s.io", c.NS_SYSTEM: "system", c.NS_TALOSCONTAINERS: "taloscontainers"}
+    if namespace not in names:
+        raise err(Status.INVALID_ARGUMENT, "invalid containerd namespace %s"
+                  % _enum_name(c.ContainerdNamespace, namespace))
+    if driver == c.CONTAINERD and namespace == c.NS_CRI:
+        raise err(Status.INVALID_ARGUMENT, "cannot use CRI namespace with containerd driver")
+    return m.images.setdefault((address, names[namespace]), {})
+
+
+def _go_status(exc):
+    """A status error as Go's %v prints it (Talos wraps the helper's error so)."""
+    return "rpc error: code = %s desc = %s" % (_go_code(exc.status), exc.message or "")
+
+
 async def image_pull(node, req, caller):
     img = P.image()
     _need_113(node, "machine.ImageService")
+    store = _containerd_store(node.m, req.containerd)
     if not req.image_ref:
         raise err(Status.INVALID_ARGUMENT, "image reference is required")
-    ref = req.image_ref
-    if ":" not in ref.rsplit("/", 1)[-1] and "@" not in ref:
-        ref += ":latest"
-    if "/" not in ref.split(":")[0]:
-        ref = "docker.io/library/" + ref
+    name, tag, digest = st.docker_ref(req.image_ref)
+    version = st.version_from_image(req.image_ref)
+    if digest is None:
+        digest = "sha256:" + hashlib_hex256("%s:%s" % (name, tag))
+    elif version is None:
+        # pinned by digest alone: the image is the one an earlier pull of a tag stored, if any
+        version = store.get(digest)
+    # Talos's aliases (image/aliases.go): the digest, the canonical reference, name@digest
+    for alias in (digest, "%s:%s" % (name, tag) if tag else "%s@%s" % (name, digest), "%s@%s" % (name, digest)):
+        store[alias] = version
     out = []
     for i, layer in enumerate(("sha256:%064x" % 1, "sha256:%064x" % 2)):
         p = img.ImageServicePullResponse()
@@ -804,18 +844,26 @@ async def image_pull(node, req, caller):
         p.pull_progress.progress.total = 1024 * (i + 1)
         p.pull_progress.progress.offset = 1024 * (i + 1)
         out.append(p)
-    node.m.pulled_images.append(ref)
-    out.append(img.ImageServicePullResponse(name=ref))
+    # the name Talos reports: the reference pinned by digest
+    out.append(img.ImageServicePullResponse(name="%s@%s" % (name, digest)))
     return out
+
+
+def hashlib_hex256(s):
+    import hashlib
+    return hashlib.sha256(s.encode()).hexdigest()
 
 
 async def image_list(node, req, caller):
     img = P.image()
     _need_113(node, "machine.ImageService")
-    out = []
-    for ref in node.m.pulled_images:
-        out.append(img.ImageServiceListResponse(name=ref))
-    return out
+    store = _containerd_store(node.m, req.containerd)
+    return [img.ImageServiceListResponse(name=name) for name in sorted(store)]
+
+
+# The installer's last lines when the fault installer_exit_code makes it fail.
+INSTALLER_FAILURE = ("validating install disk", "error: failed to install bootloader: write /boot/EFI: no space left "
+                     "on device")
 
 
 async def lifecycle_upgrade(node, req, caller):
@@ -825,22 +873,37 @@ async def lifecycle_upgrade(node, req, caller):
     _busy(m)
     image = req.source.image_name
     if not image:
-        raise err(Status.INVALID_ARGUMENT, "source image is required")
-    new = st.version_from_image(image)
+        raise err(Status.INVALID_ARGUMENT, "installer image name is required")
+    # as Talos: the installer container runs from the image store the request selects, by exact name
+    # (an error there is wrapped as Internal "upgrade failed: ...")
+    try:
+        store = _containerd_store(m, req.containerd)
+    except GRPCError as exc:
+        raise err(Status.INTERNAL, "upgrade failed: %s" % _go_status(exc))
+    if image not in store:
+        raise err(Status.INTERNAL, "upgrade failed: installer image %s not found in containerd store: image %s: "
+                  "not found" % (_go_quote(image), _go_quote(image)))
+    new = store[image]
+    exit_code = int(m.faults.get("installer_exit_code") or 0)
+    lines = ("validating install disk", "installing Talos %s to the system disk" % (new or image),
+             "upgrade staged, reboot to apply") if not exit_code else INSTALLER_FAILURE
 
     async def gen():
-        for line in ("pulling installer image %s" % image, "validating install disk",
-                     "installing Talos %s to the system disk" % (new or image),
-                     "upgrade staged, reboot to apply"):
+        for line in lines:
             yield lc.LifecycleServiceUpgradeResponse(
                 progress=lc.LifecycleServiceInstallProgress(message=line))
             await asyncio.sleep(0.01)
-        if new:
+        if new and not exit_code:
             m.pending_version = new
         node.lab.changed()
+        # a failed installer is an exit code, not an error status ("Server SHOULD NOT respond with error")
         yield lc.LifecycleServiceUpgradeResponse(
-            progress=lc.LifecycleServiceInstallProgress(exit_code=0))
+            progress=lc.LifecycleServiceInstallProgress(exit_code=exit_code))
     return gen()
+
+
+def _go_quote(text):
+    return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 # --- StorageService -----------------------------------------------------------------------

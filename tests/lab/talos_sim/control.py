@@ -5,9 +5,12 @@ GET  /machines/<name>             one machine (full form)
 GET  /machines/<name>/calls       {"Reset": 1, "Version": 3, ...}: calls that reached the machine
                                   (dialled, or proxied to it), and "etcd-peer-port": connections
                                   to its etcd peer port; DELETE clears them
+GET  /machines/<name>/requests    {"/machine.ImageService/Pull": base64, ...}: the last request of
+                                  each method that reached the machine, serialized; DELETE clears
 POST /machines/<name>/faults      {"unreachable", "latency_ms", "fail_call", "fail_code",
                                    "fail_message", "fail_count", "new_address_on_reboot",
-                                   "interrupt_reset", "apply_needs_reboot"}; ``{}`` clears all
+                                   "interrupt_reset", "apply_needs_reboot",
+                                   "installer_exit_code"}; ``{}`` clears all
 POST /machines/<name>/timing      {"reboot_seconds", "upgrade_seconds", "install_seconds"}
 POST /machines/<name>/power       {"on": true|false}   (power on after a Reset with reboot=false)
 POST /settings                    {"kubeconfig_server", "kubeconfig_path"}
@@ -16,6 +19,7 @@ POST /cas                         {"crt": PEM, "key": PEM}: a CA key the lab may
 """
 
 import asyncio
+import base64
 import json
 import logging
 from urllib.parse import parse_qs, urlsplit
@@ -91,6 +95,12 @@ class ControlServer:
                 if method == "DELETE":
                     m.calls = {}
                 return 200, dict(m.calls)
+            if len(parts) == 3 and parts[0] == "machines" and parts[2] == "requests" and \
+                    method in ("GET", "DELETE"):
+                m = self.lab.machine(parts[1])
+                if method == "DELETE":
+                    m.requests = {}
+                return 200, dict((path, base64.b64encode(data).decode()) for path, data in m.requests.items())
             if len(parts) == 2 and parts[0] == "machines" and method == "GET":
                 m = self.lab.machine(parts[1])
                 return 200, m.to_json()

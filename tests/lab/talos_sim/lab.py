@@ -459,7 +459,8 @@ class Lab:
     async def set_faults(self, name, faults):
         m = self.machine(name)
         allowed = {"unreachable", "latency_ms", "fail_call", "fail_code", "fail_message",
-                   "fail_count", "new_address_on_reboot", "interrupt_reset", "apply_needs_reboot"}
+                   "fail_count", "new_address_on_reboot", "interrupt_reset", "apply_needs_reboot",
+                   "installer_exit_code"}
         unknown = set(faults) - allowed
         if unknown:
             raise ValueError("unknown faults: %s" % ", ".join(sorted(unknown)))

@@ -51,6 +51,27 @@ def version_from_image(image):
     return tag if tag.startswith("v") else "v" + tag
 
 
+def docker_ref(ref):
+    """(name, tag, digest) of an image reference as containerd stores it (reference.ParseDockerRef):
+    docker.io/library/ for a bare name, ``latest`` when neither tag nor digest, the tag dropped when a
+    digest pins it. The simulator's own reading, kept apart from the collection's parser."""
+    name, _at, digest = ref.partition("@")
+    first, slash, _rest = name.partition("/")
+    last = name.rsplit("/", 1)[-1]
+    tag = last.split(":", 1)[1] if ":" in last else None
+    if tag is not None:
+        name = name[:len(name) - len(tag) - 1]
+    if not slash:
+        name = "docker.io/library/" + name
+    elif not (first == "localhost" or "." in first or ":" in first or first.lower() != first):
+        name = "docker.io/" + name
+    if digest:
+        tag = None
+    elif tag is None:
+        tag = "latest"
+    return name, tag, digest or None
+
+
 def default_hostname(uuid):
     """Talos' default hostname style when the config sets none: talos-xxx-yyy."""
     h = hashlib.sha256(uuid.encode()).hexdigest()
@@ -160,8 +181,9 @@ class Machine:
         self.busy = None         # name of a running lifecycle operation
         self.try_task = None
         self.previous_config = None
-        self.pulled_images = []
+        self.images = {}         # (containerd address, namespace) -> {image name: Talos version or None}
         self.calls = {}          # method name -> calls that reached this machine (control API)
+        self.requests = {}       # method path -> the last request it received, serialized (control API)
 
     # --- derived -----------------------------------------------------------------------
     @property
