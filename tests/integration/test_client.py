@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import redact
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine, talosconfig
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
@@ -135,13 +136,8 @@ def test_write_calls(talos_lab):
         client.call("Upgrade", tc.request_type("Upgrade")(image="ghcr.io/siderolabs/installer:v1.13.9"),
                     node=w112["address"])
         lab.wait_for("worker-1", lambda m: m["up"] and m["version"] == "v1.13.9")
-        # the 1.13+ path: ImageService Pull, LifecycleService Upgrade, then Reboot
-        image = "ghcr.io/siderolabs/installer:v1.14.1"
-        client.call("ImagePull", tc.request_type("ImagePull")(image_ref=image), node=w113["address"])
-        upgrade = tc.request_type("LifecycleUpgrade")()
-        upgrade.source.image_name = image
-        client.call("LifecycleUpgrade", upgrade, node=w113["address"])
-        client.call("Reboot", node=w113["address"])
+        # the 1.13+ path as the Talos step sends it: ImageService Pull, LifecycleService Upgrade, then Reboot
+        talos_step.start_upgrade(client, w113["address"], "v1.13.9", "ghcr.io/siderolabs/installer:v1.14.1")
         lab.wait_for("worker-2", lambda m: m["up"] and m["version"] == "v1.14.1")
         # remove cp-2 from etcd (it joined after the bootstrap), then reset it
         lab.wait_for("cp-2", lambda m: m["etcd_member_id"])

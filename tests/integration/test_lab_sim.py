@@ -317,11 +317,12 @@ def test_upgrade_legacy_and_lifecycle(talos_lab):
     assert after["uuid"] == w["uuid"] and after["stage"] == "running"
 
     cp = lab.address("cp-1")
+    system = P.common().ContainerdInstance(driver=1, namespace=1)  # what talosctl upgrade sends
     pulled = call(cp, admin, "/machine.ImageService/Pull", img.ImageServicePullRequest(
-        image_ref="ghcr.io/siderolabs/installer:v1.14.2"))
-    assert pulled[-1].name == "ghcr.io/siderolabs/installer:v1.14.2"
+        containerd=system, image_ref="ghcr.io/siderolabs/installer:v1.14.2"))
+    assert pulled[-1].name.startswith("ghcr.io/siderolabs/installer@sha256:")  # pinned, as Talos reports it
     progress = call(cp, admin, "/machine.LifecycleService/Upgrade",
-                    lc.LifecycleServiceUpgradeRequest(source=lc.InstallArtifactsSource(
+                    lc.LifecycleServiceUpgradeRequest(containerd=system, source=lc.InstallArtifactsSource(
                         image_name="ghcr.io/siderolabs/installer:v1.14.2")))
     assert progress[-1].progress.WhichOneof("response") == "exit_code"
     assert progress[-1].progress.exit_code == 0
