@@ -136,6 +136,37 @@ func (lc *labControl) state(ctx context.Context) (*labState, error) {
 	return &l, nil
 }
 
+// requests is GET /machines/<name>/requests: the last request of each method that reached the
+// machine, serialized, by method path (JSON base64, which encoding/json decodes into []byte).
+func (lc *labControl) requests(ctx context.Context, name string) (map[string][]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, lc.base+"/machines/"+name+"/requests", nil)
+	if err != nil {
+		return nil, err
+	}
+
+	resp, err := lc.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close() //nolint:errcheck
+
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /machines/%s/requests: %s: %s", name, resp.Status, body)
+	}
+
+	out := map[string][]byte{}
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, fmt.Errorf("GET /machines/%s/requests: %w", name, err)
+	}
+
+	return out, nil
+}
+
 func (lc *labControl) machine(ctx context.Context, name string) (labMachine, error) {
 	l, err := lc.state(ctx)
 	if err != nil {

@@ -4,6 +4,7 @@
 //
 //	conformance descriptors --set tests/fixtures/talos-api.binpb
 //	conformance client --lab DIR/lab.json [--only read,write,maintenance]
+//	conformance requests --lab DIR/lab.json --ours NAME --reference NAME --image REF
 //
 // Every check prints "ok <check>" or "FAIL <check>: <detail>"; the program
 // exits 1 when any check failed.
@@ -17,7 +18,8 @@ import (
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   conformance descriptors --set FILE.binpb
-  conformance client --lab lab.json [--phases read,write,maintenance] [--timeout 10m]`)
+  conformance client --lab lab.json [--phases read,write,maintenance] [--timeout 10m]
+  conformance requests --lab lab.json --ours NAME --reference NAME --image REF`)
 	os.Exit(2)
 }
 
@@ -33,6 +35,8 @@ func main() {
 		code = runDescriptors(os.Args[2:])
 	case "client":
 		code = runClient(os.Args[2:])
+	case "requests":
+		code = runRequests(os.Args[2:])
 	case "-h", "--help", "help":
 		usage()
 	default:

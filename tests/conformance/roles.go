@@ -49,7 +49,7 @@ func (rn *runner) readerRefusals(ctx context.Context, cp1, target labMachine) {
 			return err
 		}},
 		{"ImageService.Pull", target, func(c context.Context) error {
-			s, err := rc.ImageClient.Pull(c, &machineapi.ImageServicePullRequest{Containerd: systemContainerd(), ImageRef: installerRepo + ":" + target.Version})
+			s, err := rc.ImageClient.Pull(c, &machineapi.ImageServicePullRequest{Containerd: talosctlUpgradeContainerd(), ImageRef: installerRepo + ":" + target.Version})
 			if err != nil {
 				return err
 			}
@@ -58,7 +58,7 @@ func (rn *runner) readerRefusals(ctx context.Context, cp1, target labMachine) {
 		}},
 		{"LifecycleService.Upgrade", target, func(c context.Context) error {
 			s, err := rc.LifecycleClient.Upgrade(c, &machineapi.LifecycleServiceUpgradeRequest{
-				Containerd: systemContainerd(),
+				Containerd: talosctlUpgradeContainerd(),
 				Source:     &machineapi.InstallArtifactsSource{ImageName: installerRepo + ":" + target.Version},
 			})
 			if err != nil {

@@ -427,9 +427,13 @@ func (rn *runner) legacyUpgrade(ctx context.Context, c *client.Client, m labMach
 	return rn.versionDirect(ctx, back, target)
 }
 
-func systemContainerd() *common.ContainerdInstance {
+// talosctlUpgradeContainerd is the containerd instance talosctl 1.14 `upgrade` sends on ImageService.Pull
+// and LifecycleService.Upgrade: its --namespace defaults to "system", which
+// cmd/talosctl/cmd/talos/image.go containerdInstance() maps to driver CRI, namespace NS_SYSTEM (Talos's
+// own provision tests send the same). Talos refuses an unset namespace (ctrhelper).
+func talosctlUpgradeContainerd() *common.ContainerdInstance {
 	return &common.ContainerdInstance{
-		Driver:    common.ContainerDriver_CONTAINERD,
+		Driver:    common.ContainerDriver_CRI,
 		Namespace: common.ContainerdNamespace_NS_SYSTEM,
 	}
 }
@@ -442,7 +446,7 @@ func (rn *runner) lifecycleUpgrade(ctx context.Context, c *client.Client, m labM
 		cctx, cancel := rn.nodeCall(ctx, m)
 		defer cancel()
 
-		stream, err := c.ImageClient.Pull(cctx, &machineapi.ImageServicePullRequest{Containerd: systemContainerd(), ImageRef: image})
+		stream, err := c.ImageClient.Pull(cctx, &machineapi.ImageServicePullRequest{Containerd: talosctlUpgradeContainerd(), ImageRef: image})
 		if err != nil {
 			return callErr("ImageService.Pull", err)
 		}
@@ -481,7 +485,7 @@ func (rn *runner) lifecycleUpgrade(ctx context.Context, c *client.Client, m labM
 		defer cancel()
 
 		stream, err := c.LifecycleClient.Upgrade(cctx, &machineapi.LifecycleServiceUpgradeRequest{
-			Containerd: systemContainerd(),
+			Containerd: talosctlUpgradeContainerd(),
 			Source:     &machineapi.InstallArtifactsSource{ImageName: image},
 		})
 		if err != nil {

@@ -7,6 +7,11 @@ machinery's client (mTLS with the lab's Ed25519 or ECDSA talosconfig, typed COSI
 streams, upgrades, resets, maintenance mode). If the real client cannot talk to the
 simulator, the simulator is wrong.
 
+Its ``requests`` mode checks OUR client against machinery's: the Talos step upgrades a machine of the lab
+(which records every request it receives), machinery's client upgrades another one the way talosctl 1.14
+does, and the program decodes both sides' ImageService.Pull, LifecycleService.Upgrade and Reboot requests
+with machinery's types and compares them.
+
 Go is required: without it these tests FAIL (they are never skipped).
 """
 
@@ -14,6 +19,10 @@ import os
 import subprocess
 
 import pytest
+
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, talosconfig
 
 pytestmark = pytest.mark.lab
 
@@ -93,3 +102,78 @@ def test_real_client_against_unbootstrapped_ecdsa_lab(conformance_bin, talos_lab
     _assert_passed(result)
     assert any(line.startswith("ok ") and line.endswith(" Bootstrap")
                for line in result.stdout.splitlines()), _show(result)
+
+
+PINNED = "registry.example:5000/siderolabs/installer:v1.14.5@sha256:" + "0123456789abcdef" * 4
+REQUESTS = ("/machine.ImageService/Pull", "/machine.LifecycleService/Upgrade", "/machine.MachineService/Reboot")
+
+
+class _Conn:
+    """What the runner's Connections gives talos_step.run: a Talos client per call; no kubeconfig."""
+
+    def __init__(self, lab):
+        self.lab = lab
+        self.clients = []
+
+    def talos(self, maintenance=False, dial_only=None):
+        self.clients.append(tc.TalosClient(talosconfig.load(self.lab.talosconfig, context=self.lab.context), timeout=10))
+        return self.clients[-1]
+
+    def has_kube(self):
+        return False
+
+    def close(self):
+        for client in self.clients:
+            client.close()
+
+
+def _requests(binary, lab, ours, image):
+    return _run(binary, "requests", "--lab", lab.lab_json, "--ours", ours, "--reference", "worker-2", "--image", image)
+
+
+def test_our_upgrade_requests_are_what_machinerys_client_sends(conformance_bin, talos_lab):
+    """Issue 11: the Talos step's Pull / Upgrade / Reboot, decoded with machinery's types, equal talosctl 1.14's
+    (containerd driver CRI, namespace NS_SYSTEM), the Upgrade naming the image as the Pull reported it; with an
+    installer reference carrying a registry port, a tag and a digest (issue 12)."""
+    lab = talos_lab(controlplanes=1, workers=2, version="v1.13.9")
+    conn = _Conn(lab)
+    try:
+        params = dict(node=lab.address("worker-1"), hostname=None, role="worker", image=PINNED, wait=True,
+                      wait_timeout=30.0)
+        result = talos_step.run(params, conn, False)
+    finally:
+        conn.close()
+    assert result["changed"] is True and lab.machine("worker-1")["version"] == "v1.14.5"
+    result = _requests(conformance_bin, lab, "worker-1", PINNED)
+    _assert_passed(result)
+    for path in REQUESTS:
+        assert any(line.startswith("ok requests %s: ours = machinery's" % path) for line in result.stdout.splitlines()), (
+            _show(result))
+    assert "ok requests our containerd instance is talosctl upgrade's" in result.stdout, _show(result)
+
+
+def test_the_simulator_refuses_the_round_1_request_as_talos_does_and_the_check_catches_it(conformance_bin, talos_lab):
+    """The request round 1 sent (no containerd field): Talos's ctrhelper refuses an unset namespace, on Pull directly
+    (InvalidArgument), inside Upgrade wrapped as Internal; the request comparison reports it."""
+    lab = talos_lab(controlplanes=1, workers=2, version="v1.13.9")
+    node = lab.address("worker-1")
+    with tc.TalosClient(talosconfig.load(lab.talosconfig, context=lab.context), timeout=10) as client:
+        with pytest.raises(errors.TalosCallError) as exc:
+            client.call("ImagePull", tc.request_type("ImagePull")(image_ref=PINNED), node=node)
+        assert (exc.value.code, exc.value.said) == ("INVALID_ARGUMENT", "invalid containerd namespace NS_UNKNOWN")
+        upgrade = tc.request_type("LifecycleUpgrade")()
+        upgrade.source.image_name = PINNED
+        with pytest.raises(errors.TalosCallError) as exc:
+            client.call("LifecycleUpgrade", upgrade, node=node)
+        assert (exc.value.code, exc.value.said) == (
+            "INTERNAL", "upgrade failed: rpc error: code = InvalidArgument desc = invalid containerd namespace NS_UNKNOWN")
+        client.call("Reboot", node=node)
+    recorded = lab.control.requests("worker-1")
+    assert set(REQUESTS) <= set(recorded)
+    result = _requests(conformance_bin, lab, "worker-1", PINNED)
+    assert result.returncode == 1, _show(result)
+    for check in ("FAIL requests /machine.ImageService/Pull: ours = machinery's",
+                  "FAIL requests /machine.LifecycleService/Upgrade: ours = machinery's",
+                  "FAIL requests our containerd instance is talosctl upgrade's"):
+        assert any(line.startswith(check) for line in result.stdout.splitlines()), _show(result)
+    assert any(line.startswith("ok requests /machine.MachineService/Reboot") for line in result.stdout.splitlines())

@@ -108,6 +108,70 @@ def test_a_machine_that_does_not_come_back_stops_the_run_and_the_rerun_continues
     assert set(_versions(lab).values()) == {release.TALOS}
 
 
+def test_talos_step_stops_at_a_failed_installer_without_a_reboot(talos_kube_lab, tmp_path):
+    """Issue 11: an installer that exits non-zero is not followed by a Reboot nor reported as success."""
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=2, version="v1.13.9")
+    inv = _inventory(lab, tmp_path)
+    lab.control.set_faults("worker-1", installer_exit_code=7)
+    lab.control.reset_calls("worker-1")
+    proc = _upgrade(inv)
+    assert proc.returncode != 0
+    said = ("worker-1 (%s): the Talos installer (ghcr.io/siderolabs/installer:v1.14.5) exited with code 7 (installation "
+            "error), it said: " % lab.address("worker-1"))
+    assert said in proc.stdout, proc.stdout[-3000:]
+    assert ("validating install disk / error: failed to install bootloader: write /boot/EFI: no space left on device"
+            in proc.stdout.split(said, 1)[1].split("; the machine was not rebooted", 1)[0]), proc.stdout[-3000:]
+    assert "the machine was not rebooted and still runs Talos v1.13.9; fix the cause and rerun" in proc.stdout
+    calls = lab.control.calls("worker-1")
+    assert "Reboot" not in calls and calls.get("Pull") == 1 and calls.get("Upgrade") == 1, calls
+    assert _versions(lab) == {"cp-1": release.TALOS, "worker-1": "v1.13.9", "worker-2": "v1.13.9"}
+    assert lab.machine("worker-1")["up"] and lab.machine("worker-1")["stage"] == "running"
+    # the cause fixed, the rerun continues from worker-1
+    lab.control.clear_faults("worker-1")
+    proc = _upgrade(inv)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert set(_versions(lab).values()) == {release.TALOS}
+
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+PINNED = "registry.example:5000/siderolabs/installer:v1.14.5@" + DIGEST
+
+TALOS_UPGRADE_PLAY = """
+- hosts: controlplane:worker
+  serial: 1
+  gather_facts: false
+  tasks:
+    - maesh.ichor.talos_upgrade:
+        talosconfig: "{{ ichor_talosconfig }}"
+        kubeconfig: "{{ ichor_kubeconfig }}"
+        node: "{{ ansible_host }}"
+        hostname: "{{ inventory_hostname }}"
+        role: "{{ 'controlplane' if 'controlplane' in group_names else 'worker' }}"
+        image: "{{ image }}"
+"""
+
+
+def test_an_installer_pinned_by_digest_upgrades_to_its_tag_and_converges(talos_kube_lab, tmp_path):
+    """Issue 12: name:vX.Y.Z@sha256:... targets vX.Y.Z (not the digest), so the rerun changes nothing; a digest alone is
+    refused before anything is sent."""
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9")
+    inv = _inventory(lab, tmp_path)
+    play = tmp_path / "talos_upgrade.yml"
+    play.write_text(TALOS_UPGRADE_PLAY)
+    lab.control.reset_calls("worker-1")
+    proc = ansible_playbook("-i", inv, str(play), "-e", "image=registry.example:5000/siderolabs/installer@" + DIGEST)
+    assert proc.returncode != 0
+    assert "is pinned by digest only: the Talos version it installs cannot be known before the upgrade" in proc.stdout
+    assert not set(lab.control.calls("worker-1")) & {"Pull", "Upgrade", "Reboot"}
+    proc = _upgrade(inv, "-e", "ichor_upgrade_installer_image=" + PINNED, "-e", "ichor_upgrade_wait_timeout=30")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert set(_versions(lab).values()) == {release.TALOS}
+    proc = ansible_playbook("-i", inv, str(play), "-e", "image=" + PINNED)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "changed=0" in proc.stdout and "changed=1" not in proc.stdout, proc.stdout
+    assert "worker-1 (%s): already at Talos v1.14.5, skipped" % lab.address("worker-1") in proc.stdout
+
+
 def _assert_at_the_set(lab, inv):
     configs = _configs(lab)
     for name, docs in configs.items():
