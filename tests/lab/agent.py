@@ -6,7 +6,9 @@ the real API server, and plays the workload controllers' part for readiness.
   InternalIP, Ready while the machine is up and running, NotReady while it reboots or upgrades;
   the Node goes when the machine is reset (maintenance);
 - Deployments and DaemonSets get a ready status, except those annotated
-  ``lab.maesh.dev/never-ready: "true"`` (a workload that never becomes ready).
+  ``lab.maesh.dev/never-ready: "true"`` (a workload that never becomes ready); a Deployment whose
+  pods require anti-affinity per hostname (the Cilium operator: host ports, one per node) gets at
+  most one ready replica per Node, as the scheduler would place them (the rest stay Pending).
 
 Run ``sync_once()`` from a test, or ``start()`` a background thread.
 """
@@ -99,20 +101,32 @@ class LabAgent:
             self.core.patch_node_status(name, status)
 
     # -- workloads -------------------------------------------------------------------------
+    @staticmethod
+    def _one_per_node(dep):
+        """Whether the pods require anti-affinity on kubernetes.io/hostname (at most one per Node)."""
+        affinity = dep.spec.template.spec.affinity
+        anti = affinity.pod_anti_affinity if affinity else None
+        terms = (anti.required_during_scheduling_ignored_during_execution or []) if anti else []
+        return any(t.topology_key == "kubernetes.io/hostname" for t in terms)
+
     def sync_workloads(self):
+        nodes = len(self.core.list_node().items)
         for dep in self.apps.list_deployment_for_all_namespaces().items:
             if (dep.metadata.annotations or {}).get(NEVER_READY) == "true":
                 continue
             want = dep.spec.replicas if dep.spec.replicas is not None else 1
+            ready = min(want, nodes) if self._one_per_node(dep) else want
             st = dep.status
-            if st and st.observed_generation == dep.metadata.generation and st.ready_replicas == want \
-                    and st.updated_replicas == want and st.available_replicas == want:
+            if st and st.observed_generation == dep.metadata.generation and (st.ready_replicas or 0) == ready \
+                    and (st.updated_replicas or 0) == ready and (st.available_replicas or 0) == ready \
+                    and (st.replicas or 0) == want:
                 continue
+            available = "True" if ready >= want else "False"
             self.apps.patch_namespaced_deployment_status(dep.metadata.name, dep.metadata.namespace, {"status": {
-                "observedGeneration": dep.metadata.generation, "replicas": want, "readyReplicas": want,
-                "updatedReplicas": want, "availableReplicas": want,
-                "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}})
-        nodes = len(self.core.list_node().items)
+                "observedGeneration": dep.metadata.generation, "replicas": want, "readyReplicas": ready,
+                "updatedReplicas": ready, "availableReplicas": ready, "unavailableReplicas": want - ready,
+                "conditions": [{"type": "Available", "status": available,
+                                "reason": "MinimumReplicasAvailable" if ready >= want else "MinimumReplicasUnavailable"}]}})
         for ds in self.apps.list_daemon_set_for_all_namespaces().items:
             if (ds.metadata.annotations or {}).get(NEVER_READY) == "true":
                 continue
