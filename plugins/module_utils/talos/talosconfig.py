@@ -15,6 +15,7 @@ __metaclass__ = type
 import base64
 import binascii
 import os
+import re
 
 try:
     import yaml
@@ -26,6 +27,16 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import S
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.errors import TalosConfigError
 
 DEFAULT_PORT = 50000
+# A talosconfig with dozens of contexts is a few hundred kilobytes; anything far bigger is not one.
+MAX_SIZE = 4 * 1024 * 1024
+# Context names are quoted in messages only when they look like names (a name is the user's own label,
+# but a mangled file can put anything in its place, a key included).
+_NAME_LIMIT = 64
+_PORT = re.compile(r"^[0-9]{1,5}$")
+_SHOWN_NAMES = 20
+
+if HAS_YAML:
+    _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml bounds nesting; the pure loader recurses
 
 
 def default_path(environ=None):
@@ -83,24 +94,42 @@ def split_endpoint(endpoint):
         host, port = endpoint.split(":", 1)
     else:
         host, port = endpoint, ""
+    shown = repr(endpoint) if len(endpoint) <= 2 * _NAME_LIMIT else "(of %d characters)" % len(endpoint)
     if not host:
-        raise TalosConfigError("endpoint %r has no host" % endpoint)
+        raise TalosConfigError("endpoint %s has no host" % shown)
     if port:
-        if not port.isdigit() or not 0 < int(port) < 65536:
-            raise TalosConfigError("endpoint %r has an invalid port" % endpoint)
+        if not _PORT.match(port) or not 0 < int(port) < 65536:
+            raise TalosConfigError("endpoint %s has an invalid port" % shown)
         return host, int(port)
     return host, DEFAULT_PORT
+
+
+def _label(value):
+    """A context name as a message shows it: itself when it looks like a name."""
+    if not isinstance(value, str):
+        return "(a %s)" % type(value).__name__
+    if len(value) <= _NAME_LIMIT and value.isprintable():
+        return value
+    return "(a name of %d characters)" % len(value)
+
+
+def _name(value):
+    """A context name as a message quotes it."""
+    label = _label(value)
+    return label if label.startswith("(") else repr(label)
 
 
 def _pem(context_name, field, value):
     if value is None or value == "":
         return None
+    if not isinstance(value, str):
+        raise TalosConfigError("talosconfig context %s: field %r must be base64 PEM text" % (_name(context_name), field))
     try:
-        data = base64.b64decode(str(value), validate=True)
+        data = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
-        raise TalosConfigError("talosconfig context %r: field %r is not valid base64 PEM" % (context_name, field))
+        raise TalosConfigError("talosconfig context %s: field %r is not valid base64 PEM" % (_name(context_name), field))
     if b"-----BEGIN " not in data:
-        raise TalosConfigError("talosconfig context %r: field %r does not hold a PEM block" % (context_name, field))
+        raise TalosConfigError("talosconfig context %s: field %r does not hold a PEM block" % (_name(context_name), field))
     return data
 
 
@@ -110,45 +139,73 @@ def _strings(context_name, field, value):
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise TalosConfigError("talosconfig context %r: %r must be a list of addresses" % (context_name, field))
+        raise TalosConfigError("talosconfig context %s: %r must be a list of addresses" % (_name(context_name), field))
     return value
 
 
+def _text(text, source):
+    """The file's text: UTF-8, at most MAX_SIZE bytes."""
+    if isinstance(text, bytes):
+        data = text
+    else:
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise TalosConfigError("%s is not UTF-8 text (character %d); check that it is a talosconfig" % (source, exc.start + 1))
+    if len(data) > MAX_SIZE:
+        raise TalosConfigError("%s is larger than %d bytes; check that it is a talosconfig" % (source, MAX_SIZE))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TalosConfigError("%s is not UTF-8 text (byte %d); check that it is a talosconfig" % (source, exc.start + 1))
+
+
+def _load_yaml(text, source):
+    try:
+        return yaml.load(text, Loader=_LOADER)  # nosec - a safe loader
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        # ValueError: a scalar its tag cannot hold (an integer of thousands of digits, a date out of range)
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = " (line %d)" % (mark.line + 1)
+        raise TalosConfigError("%s is not valid YAML%s; check that it is a talosconfig" % (source, where))
+
+
 def parse(text, context=None, source="talosconfig"):
-    """Parse talosconfig text and return the selected Context.
+    """Parse talosconfig text (str or UTF-8 bytes) and return the selected Context.
 
     ``context`` overrides the file's ``context`` field. Errors name the contexts that exist
     and never the file's content.
     """
     if not HAS_YAML:
         raise TalosConfigError("PyYAML is required to read a talosconfig")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        where = ""
-        mark = getattr(exc, "problem_mark", None)
-        if mark is not None:
-            where = " (line %d)" % (mark.line + 1)
-        raise TalosConfigError("%s is not valid YAML%s; check that it is a talosconfig" % (source, where))
+    data = _load_yaml(_text(text, source), source)
     if not isinstance(data, dict) or not isinstance(data.get("contexts"), dict) or not data["contexts"]:
         raise TalosConfigError("%s has no contexts; check that it is a talosconfig (talosctl config info)" % source)
     contexts = data["contexts"]
     name = context or data.get("context")
-    known = ", ".join(sorted(str(k) for k in contexts))
+    if not isinstance(name, (str, type(None))):
+        raise TalosConfigError("%s: talosconfig field 'context' must be a context name, not a %s" % (source, type(name).__name__))
+    names = sorted(_label(str(k)) for k in contexts)
+    known = ", ".join(names[:_SHOWN_NAMES])
+    if len(names) > _SHOWN_NAMES:
+        known += " and %d more" % (len(names) - _SHOWN_NAMES)
     if not name:
         if len(contexts) > 1:
             raise TalosConfigError("%s names no current context and holds several (%s); choose one with 'context'"
                                    % (source, known))
         name = next(iter(contexts))
     if name not in contexts:
-        raise TalosConfigError("%s has no context %r; it has: %s" % (source, str(name), known))
+        raise TalosConfigError("%s has no context %s; it has: %s" % (source, _name(str(name)), known))
     raw = contexts[name]
     if not isinstance(raw, dict):
-        raise TalosConfigError("%s: context %r is not a mapping" % (source, name))
+        raise TalosConfigError("%s: context %s is not a mapping" % (source, _name(name)))
     creds = Credentials(_pem(name, "ca", raw.get("ca")), _pem(name, "crt", raw.get("crt")),
                         _pem(name, "key", raw.get("key")))
+    cluster = raw.get("cluster")
     return Context(name, _strings(name, "endpoints", raw.get("endpoints")),
-                   _strings(name, "nodes", raw.get("nodes")), creds, cluster=raw.get("cluster"))
+                   _strings(name, "nodes", raw.get("nodes")), creds, cluster=cluster if isinstance(cluster, str) else None)
 
 
 def load(path=None, content=None, context=None):
@@ -157,8 +214,8 @@ def load(path=None, content=None, context=None):
         return parse(content, context=context, source="the talosconfig content")
     path = path or default_path()
     try:
-        with open(os.path.expanduser(path), "r") as handle:
-            text = handle.read()
+        with open(os.path.expanduser(path), "rb") as handle:
+            text = handle.read(MAX_SIZE + 1)
     except (IOError, OSError) as exc:
         raise TalosConfigError("cannot read talosconfig %s: %s; check the path or set TALOSCONFIG"
                                % (path, exc.strerror or type(exc).__name__))
