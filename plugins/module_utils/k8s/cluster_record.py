@@ -15,6 +15,7 @@ __metaclass__ = type
 
 import copy
 import json
+import re
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Conflict
@@ -44,23 +45,83 @@ class ClusterRecord:
         return self.data.get(key, default)
 
 
+# What the record's readers take for granted, checked once here: field -> (type, what it is).
+FIELDS = {"talos": (str, "a version"), "kubernetes": (str, "a version"), "contract": (str, "a version"),
+          "cluster": (dict, "a mapping"), "machines": (list, "a list of mappings")}
+# The record is small; a ConfigMap holds at most 1 MiB and nothing Ichor writes nests deeper than a few levels.
+MAX_SIZE = 1024 * 1024
+MAX_DEPTH = 32
+# The stored versions are release-set versions: v1.14.5, v1.36.6, v1.14.
+_VERSION = re.compile(r"^v?[0-9]{1,4}\.[0-9]{1,4}(?:\.[0-9]{1,4})?(?:[-+][0-9A-Za-z.+-]{1,64})?$")
+
+
+def _refuse(what):
+    return RecordError("ConfigMap %s/%s: %s; fix or delete the record" % (NAMESPACE, NAME, what))
+
+
+def _depth(value):
+    """How deep the JSON value nests (without recursion: the value is untrusted)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        value, depth = todo.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                return depth
+            deepest = max(deepest, depth)
+            todo.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
+    return deepest
+
+
+def _check_fields(data):
+    for field, (kind, what) in sorted(FIELDS.items()):
+        value = data.get(field)
+        if value is None:
+            continue
+        wrong = not isinstance(value, kind)
+        if not wrong and what == "a version":
+            wrong = _VERSION.match(value) is None
+        if not wrong and field == "machines":
+            wrong = not all(isinstance(item, dict) for item in value)
+        if wrong:
+            raise _refuse("field %r of key %r is not %s" % (field, KEY, what))
+
+
 def decode(configmap):
-    """A ConfigMap (dict) -> ClusterRecord. Refuses a record of a newer schema than this collection knows."""
-    text = ((configmap or {}).get("data") or {}).get(KEY)
+    """A ConfigMap (dict) -> ClusterRecord. Refuses a record of a newer schema than this collection knows, and one
+    whose known fields have the wrong shape."""
+    if not isinstance(configmap, dict):
+        raise _refuse("the object read is not a ConfigMap")
+    metadata = configmap.get("metadata")
+    version = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+    if not isinstance(version, str) or not version:
+        raise _refuse("the object read has no resourceVersion")
+    data = configmap.get("data")
+    if data is not None and not isinstance(data, dict):
+        raise _refuse("its data is not a mapping")
+    text = (data or {}).get(KEY)
     if text is None:
-        return ClusterRecord(resource_version=configmap["metadata"]["resourceVersion"])
+        return ClusterRecord(resource_version=version)
+    if not isinstance(text, str):
+        raise _refuse("key %r is not text" % KEY)
+    if len(text) > MAX_SIZE:
+        raise _refuse("key %r holds more than %d characters" % (KEY, MAX_SIZE))
     try:
         data = json.loads(text)
-    except ValueError:
-        raise RecordError("ConfigMap %s/%s: key %r is not JSON; fix or delete the record" % (NAMESPACE, NAME, KEY))
+    except (ValueError, RecursionError):
+        raise _refuse("key %r is not JSON" % KEY)
     if not isinstance(data, dict):
-        raise RecordError("ConfigMap %s/%s: key %r is not a JSON object" % (NAMESPACE, NAME, KEY))
+        raise _refuse("key %r is not a JSON object" % KEY)
+    if _depth(data) > MAX_DEPTH:
+        raise _refuse("key %r nests deeper than %d levels" % (KEY, MAX_DEPTH))
     schema = data.get("schema", 0)
-    if not isinstance(schema, int) or schema > SCHEMA:
-        raise RecordError("the cluster record has schema %r, newer than this collection's %d; "
+    if not isinstance(schema, int) or isinstance(schema, bool):
+        raise _refuse("field 'schema' of key %r is not a number" % KEY)
+    if schema > SCHEMA:
+        raise RecordError("the cluster record has schema %d, newer than this collection's %d; "
                           "use a newer maesh.ichor" % (schema, SCHEMA))
+    _check_fields(data)
     data["schema"] = SCHEMA
-    return ClusterRecord(data, configmap["metadata"]["resourceVersion"])
+    return ClusterRecord(data, version)
 
 
 def encode(record):

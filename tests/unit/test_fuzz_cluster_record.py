@@ -1,0 +1,105 @@
+"""Fuzz the cluster record's decoding (issue 12): every mutation of a valid ConfigMap ``ichor-cluster`` (its
+object and the JSON under ``record``) decodes or is refused with one RecordError line, and what decodes is
+safe for the record's readers (the rollout's stored versions, reclaim's pending machines, encode).
+Budget and the maintainer's command: tests/unit/conftest.py."""
+
+import copy
+import json
+
+import pytest
+
+from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.reclaim import flow
+from tests.unit.conftest import mutate_bytes, mutate_tree
+
+MARKER = "ICHORfuzzRECORDmarker0123456789abcdefXYZ"
+
+
+def valid_record():
+    return {"schema": 1, "talos": "v1.14.5", "kubernetes": "v1.36.6", "contract": "v1.14",
+            "cluster": {"id": "c1", "name": "prod"},
+            "machines": [{"uuid": "u1", "address": "10.0.0.5", "state": "pending", "source": "reclaim", "at": "2026"}],
+            "note": MARKER}
+
+
+def configmap(text):
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": cluster_record.NAME, "namespace": cluster_record.NAMESPACE, "resourceVersion": "42"},
+            "data": {cluster_record.KEY: text}}
+
+
+def use(given):
+    """Decode, then what the record's readers do with it."""
+    record = cluster_record.decode(given)
+    for field in ("talos", "kubernetes", "contract"):
+        pinned = {"talos": release.TALOS, "kubernetes": release.KUBERNETES, "contract": release.CONTRACT}[field]
+        release.validate_change(field, record.get(field), pinned)
+    flow.add_pending(copy.deepcopy(record.data), "u2", "10.0.0.6", "now")
+    cluster = record.get("cluster") or {}
+    assert isinstance(cluster, dict)
+    cluster_record.encode(record)
+    return record
+
+
+def test_fuzz_cluster_record(fuzz):
+    run = fuzz("cluster-record")
+    text = json.dumps(valid_record(), indent=2).encode()
+    for index, rng in run.cases():
+        op = rng.random()
+        if op < 0.4:  # the record's JSON, mutated as bytes (the API server gives text; bad UTF-8 is replaced)
+            given = configmap(mutate_bytes(text, rng).decode("utf-8", rng.choice(["replace", "surrogateescape"])))
+        elif op < 0.8:  # valid JSON of a mutated record
+            try:
+                given = configmap(json.dumps(mutate_tree(valid_record(), rng)))
+            except (ValueError, TypeError, RecursionError):
+                given = configmap("{")
+        else:  # the ConfigMap object itself
+            given = mutate_tree(configmap(text.decode()), rng)
+        run.check(lambda: use(given), index, given, [MARKER])
+
+
+def _nested(depth):
+    return "[" * depth + "]" * depth
+
+
+# Found with --fuzz-seed 12 (the old decode raised KeyError, AttributeError, TypeError or RecursionError, or a
+# reader did, or the message quoted the whole value): cases 6, 7, 11, 22, 66, 101, 115, 164, 297, 441, 903, 1961.
+FOUND = [
+    ({"metadata": {}, "data": {}}, "has no resourceVersion"),                                          # 6
+    ([], "the object read is not a ConfigMap"),                                                          # 7
+    (configmap('{"machines": 1.5}'), "field 'machines' of key 'record' is not a list of mappings"),      # 11
+    (configmap('{"talos": "v%s"}' % ("A" * 10 ** 6)), "field 'talos' of key 'record' is not a version"),  # 22
+    (dict(configmap("{}"), metadata="x"), "has no resourceVersion"),                                    # 66
+    (dict(configmap("{}"), data=[]), "its data is not a mapping"),                                      # 101
+    (configmap({"a": 1}), "key 'record' is not text"),                                                   # 115
+    (configmap('{"kubernetes": {"k0": 0}}'), "field 'kubernetes' of key 'record' is not a version"),     # 164
+    (configmap('{"schema": "%s"}' % ("A" * 10 ** 6)), "field 'schema' of key 'record' is not a number"),  # 297
+    (configmap(_nested(100000)), "key 'record' is not JSON"),                                           # 441
+    (configmap('{"x": %s}' % _nested(900)), "key 'record' nests deeper than 32 levels"),                # 903
+    ({"metadata": None}, "has no resourceVersion"),                                                     # 1961
+    (configmap('{"schema": true}'), "field 'schema' of key 'record' is not a number"),
+    (configmap('{"cluster": "prod"}'), "field 'cluster' of key 'record' is not a mapping"),
+    (configmap('{"machines": ["u1"]}'), "field 'machines' of key 'record' is not a list of mappings"),
+]
+
+
+@pytest.mark.parametrize("given, expected", FOUND, ids=["found-%d" % i for i in range(len(FOUND))])
+def test_found_by_fuzzing(given, expected):
+    with pytest.raises(cluster_record.RecordError) as exc:
+        use(given)
+    assert expected in exc.value.message
+    assert exc.value.message.endswith("; fix or delete the record")
+
+
+def test_a_newer_schema_is_still_refused_by_number():
+    with pytest.raises(cluster_record.RecordError) as exc:
+        cluster_record.decode(configmap('{"schema": 2}'))
+    assert exc.value.message == ("the cluster record has schema 2, newer than this collection's 1; use a newer "
+                                 "maesh.ichor")
+
+
+def test_a_valid_record_decodes():
+    record = use(configmap(json.dumps(valid_record())))
+    assert record.get("talos") == "v1.14.5" and record.resource_version == "42"
+    assert cluster_record.decode({"metadata": {"resourceVersion": "7"}}).data == {"schema": 1}
