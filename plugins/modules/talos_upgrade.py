@@ -16,7 +16,11 @@ description:
   - A machine already at the target is skipped (C(changed=false)), so a failed run resumes where it stopped.
   - A control plane is not started while etcd is unhealthy.
   - Talos v1.13+ machines are upgraded with ImageService Pull, LifecycleService Upgrade and a reboot (as
-    C(talosctl) 1.14 does); v1.12 machines with the legacy Upgrade call.
+    C(talosctl) 1.14 does, in the C(system) namespace of the CRI containerd); v1.12 machines with the legacy
+    Upgrade call.
+  - The machine reboots only when the installer reported exit code 0. An installer that exits non-zero (or reports no
+    exit code) fails the task with the installer's last lines (redacted, on one line); the machine keeps running its
+    Talos and is not rebooted.
   - Waits for the machine to answer with the new version, a control plane's etcd member to be healthy with the
     cluster in quorum, and its Kubernetes Node to be Ready (when a kubeconfig is given; without one there is no Node
     to wait for). With O(wait=false) it returns once the upgrade is sent.
@@ -46,7 +50,13 @@ options:
     choices: [controlplane, worker]
     required: true
   image:
-    description: The installer image; defaults to C(ghcr.io/siderolabs/installer) at the release set's Talos.
+    description:
+      - The installer image; defaults to C(ghcr.io/siderolabs/installer) at the release set's Talos.
+      - "Any reference form: C([registry[:port]/]path:tag[@sha256:digest]), for example
+        C(registry.example:5000/siderolabs/installer:v1.14.5) or C(ghcr.io/siderolabs/installer:v1.14.5@sha256:...)."
+      - The target version is the tag, which must be a Talos version (C(vX.Y.Z)); a digest pins the image but is not the
+        version. A reference without a tag (a digest alone, or none) is refused before anything is sent, since the
+        version it installs cannot be known before the upgrade.
     type: str
   wait:
     description:
