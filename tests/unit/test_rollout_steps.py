@@ -698,3 +698,15 @@ def test_record_moves_stored_versions_only_to_the_set(conns):
     assert world.kube_writes == [("replace", "ConfigMap", "ichor-cluster", True)]
     assert json.loads(result["diff"]["after"])["talos"] == release.TALOS
     assert record.run({"update": {}}, conns(world), False)["record"] == {"schema": 1, "talos": "v1.13.9"}
+
+
+@pytest.mark.parametrize("image, moved", [
+    ("registry.k8s.io/kube-proxy:v1.35.4", "registry.k8s.io/kube-proxy:v1.36.6"),
+    ("registry.corp.example:5000/kube-proxy", "registry.corp.example:5000/kube-proxy:v1.36.6"),
+    ("ghcr.io/x/kube-proxy:v1.35.4@sha256:" + "a" * 64, "ghcr.io/x/kube-proxy:v1.36.6"),
+    ("registry.k8s.io/pause:3.10", "registry.k8s.io/pause:3.10"),
+    ("not a reference", "not a reference"),
+])
+def test_the_kube_proxy_daemonset_image_is_retagged_by_the_one_parser(image, moved):
+    from ansible_collections.maesh.ichor.plugins.module_utils.rollout import kubernetes_step
+    assert kubernetes_step._retagged(image, "v1.36.6") == moved  # pylint: disable=protected-access

@@ -3,5 +3,5 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What every concern shares and nothing else owns: the error base class every expected failure
 derives from (``errors``), the redaction that keeps credentials out of any text we print and the
-type that carries them (``redact``), and the one poll-until-deadline helper every wait uses
-(``poll``). Plain Python: no Ansible, no network."""
+type that carries them (``redact``), the one poll-until-deadline helper every wait uses
+(``poll``) and the one image-reference parser (``images``). Plain Python: no Ansible, no network."""

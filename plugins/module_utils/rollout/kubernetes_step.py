@@ -13,7 +13,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.maesh.ichor.plugins.module_utils import release
-from ansible_collections.maesh.ichor.plugins.module_utils.common import poll
+from ansible_collections.maesh.ichor.plugins.module_utils.common import images, poll
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.config import documents
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import nodes
@@ -68,8 +68,12 @@ def _proxy_daemonset(kube, model):
 
 
 def _retagged(image, target):
-    name = image.rsplit("@", 1)[0].rsplit(":", 1)[0]
-    return "%s:%s" % (name, target) if name.endswith("/kube-proxy") else image
+    """kube-proxy's image at target (tag replaced, digest dropped); any other image, or none we can read, as is."""
+    try:
+        ref = images.parse(image)
+    except images.ImageRefError:
+        return image
+    return "%s:%s" % (ref.repository, target) if ref.repository.endswith("/kube-proxy") else image
 
 
 def run(params, conn, check_mode, clock=None):
@@ -99,8 +103,8 @@ def _run(params, conn, check_mode, result, clock):
     result["removed_apis"] = removed_apis_in_use(metrics, target)
     check_removed_apis(metrics, target)
     for phase, work in phases:
-        for m, images, _rendered in work:
-            moved = [c for c in dict(rollout.PHASES)[phase] if images.get(c) != m.images.get(c)]
+        for m, phase_images, _rendered in work:
+            moved = [c for c in dict(rollout.PHASES)[phase] if phase_images.get(c) != m.images.get(c)]
             what = phase if moved == [phase] else "%s (%s)" % (phase, ", ".join(moved))
             result["plan"].append("%s: %s to %s (no reboot)" % (m.name, what, target))
     final = dict((m.name, rendered) for _phase, work in phases for m, _images, rendered in work)
