@@ -43,7 +43,7 @@ def valid():
 def _text(tree):
     try:
         return yaml.safe_dump(tree, allow_unicode=True)
-    except (yaml.YAMLError, RecursionError):
+    except (yaml.YAMLError, RecursionError, TypeError):  # TypeError: keys of several types to sort
         return json.dumps(tree, default=str)  # JSON is YAML
 
 
@@ -94,6 +94,9 @@ FOUND = [
     ("contexts: {a: {endpoints: [x]}}\nb: " + "{a: " * 5000 + "x" + "}" * 5000 + "\n", None, "not valid YAML"),
     ("contexts: {a: {endpoints: [x], port: " + "9" * 5000 + "}}\n", None, "not valid YAML"),
     ("contexts: {a: {endpoints: [x], at: !!timestamp 2001-99-99}}\n", None, "not valid YAML"),
+    ("contexts: {a: {endpoints: [x], at: !!timestamp x}}\n", None, "not valid YAML"),
+    ("contexts: {a: {endpoints: [x], at: !!bool ''}}\n", None, "not valid YAML"),
+    ("contexts: {a: {endpoints: [x], at: !!float ''}}\n", None, "not valid YAML"),
     ("contexts: {a: {endpoints: [x]}}\n# \udcff\n", None, "is not UTF-8 text"),
     (b"contexts: {a: {endpoints: [x]}}\n# \xff\n", None, "is not UTF-8 text"),
     ("contexts: {%s: {endpoints: [x]}}\n" % KEY_VALUE, "nope", "has no context 'nope'; it has: (a name of 188 characters)"),

@@ -10,6 +10,7 @@ __metaclass__ = type
 
 import copy
 import os
+import re
 
 try:
     import yaml
@@ -19,6 +20,24 @@ except ImportError:  # pragma: no cover
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.errors import BundleError
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.objects import Ref, stamp
 
+# Bounds on what a manifest file can make us build: a big CRD is a few megabytes and tens of thousands of values;
+# aliases can make a small file expand to billions ("billion laughs"), or refer to themselves.
+MAX_FILE = 32 * 1024 * 1024
+MAX_VALUES = 500000
+MAX_DEPTH = 128
+# The shapes the API server accepts (apimachinery's validation); checked before discovery is asked about them.
+_API_VERSION = re.compile(r"^(?:[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?v[0-9][a-z0-9]{0,30}\Z")
+_KIND = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,62}\Z")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+_NAME_LIMIT = 253
+
+if yaml is not None:
+    class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # pylint: disable=too-many-ancestors
+        """A safe loader that reads as kubectl (Go YAML to JSON) does: a date stays text."""
+
+    _Loader.yaml_implicit_resolvers = dict(
+        (key, [(tag, regexp) for tag, regexp in value if tag != "tag:yaml.org,2002:timestamp"])
+        for key, value in yaml.SafeLoader.yaml_implicit_resolvers.items())
 
 def _files(paths):
     files = []
@@ -34,6 +53,86 @@ def _files(paths):
     return files
 
 
+def _read(path):
+    """The YAML documents of a file; one line on anything that is not YAML the API server could take."""
+    try:
+        if os.path.getsize(path) > MAX_FILE:
+            raise BundleError("bundle file %s is larger than %d bytes" % (path, MAX_FILE))
+        with open(path, "rb") as handle:
+            return list(yaml.load_all(handle, Loader=_Loader))  # nosec - a safe loader
+    except (IOError, OSError) as exc:
+        raise BundleError("bundle file %s cannot be read (%s)" % (path, exc.strerror or type(exc).__name__))
+    except (yaml.YAMLError, ValueError, LookupError, AttributeError, RecursionError) as exc:
+        # PyYAML's constructors raise these for a scalar its tag cannot hold: an integer of thousands of digits,
+        # !!int x (ValueError), !!int '' or !!bool '' (IndexError, KeyError), !!timestamp x (AttributeError)
+        raise BundleError("bundle file %s cannot be read as YAML (%s)" % (path, type(exc).__name__))
+
+
+_JSON_SCALARS = (str, bool, int, type(None))
+
+
+def _json_data(value):
+    """None when the value is data the API client can send as JSON, else what is wrong (walked without recursion:
+    a file's aliases can make it huge or make it refer to itself)."""
+    count, todo = 0, [(value, 1)]
+    while todo:
+        value, depth = todo.pop()
+        count += 1
+        if count > MAX_VALUES:
+            return "more than %d values once its aliases are expanded" % MAX_VALUES
+        if depth > MAX_DEPTH:
+            return "values nested deeper than %d levels" % MAX_DEPTH
+        if isinstance(value, dict):
+            if not all(isinstance(key, str) for key in value):
+                return "a mapping key that is not text"
+            todo.extend((item, depth + 1) for item in value.values())
+        elif isinstance(value, list):
+            todo.extend((item, depth + 1) for item in value)
+        elif isinstance(value, float):
+            if value != value or value in (float("inf"), float("-inf")):
+                return "a number JSON cannot carry (.nan or .inf)"
+        elif not isinstance(value, _JSON_SCALARS):
+            return "a %s value (only text, numbers, booleans, null, lists and mappings)" % type(value).__name__
+    return None
+
+
+def _text(value):
+    return isinstance(value, str) and value != ""
+
+
+def _object_problem(obj):
+    if not isinstance(obj, dict):
+        return "an object that is not a mapping"
+    meta = obj.get("metadata")
+    if not _text(obj.get("apiVersion")) or not _text(obj.get("kind")) or not isinstance(meta, dict) or \
+            not _text(meta.get("name")):
+        return "an object without apiVersion, kind or metadata.name"
+    if not _API_VERSION.match(obj["apiVersion"]):
+        return "an object whose apiVersion is not a Kubernetes API version"
+    if not _KIND.match(obj["kind"]):
+        return "an object whose kind is not a Kubernetes kind"
+    if len(meta["name"]) > _NAME_LIMIT or not meta["name"].isprintable():
+        return "an object whose metadata.name is not a Kubernetes name"
+    if meta.get("namespace") and not (isinstance(meta["namespace"], str) and _NAMESPACE.match(meta["namespace"])):
+        return "an object whose metadata.namespace is not a Kubernetes namespace name"
+    if meta.get("labels") is not None and not isinstance(meta["labels"], dict):
+        return "an object whose metadata.labels is not a mapping"
+    return None
+
+
+def _items(doc, path, number):
+    """The objects of one document: a List's items, or the document."""
+    problem = _json_data(doc)
+    if problem:
+        raise BundleError("bundle file %s: document %d holds %s" % (path, number, problem))
+    if isinstance(doc, dict) and isinstance(doc.get("kind"), str) and doc["kind"].endswith("List"):
+        items = doc.get("items", [])
+        if not isinstance(items, list):
+            raise BundleError("bundle file %s: document %d is a %s whose items are not a list" % (path, number, doc["kind"]))
+        return items
+    return [doc]
+
+
 def load(paths, namespace, is_namespaced):
     """Read the manifests of a bundle: a list of objects, each stamped with the installer's mark.
 
@@ -43,23 +142,19 @@ def load(paths, namespace, is_namespaced):
     objects = []
     seen = {}
     for path in _files(paths):
-        try:
-            with open(path) as handle:
-                docs = list(yaml.safe_load_all(handle))
-        except (IOError, OSError, yaml.YAMLError) as exc:
-            raise BundleError("bundle file %s cannot be read as YAML (%s)" % (path, type(exc).__name__))
-        for doc in docs:
+        for number, doc in enumerate(_read(path), 1):
             if doc is None:
                 continue
-            items = doc.get("items", []) if isinstance(doc, dict) and doc.get("kind", "").endswith("List") else [doc]
-            for obj in items:
-                if not isinstance(obj, dict) or not obj.get("apiVersion") or not obj.get("kind") or \
-                        not (obj.get("metadata") or {}).get("name"):
+            for obj in _items(doc, path, number):
+                problem = _object_problem(obj)
+                if problem == "an object without apiVersion, kind or metadata.name":
                     raise BundleError("bundle file %s holds an object without apiVersion, kind or metadata.name" % path)
+                if problem:
+                    raise BundleError("bundle file %s: document %d holds %s" % (path, number, problem))
                 obj = stamp(copy.deepcopy(obj))
                 meta = obj["metadata"]
                 if is_namespaced(obj["apiVersion"], obj["kind"]):
-                    meta.setdefault("namespace", namespace)
+                    meta["namespace"] = meta.get("namespace") or namespace
                 else:
                     meta.pop("namespace", None)
                 ref = Ref.of(obj)

@@ -163,8 +163,9 @@ def _text(text, source):
 def _load_yaml(text, source):
     try:
         return yaml.load(text, Loader=_LOADER)  # nosec - a safe loader
-    except (yaml.YAMLError, ValueError, RecursionError) as exc:
-        # ValueError: a scalar its tag cannot hold (an integer of thousands of digits, a date out of range)
+    except (yaml.YAMLError, ValueError, LookupError, AttributeError, RecursionError) as exc:
+        # PyYAML's constructors raise these for a scalar its tag cannot hold: an integer of thousands of digits,
+        # a date out of range (ValueError), !!int '' or !!bool '' (IndexError, KeyError), !!timestamp x (AttributeError)
         where = ""
         mark = getattr(exc, "problem_mark", None)
         if mark is not None:
