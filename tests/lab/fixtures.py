@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from .process import LabProcess, LabStartError  # noqa: F401 (imported from here by tests)
+from .process import LabProcess
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

@@ -24,8 +24,8 @@ def _b64_secret():
 
 def _token():
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-    return "%s.%s" % ("".join(pysecrets.choice(alphabet) for _ in range(6)),
-                      "".join(pysecrets.choice(alphabet) for _ in range(16)))
+    return "%s.%s" % ("".join(pysecrets.choice(alphabet) for _index in range(6)),
+                      "".join(pysecrets.choice(alphabet) for _index in range(16)))
 
 
 def _pem(label="EC PRIVATE KEY", size=96):

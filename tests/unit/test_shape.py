@@ -61,8 +61,7 @@ def _walk(spec, prefix=""):
     for option, definition in spec.items():
         yield prefix + option, option, definition
         if definition.get("options"):
-            for item in _walk(definition["options"], prefix + option + "."):
-                yield item
+            yield from _walk(definition["options"], prefix + option + ".")
 
 
 def test_every_option_name_has_one_type_across_the_collection():
@@ -160,8 +159,7 @@ def test_action_groups_name_only_modules():
 
 
 def _python_files(root):
-    for path in glob.glob(os.path.join(root, "**", "*.py"), recursive=True):
-        yield path
+    yield from glob.glob(os.path.join(root, "**", "*.py"), recursive=True)
 
 
 def test_only_the_glue_imports_ansible():
@@ -204,8 +202,7 @@ def test_every_module_utils_package_says_what_it_owns():
 
 def _yaml_files(*patterns):
     for pattern in patterns:
-        for path in sorted(glob.glob(os.path.join(REPO, pattern), recursive=True)):
-            yield path
+        yield from sorted(glob.glob(os.path.join(REPO, pattern), recursive=True))
 
 
 def _variables(node, out):
@@ -262,8 +259,7 @@ def _returns_without_contains(doc, prefix=""):
         holds_dicts = entry.get("type") == "dict" or (entry.get("type") == "list" and entry.get("elements") == "dict")
         if holds_dicts and not entry.get("contains"):
             yield path
-        for item in _returns_without_contains(entry.get("contains"), path + "."):
-            yield item
+        yield from _returns_without_contains(entry.get("contains"), path + ".")
 
 
 @pytest.mark.parametrize("module", MODULES)
