@@ -33,10 +33,14 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import S
 
 try:
     from cryptography import x509
+    from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
     HAS_CRYPTOGRAPHY = True
+    # what the parsers raise for DER they cannot read: malformed (ValueError), an algorithm or curve they do not
+    # know (UnsupportedAlgorithm), an extension twice (DuplicateExtension)
+    _UNREADABLE = (ValueError, TypeError, UnsupportedAlgorithm, x509.DuplicateExtension)
 except ImportError:  # pragma: no cover - exercised only without cryptography
     HAS_CRYPTOGRAPHY = False
 
@@ -271,8 +275,22 @@ def _load_key(name, pem):
         text = pem.replace("ED25519 PRIVATE KEY", "PRIVATE KEY")
     try:
         return serialization.load_pem_private_key(text.encode("ascii"), password=None)
-    except (ValueError, TypeError):
+    except _UNREADABLE:
         raise ConfigError("the secrets bundle key certs.%s.key is not a valid PEM private key" % name)
+
+
+def _load_ca(name, pem):
+    """(the certificate's public key as DER, its BasicConstraints or None)."""
+    try:
+        cert = x509.load_pem_x509_certificate((pem or "").encode("ascii"))
+        public = _public_raw(cert.public_key())
+        try:
+            constraints = cert.extensions.get_extension_for_class(x509.BasicConstraints).value
+        except x509.ExtensionNotFound:
+            constraints = None
+    except _UNREADABLE:
+        raise ConfigError("the secrets bundle certificate certs.%s.crt is not a valid PEM certificate" % name)
+    return public, constraints
 
 
 def _key_type(key):
@@ -316,16 +334,9 @@ def validate(bundle, contract=None):
             raise ConfigError("the secrets bundle key certs.%s.key is %s, expected %s" % (name, _key_type(key), KEY_TYPES[name]))
         if name == "k8sserviceaccount":
             continue
-        try:
-            cert = x509.load_pem_x509_certificate((bundle.crt(name) or "").encode("ascii"))
-        except ValueError:
-            raise ConfigError("the secrets bundle certificate certs.%s.crt is not a valid PEM certificate" % name)
-        if _public_raw(cert.public_key()) != _public_raw(key.public_key()):
+        public, constraints = _load_ca(name, bundle.crt(name))
+        if public != _public_raw(key.public_key()):
             raise ConfigError("the secrets bundle key certs.%s.key does not belong to certs.%s.crt" % (name, name))
-        try:
-            constraints = cert.extensions.get_extension_for_class(x509.BasicConstraints).value
-        except x509.ExtensionNotFound:
-            constraints = None
         if constraints is None or not constraints.ca:
             raise ConfigError("the secrets bundle certificate certs.%s.crt is not a CA" % name)
     if contract is not None:
