@@ -72,6 +72,9 @@ def describe_error(exc):
         return "bytes that are not UTF-8 at byte %d" % exc.start
     if isinstance(exc, RecursionError):
         return "nesting too deep to read"
+    if isinstance(exc, (ValueError, TypeError, OverflowError)) and not isinstance(exc, yaml.YAMLError):
+        # a constructor that gave up on a scalar (!!int on a word, a key that cannot be hashed): no position known
+        return "a value or tag that cannot be constructed"
     kind = "a YAML error"
     for name, text in _KINDS:
         if any(cls.__name__ == name for cls in type(exc).__mro__):
@@ -96,7 +99,7 @@ def load_all(text, what="the machine config"):
         if isinstance(text, bytes):
             text = text.decode("utf-8")
         return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
-    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError) as exc:
         raise ConfigError("%s is not valid YAML: %s" % (what, describe_error(exc)))
 
 
