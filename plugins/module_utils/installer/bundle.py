@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import math
 import os
 import re
 
@@ -38,6 +39,7 @@ if yaml is not None:
     _Loader.yaml_implicit_resolvers = dict(
         (key, [(tag, regexp) for tag, regexp in value if tag != "tag:yaml.org,2002:timestamp"])
         for key, value in yaml.SafeLoader.yaml_implicit_resolvers.items())
+
 
 def _files(paths):
     files = []
@@ -89,7 +91,7 @@ def _json_data(value):
         elif isinstance(value, list):
             todo.extend((item, depth + 1) for item in value)
         elif isinstance(value, float):
-            if value != value or value in (float("inf"), float("-inf")):
+            if math.isnan(value) or math.isinf(value):
                 return "a number JSON cannot carry (.nan or .inf)"
         elif not isinstance(value, _JSON_SCALARS):
             return "a %s value (only text, numbers, booleans, null, lists and mappings)" % type(value).__name__
