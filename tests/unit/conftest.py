@@ -16,6 +16,7 @@ In CI each parser runs ``DEFAULT_COUNT`` cases or ``DEFAULT_SECONDS`` seconds, w
 ``--fuzz-count N``: N cases per parser (no time limit unless --fuzz-seconds is given too).
 ``--fuzz-seconds S``: S seconds per parser (no case limit unless --fuzz-count is given too).
 ``--fuzz-seed S``: another sequence of cases (default 12: CI always runs the same cases).
+``--fuzz-keep-going``: run every case and report each distinct failure at the end (else the first one fails).
 The options are registered when pytest is pointed at tests/unit or a file in it.
 """
 
@@ -42,6 +43,8 @@ def pytest_addoption(parser):
     group.addoption("--fuzz-count", type=int, default=None, help="cases per parser")
     group.addoption("--fuzz-seconds", type=float, default=None, help="seconds per parser")
     group.addoption("--fuzz-seed", type=int, default=None, help="seed of the cases (default %d)" % DEFAULT_SEED)
+    group.addoption("--fuzz-keep-going", action="store_true", default=None,
+                    help="run every case, then report each distinct failure")
 
 
 def _option(config, name):
@@ -65,7 +68,7 @@ def huge(rng):
 
 
 def nested(value, depth, rng):
-    for _ in range(depth):
+    for _round in range(depth):
         value = [value] if rng.random() < 0.5 else {"a": value}
     return value
 
@@ -74,12 +77,10 @@ def _paths(tree, prefix=()):
     yield prefix
     if isinstance(tree, dict):
         for key in list(tree):
-            for path in _paths(tree[key], prefix + (key,)):
-                yield path
+            yield from _paths(tree[key], prefix + (key,))
     elif isinstance(tree, list):
         for index in range(len(tree)):
-            for path in _paths(tree[index], prefix + (index,)):
-                yield path
+            yield from _paths(tree[index], prefix + (index,))
 
 
 def _get(tree, path):
@@ -133,7 +134,7 @@ def _rekey(node, rng):
 def mutate_tree(tree, rng, rounds=None):
     """A copy of a parsed document (dicts, lists, scalars) with 1-3 structural mutations."""
     tree = copy.deepcopy(tree)
-    for _ in range(rounds or rng.randint(1, 3)):
+    for _round in range(rounds or rng.randint(1, 3)):
         path = rng.choice(list(_paths(tree)))
         node = _get(tree, path)
         op = rng.random()
@@ -163,13 +164,13 @@ BYTES = (b"\x00", b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xef\xbb\xbf", b"\t", b"\
 def mutate_bytes(data, rng, rounds=None):
     """A copy of a serialized document with 1-4 byte-level mutations."""
     data = bytearray(data)
-    for _ in range(rounds or rng.randint(1, 4)):
+    for _round in range(rounds or rng.randint(1, 4)):
         op = rng.random()
         at = rng.randrange(len(data) + 1)
         if op < 0.2:  # truncation
             del data[at:]
         elif op < 0.45:  # byte flips
-            for _ in range(rng.randint(1, 8)):
+            for _round in range(rng.randint(1, 8)):
                 if data:
                     data[rng.randrange(len(data))] = rng.randrange(256)
         elif op < 0.7:  # a token that means something to the format
@@ -212,11 +213,13 @@ class FuzzFailure(AssertionError):
 class Fuzz:
     """The cases of one parser's fuzz test, and the rule each one must meet."""
 
-    def __init__(self, name, seed, count, seconds):
+    def __init__(self, name, seed, count, seconds, keep_going=False):
         self.name = name
         self.seed = seed
         self.count = count
         self.seconds = seconds
+        self.keep_going = keep_going
+        self.failures = {}  # signature -> the first failure with it
         self.ran = 0
         self.errors = 0
         self.slowest = (0.0, None)
@@ -230,6 +233,9 @@ class Fuzz:
             yield index, random.Random("%d:%s:%d" % (self.seed, self.name, index))
             index += 1
             self.ran = index
+        if self.failures:
+            raise FuzzFailure("%d distinct failures in %d cases:\n\n%s" % (
+                len(self.failures), self.ran, "\n\n".join(str(f) for f in self.failures.values())))
 
     def check(self, call, index, given, secrets=()):
         """Run ``call()``: success, or an IchorError with one short line and no key material. Returns the
@@ -248,21 +254,34 @@ class Fuzz:
             elif leaks(message, secrets):
                 problem = "the message holds key material %r" % leaks(message, secrets)
             if problem:
-                raise self._failure(index, given, "%s: %s" % (problem, message[:2000]))
+                self._raise(self._failure(index, given, "%s: %s" % (problem, message[:2000])))
             return exc
-        except Exception:  # pylint: disable=broad-except - the rule under test: nothing else escapes
-            raise self._failure(index, given, traceback.format_exc())
+        except Exception:  # pylint: disable=broad-except  # the rule under test: nothing else escapes
+            self._raise(self._failure(index, given, traceback.format_exc()))
+            return None
         finally:
             spent = time.monotonic() - began
             if spent > self.slowest[0]:
                 self.slowest = (spent, index)
         return result
 
+    @staticmethod
+    def _raise(failure):
+        if failure is not None:
+            raise failure
+
     def _failure(self, index, given, what):
         text = repr(given)
         if len(text) > 3000:
             text = text[:3000] + "... (%d characters)" % len(text)
-        return FuzzFailure("fuzz %s case %d (--fuzz-seed %d): %s\ninput: %s" % (self.name, index, self.seed, what, text))
+        failure = FuzzFailure("fuzz %s case %d (--fuzz-seed %d): %s\ninput: %s" % (self.name, index, self.seed, what, text))
+        if not self.keep_going:
+            return failure
+        lines = [line.strip() for line in what.strip().splitlines()]
+        frames = [line for line in lines if line.startswith("File ")]
+        signature = (frames[-1] if frames else "", lines[-1][:80] if frames else lines[0][:60])
+        self.failures.setdefault(signature, failure)
+        return None
 
     def summary(self):
         return "fuzz %s: %d cases (%d clean errors), slowest %.2fs (case %s)" % (
@@ -276,12 +295,13 @@ def fuzz(request):
     count_option = _option(config, "fuzz_count")
     seconds_option = _option(config, "fuzz_seconds")
     seed = _option(config, "fuzz_seed")
+    keep_going = bool(_option(config, "fuzz_keep_going"))
     made = []
 
     def make(name, count=DEFAULT_COUNT, seconds=DEFAULT_SECONDS):
         if count_option is not None or seconds_option is not None:
             count, seconds = count_option, seconds_option
-        made.append(Fuzz(name, DEFAULT_SEED if seed is None else seed, count, seconds))
+        made.append(Fuzz(name, DEFAULT_SEED if seed is None else seed, count, seconds, keep_going))
         return made[-1]
 
     yield make
@@ -303,8 +323,6 @@ def fresh_redaction():
                 saved.get(len(piece), set()).discard(piece)
         redact._registered.clear()  # pylint: disable=protected-access
         redact._registered.update(copy.deepcopy(saved))  # pylint: disable=protected-access
-        if hasattr(redact, "_pattern"):  # a compiled pattern of the registered values, in some versions
-            redact._pattern[0] = None  # pylint: disable=protected-access
 
     yield reset
     reset()
