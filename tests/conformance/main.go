@@ -5,6 +5,7 @@
 //	conformance descriptors --set tests/fixtures/talos-api.binpb
 //	conformance client --lab DIR/lab.json [--only read,write,maintenance]
 //	conformance requests --lab DIR/lab.json --ours NAME --reference NAME --image REF
+//	conformance serve --secret VALUE --dir DIR [--listen ADDR] [--ca-crt FILE --ca-key FILE]
 //
 // Every check prints "ok <check>" or "FAIL <check>: <detail>"; the program
 // exits 1 when any check failed.
@@ -19,7 +20,8 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   conformance descriptors --set FILE.binpb
   conformance client --lab lab.json [--phases read,write,maintenance] [--timeout 10m]
-  conformance requests --lab lab.json --ours NAME --reference NAME --image REF`)
+  conformance requests --lab lab.json --ours NAME --reference NAME --image REF
+  conformance serve --secret VALUE --dir DIR [--listen 127.0.0.1:0] [--ca-crt FILE --ca-key FILE]`)
 	os.Exit(2)
 }
 
@@ -37,6 +39,8 @@ func main() {
 		code = runClient(os.Args[2:])
 	case "requests":
 		code = runRequests(os.Args[2:])
+	case "serve":
+		code = runServe(os.Args[2:])
 	case "-h", "--help", "help":
 		usage()
 	default:

@@ -177,3 +177,59 @@ def test_the_simulator_refuses_the_round_1_request_as_talos_does_and_the_check_c
                   "FAIL requests our containerd instance is talosctl upgrade's"):
         assert any(line.startswith(check) for line in result.stdout.splitlines()), _show(result)
     assert any(line.startswith("ok requests /machine.MachineService/Reboot") for line in result.stdout.splitlines())
+
+
+def _serve(binary, secret, directory):
+    """Start ``serve`` and return (process, address) once it printed its ready line."""
+    import selectors
+    proc = subprocess.Popen([binary, "serve", "--secret", secret, "--dir", directory], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        ready = proc.stdout.readline() if selector.select(timeout=60) else ""
+    if not ready.startswith("ready "):
+        proc.kill()
+        _out, err = proc.communicate(timeout=10)
+        pytest.fail("serve printed %r, not its ready line; exit %s, stderr:\n%s" % (ready, proc.returncode, err))
+    return proc, ready.split()[1]
+
+
+def test_our_client_keeps_a_real_servers_status_message(conformance_bin, tmp_path):
+    """Issue 11 §3: a peer that shares none of our code (machinery's generated MachineService server over grpc-go,
+    mTLS from its own Ed25519 CA, machinery's client config format) refuses ApplyConfiguration as machined does:
+    InvalidArgument with configloader's own text, which quotes the value of a misspelt key (here a secret). Our
+    client keeps the status code and the server's message on one line with the registered secret redacted, and
+    reads the etcd refusal of a worker (checkControlplane's wording) as "needs a control plane node"."""
+    import uuid
+    from ansible_collections.maesh.ichor.plugins.module_utils.common import redact
+
+    secret = "tok-" + uuid.uuid4().hex[:16]
+    proc, address = _serve(conformance_bin, secret, str(tmp_path))
+    try:
+        context = talosconfig.load(str(tmp_path / "talosconfig"))
+        assert context.endpoints == [address]
+        with tc.TalosClient(context, timeout=10) as client:
+            with pytest.raises(errors.TalosCallError) as unregistered:
+                client.call("ApplyConfiguration")
+            # the server does quote it: proof that what follows is redaction, not a server that never said it
+            assert secret in unregistered.value.said
+            redact.Secret(secret)
+            with pytest.raises(errors.TalosCallError) as refused:
+                client.call("ApplyConfiguration")
+            with pytest.raises(errors.TalosCallError) as worker:
+                client.call("EtcdMemberList")
+    finally:
+        proc.terminate()
+        _out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    said = "error decoding document /v1alpha1/ (line 1): unknown keys found during decoding: machine: tokn: <redacted>"
+    assert (refused.value.code, refused.value.said) == ("INVALID_ARGUMENT", said)
+    assert refused.value.message == (
+        "%s: INVALID_ARGUMENT (ApplyConfiguration): the machine refused the request as invalid; the machine said: %s"
+        % (address, said))
+    assert (worker.value.code, worker.value.said) == ("UNIMPLEMENTED", "member list is only available on control plane nodes")
+    assert worker.value.message == (
+        "{0}: UNIMPLEMENTED (EtcdMemberList): EtcdMemberList needs a control plane node and {0} is not one; "
+        "address a control plane; the machine said: member list is only available on control plane nodes".format(address))
+    for error in (refused.value, worker.value):
+        assert "\n" not in error.message and secret not in error.message and secret not in str(error)
