@@ -23,13 +23,15 @@ import io
 import re
 import ssl
 import tarfile
+import zlib
 
 try:
     import yaml
     import grpclib
     import grpclib.client
-    from grpclib.exceptions import GRPCError, StreamTerminatedError
+    from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
     from google.protobuf import empty_pb2
+    from google.protobuf.message import DecodeError
     from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import (
         common_pb2, machine_pb2, machine_image_pb2, machine_lifecycle_pb2, storage_pb2, cosi_state_pb2,
         spec_config_pb2)
@@ -200,6 +202,12 @@ class TalosClient:
                 last = errors.unreachable(address)
             except StreamTerminatedError:
                 last = errors.closed(address, maintenance=self.maintenance)
+            except DecodeError:
+                # the endpoint answered: what it said decides, and it is not the Talos API's message
+                raise undecodable(target, "its reply to %s" % call)
+            except ProtocolError:
+                raise errors.TalosCallError("%s: %s: the machine broke the gRPC protocol; check that the address is a "
+                                            "Talos API endpoint" % (target, call), address=target, code="INTERNAL")
             self._drop(host, port)
         raise last
 
@@ -242,10 +250,28 @@ class TalosClient:
         message = messages[0]
         if message.HasField("metadata") and message.metadata.error:
             status = message.metadata.status
-            code = grpclib.Status(status.code).name if status.code else "UNKNOWN"
-            raise errors.call_error(message.metadata.hostname or node or "node", code,
-                                    status.message or message.metadata.error, call=call)
+            hostname = message.metadata.hostname
+            where = hostname if hostname and len(hostname) <= _HOSTNAME_LIMIT and hostname.isprintable() else node or "node"
+            raise errors.call_error(where, status_name(status.code), status.message or message.metadata.error, call=call)
         return message
+
+
+# A hostname is at most 253 characters; a longer one in a reply is not one, and is not quoted.
+_HOSTNAME_LIMIT = 253
+
+
+def status_name(code):
+    """The name of a gRPC status code; UNKNOWN for 0 in an error and for a code gRPC does not define."""
+    try:
+        return grpclib.Status(code).name if code else "UNKNOWN"
+    except ValueError:
+        return "UNKNOWN"
+
+
+def undecodable(address, what):
+    """A reply that answered but cannot be read as the Talos API's message: one line, nothing of its bytes."""
+    return errors.TalosCallError("%s: %s cannot be decoded; check that the address is a Talos API endpoint of a supported "
+                                 "version" % (address, what), address=address, code="INTERNAL")
 
 
 # Leaves of a machine config that hold credentials, by name (v1alpha1 and the typed documents: machine.token,
@@ -296,26 +322,54 @@ def resource_request(resource_type, namespace, resource_id=None):
 MACHINE_CONFIG_TYPE = "MachineConfigs.config.talos.dev"
 
 
-def resource_dict(resource):
+# PyYAML raises these for a scalar its tag cannot hold (an integer of thousands of digits, !!int '', !!bool '',
+# !!timestamp x), besides its own errors; libyaml bounds the nesting, the pure loader recurses.
+_YAML_ERRORS = (ValueError, LookupError, AttributeError, RecursionError)
+if HAS_DEPS:
+    _YAML_ERRORS += (yaml.YAMLError,)
+    _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def resource_dict(resource, resource_type=None):
     """A COSI resource as {id, version, phase, spec}; the spec from its YAML form.
 
     The machine config is the exception: its spec is the whole multi-document config, taken
     byte for byte from proto_spec (MachineConfigSpec.yaml_marshalled), not re-parsed.
+    ``resource_type``: the type asked for, which decides how the spec is read (else the reply's).
     """
-    if resource.metadata.type == MACHINE_CONFIG_TYPE:
-        config = spec_config_pb2.MachineConfigSpec.FromString(resource.spec.proto_spec)
-        spec = config.yaml_marshalled.decode("utf-8")
+    kind = resource_type or resource.metadata.type
+    what = "the %s resource" % (kind if len(kind) <= _HOSTNAME_LIMIT else "requested")
+    if kind == MACHINE_CONFIG_TYPE:
+        try:
+            spec = spec_config_pb2.MachineConfigSpec.FromString(resource.spec.proto_spec).yaml_marshalled.decode("utf-8")
+        except DecodeError:
+            raise undecodable("the machine", what)
+        except UnicodeDecodeError as exc:
+            raise errors.TalosCallError("the machine: %s is not UTF-8 text (byte %d)" % (what, exc.start + 1), code="INTERNAL")
     else:
-        spec = yaml.safe_load(resource.spec.yaml_spec) if resource.spec.yaml_spec else None
+        try:
+            spec = yaml.load(resource.spec.yaml_spec, Loader=_LOADER) if resource.spec.yaml_spec else None  # nosec
+        except _YAML_ERRORS:
+            raise errors.TalosCallError("the machine: the spec of %s is not YAML" % what, code="INTERNAL")
     return {"id": resource.metadata.id, "version": resource.metadata.version, "phase": resource.metadata.phase,
             "spec": spec}
+
+
+# A kubeconfig is a few kilobytes; the archive is read only until its file is found.
+_KUBECONFIG_LIMIT = 1024 * 1024
+_ARCHIVE_MEMBERS = 100
 
 
 def kubeconfig_bytes(chunks):
     """Kubeconfig streams common.Data chunks that form a .tar.gz holding one file ``kubeconfig``."""
     data = b"".join(c.bytes for c in chunks)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-        for member in archive.getmembers():
-            if member.name.lstrip("./") == "kubeconfig":
-                return archive.extractfile(member).read()
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+            for number, member in enumerate(archive):
+                if number >= _ARCHIVE_MEMBERS:
+                    break
+                if member.name.lstrip("./") == "kubeconfig" and member.isfile() and member.size <= _KUBECONFIG_LIMIT:
+                    return archive.extractfile(member).read()
+    except (tarfile.TarError, EOFError, zlib.error, OSError):
+        raise errors.TalosCallError("the Kubeconfig reply is not a gzipped tar archive", code="INTERNAL")
     raise errors.TalosCallError("the Kubeconfig reply holds no kubeconfig file")

@@ -24,13 +24,13 @@ async def get_resource(client, ref, node=None, resource_id=None):
         if exc.code == "NOT_FOUND":
             return None
         raise
-    return talos_client.resource_dict(reply.resource)
+    return talos_client.resource_dict(reply.resource, ref.type)
 
 
 async def list_resources(client, ref, node=None):
     """Every resource of a type, as dicts sorted by id."""
     replies = await client.ainvoke("List", talos_client.resource_request(ref.type, ref.namespace), node=node)
-    items = [talos_client.resource_dict(r.resource) for r in replies if r.HasField("resource")]
+    items = [talos_client.resource_dict(r.resource, ref.type) for r in replies if r.HasField("resource")]
     return sorted(items, key=lambda item: item["id"])
 
 
@@ -45,6 +45,12 @@ def _spec(item, key, default=None):
     return item["spec"].get(key, default)
 
 
+def _text(item, key):
+    """A text field of a resource's spec ("" when it is missing or not text: the machine's YAML decides the type)."""
+    value = _spec(item, key)
+    return value if isinstance(value, str) else ""
+
+
 async def machine_facts(client, node=None):
     """The facts ``talos_facts`` reports for one machine, read concurrently."""
     ver, sysinfo, host, status, identity, info, members = await asyncio.gather(
@@ -56,32 +62,33 @@ async def machine_facts(client, node=None):
         get_resource(client, res.CLUSTER_INFO, node),
         list_resources(client, res.MEMBERS, node),
     )
-    node_id = _spec(identity, "nodeId")
+    node_id = _text(identity, "nodeId")
     member_list = []
     role = None
     for item in members:
-        spec = item.get("spec") or {}
+        addresses = _spec(item, "addresses")
         member = {
             "id": item["id"],
-            "hostname": spec.get("hostname", ""),
-            "addresses": list(spec.get("addresses") or []),
-            "machine_type": spec.get("machineType", ""),
+            "hostname": _text(item, "hostname"),
+            "addresses": [a for a in addresses if isinstance(a, str)] if isinstance(addresses, list) else [],
+            "machine_type": _text(item, "machineType"),
         }
         member_list.append(member)
         if node_id and item["id"] == node_id:
             role = member["machine_type"]
     if role == "init":  # the legacy first control plane is a control plane like the others
         role = "controlplane"
+    machine_status = _spec(status, "status")
     return {
         "node": node,
         "version": ver["tag"],
-        "uuid": _spec(sysinfo, "uuid", ""),
-        "hostname": _spec(host, "hostname", ""),
+        "uuid": _text(sysinfo, "uuid"),
+        "hostname": _text(host, "hostname"),
         "role": role or "",
-        "stage": _spec(status, "stage", ""),
-        "ready": bool((_spec(status, "status") or {}).get("ready", False)),
-        "node_id": node_id or "",
-        "cluster": {"name": _spec(info, "clusterName", ""), "id": _spec(info, "clusterId", "")},
+        "stage": _text(status, "stage"),
+        "ready": isinstance(machine_status, dict) and machine_status.get("ready") is True,
+        "node_id": node_id,
+        "cluster": {"name": _text(info, "clusterName"), "id": _text(info, "clusterId")},
         "members": member_list,
     }
 
