@@ -30,7 +30,7 @@ import pytest
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 
 DEFAULT_COUNT = 1500
-DEFAULT_SECONDS = 12.0
+DEFAULT_SECONDS = 10.0
 DEFAULT_SEED = 12
 # A message is one line a person reads; a parser that quotes a huge input is wrong.
 MESSAGE_LIMIT = 1000

@@ -26,6 +26,7 @@ NO_LOG = ("talosconfig_content", "kubeconfig_content", "foreign_talosconfig_cont
 FREE_FORM = {
     ("talos_machine_config", "cluster.sysctls"): "sysctl names are the keys (config.spec checks them)",
     ("cluster_record", "update"): "the record's keys (k8s.cluster_record and release check the known ones)",
+    ("cilium_takeover", "cilium_values"): "Helm values: the chart's keys",
 }
 
 
