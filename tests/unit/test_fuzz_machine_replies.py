@@ -282,7 +282,7 @@ def test_fuzz_machine_replies(fuzz, fresh_redaction, talos):
     for index, rng in run.cases():
         fresh_redaction()
         replies = valid_replies()
-        for _ in range(rng.randint(1, 3)):
+        for _round in range(rng.randint(1, 3)):
             replies = mutate(replies, rng)
         client = talos(replies)
         read = rng.choice(READS)
