@@ -100,8 +100,7 @@ CA_TRUE = bytes.fromhex("30030101ff")  # BasicConstraints {cA: TRUE}, inside its
 # cases 169 and 621 (an unknown key type in a certificate), 184 (an invalid key in a certificate), 464, 637 and
 # 2943 (an extension's DER short or with bytes left over), 1826 and 1868 (an unknown curve), 2240 (an unknown key
 # type in a key); and, before the DER mutations, case 1046 (a YAML tag that cannot be built, here !!int on a key:
-# the cause is config/yamlio.py's load_all, which lets PyYAML's ValueError through; this case fails until it is
-# fixed there).
+# the cause was config/yamlio.py's load_all, since fixed there).
 FOUND = [
     (_with_der("k8s", "crt", lambda der: der.replace(P256, P256[:-3] + b"\x03\x09\x07")), "certs.k8s.crt is not a valid PEM"),
     (_with_der("os", "crt", lambda der: der.replace(ED25519, ED25519[:-2] + b"\x61\x70")), "certs.os.crt is not a valid PEM"),
@@ -110,6 +109,11 @@ FOUND = [
     (_with_der("etcd", "crt", lambda der: der.replace(CA_TRUE, b"\x30\x02\x01\x01\xff")), "certs.etcd.crt is not a valid PEM"),
     (_with_der("etcd", "crt", lambda der: der.replace(CA_TRUE, b"\x30\x03\x01\x02\xff")), "certs.etcd.crt is not a valid PEM"),
     (VALID_TEXT.replace(b"    key:", b"    !!int key:", 1), "the secrets bundle is not valid YAML"),
+    # kin of the installer bundle's case 204 (!!timestamp x): PyYAML's constructors raise IndexError, KeyError and
+    # AttributeError too; config/yamlio.py does not catch them yet, so these fail until it does
+    (b"x: !!timestamp x\n" + VALID_TEXT, "the secrets bundle is not valid YAML"),
+    (b"x: !!bool ''\n" + VALID_TEXT, "the secrets bundle is not valid YAML"),
+    (b"x: !!int ''\n" + VALID_TEXT, "the secrets bundle is not valid YAML"),
 ]
 
 
