@@ -66,13 +66,18 @@ _KINDS = (
 )
 
 
+# What PyYAML's constructors raise on a scalar they cannot build under an explicit tag (!!int on a word,
+# !!timestamp x, !!bool '', an unhashable key): not YAMLErrors, but the same thing to the user.
+_CONSTRUCTOR_ERRORS = (ValueError, TypeError, OverflowError, AttributeError, KeyError, IndexError)
+
+
 def describe_error(exc):
     """'<kind> at line L, column C' for a YAML error (or a decode error), without any of the document's text."""
     if isinstance(exc, UnicodeDecodeError):
         return "bytes that are not UTF-8 at byte %d" % exc.start
     if isinstance(exc, RecursionError):
         return "nesting too deep to read"
-    if isinstance(exc, (ValueError, TypeError, OverflowError)) and not isinstance(exc, yaml.YAMLError):
+    if isinstance(exc, _CONSTRUCTOR_ERRORS) and not isinstance(exc, yaml.YAMLError):
         # a constructor that gave up on a scalar (!!int on a word, a key that cannot be hashed): no position known
         return "a value or tag that cannot be constructed"
     kind = "a YAML error"
@@ -99,7 +104,7 @@ def load_all(text, what="the machine config"):
         if isinstance(text, bytes):
             text = text.decode("utf-8")
         return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
-    except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+    except (yaml.YAMLError, RecursionError) + _CONSTRUCTOR_ERRORS as exc:
         raise ConfigError("%s is not valid YAML: %s" % (what, describe_error(exc)))
 
 
