@@ -73,14 +73,16 @@ def nested(value, depth, rng):
     return value
 
 
-def _paths(tree, prefix=()):
-    yield prefix
-    if isinstance(tree, dict):
-        for key in list(tree):
-            yield from _paths(tree[key], prefix + (key,))
-    elif isinstance(tree, list):
-        for index in range(len(tree)):
-            yield from _paths(tree[index], prefix + (index,))
+def _paths(tree):
+    """Every node's path, in document order (without recursion: earlier rounds may have nested it deep)."""
+    todo = [((), tree)]
+    while todo:
+        prefix, node = todo.pop()
+        yield prefix
+        if isinstance(node, dict):
+            todo.extend((prefix + (key,), node[key]) for key in reversed(list(node)))
+        elif isinstance(node, list):
+            todo.extend((prefix + (index,), node[index]) for index in reversed(range(len(node))))
 
 
 def _get(tree, path):
@@ -103,7 +105,11 @@ def _swap(node, tree, rng):
     if kind < 0.6:
         return rng.choice([[], {}, [rng.choice(SCALARS)], {"k": rng.choice(SCALARS)}, {None: 1}, {1: "x"}])
     if kind < 0.8:  # another part of the document in this place
-        return copy.deepcopy(_get(tree, rng.choice(list(_paths(tree)))))
+        other = _get(tree, rng.choice(list(_paths(tree))))
+        try:
+            return copy.deepcopy(other)
+        except RecursionError:  # a part nested hundreds of levels by an earlier round
+            return rng.choice(SCALARS)
     if isinstance(node, str):  # the same text, another type
         return rng.choice([[node], {node: node}, {"k": node}, len(node)])
     return str(node)

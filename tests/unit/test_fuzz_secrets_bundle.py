@@ -110,7 +110,7 @@ FOUND = [
     (_with_der("etcd", "crt", lambda der: der.replace(CA_TRUE, b"\x30\x03\x01\x02\xff")), "certs.etcd.crt is not a valid PEM"),
     (VALID_TEXT.replace(b"    key:", b"    !!int key:", 1), "the secrets bundle is not valid YAML"),
     # kin of the installer bundle's case 204 (!!timestamp x): PyYAML's constructors raise IndexError, KeyError and
-    # AttributeError too; config/yamlio.py does not catch them yet, so these fail until it does
+    # AttributeError too (config/yamlio.py catches them since d156b71)
     (b"x: !!timestamp x\n" + VALID_TEXT, "the secrets bundle is not valid YAML"),
     (b"x: !!bool ''\n" + VALID_TEXT, "the secrets bundle is not valid YAML"),
     (b"x: !!int ''\n" + VALID_TEXT, "the secrets bundle is not valid YAML"),
