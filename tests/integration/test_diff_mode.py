@@ -19,8 +19,12 @@ import yaml
 from ansible_collections.maesh.ichor.plugins.module_utils import release
 
 from tests.integration.ansible_env import REPO, ansible_playbook
+from tests.lab.cilium import fixtures as cilium_fixtures
+from tests.lab.cilium.charts import cache_dir as cilium_chart_cache
 
 pytestmark = [pytest.mark.lab, pytest.mark.modules]
+
+cilium_charts = cilium_fixtures.cilium_charts
 
 MODULES_DIR = os.path.join(REPO, "plugins", "modules")
 CASE = os.path.join(REPO, "tests", "fixtures", "configs", "v1.13", "v1.13.9", "k8s-older")  # contract v1.13, K8s 1.35.4
@@ -78,6 +82,9 @@ def _tasks(lab, tmp_path, namespace):
                                   "wait_timeout": 60}),
         ("talos_reset", {"node": lab.address("spare"), "cluster_name": "k8s-older",
                          "foreign_talosconfig": lab.talosconfig, "foreign_context": "lab", "wait_timeout": 30}),
+        # no Cilium runs in this lab: refused with its plan (and an empty gate in diff mode)
+        ("cilium_takeover", {"chart": os.path.join(cilium_chart_cache(), "cilium-1.20.4.tgz"),
+                             "helm": lab.kube.bins["helm"] if hasattr(lab, "kube") else "helm"}),
     ]
 
 
@@ -126,7 +133,7 @@ def test_every_module_has_a_task(tmp_path):
     assert sorted(module for module, _args in _tasks(Lab(), tmp_path / "ns", "ns")) == _modules()
 
 
-def test_diff_only_in_diff_mode(talos_kube_lab, tmp_path):
+def test_diff_only_in_diff_mode(talos_kube_lab, cilium_charts, tmp_path):
     lab = talos_kube_lab(case=CASE, controlplanes=1, workers=1, version=release.TALOS, additions=[
         {"name": "spare", "role": "worker", "version": release.TALOS, "mode": "maintenance"},
         {"name": "spare-mc", "role": "worker", "version": release.TALOS, "mode": "maintenance"}])

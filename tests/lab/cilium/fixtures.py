@@ -10,7 +10,8 @@ are made as users make them: ``helm_install`` (``helm install cilium`` into kube
 ``cli_install`` (the Cilium CLI's Helm-backed install: release ``cilium`` in kube-system, with the values the
 CLI adds), ``template_apply`` (``helm template | kubectl apply``). Each applies the Cilium CRDs of its
 chart's source first, as the operator would. At teardown every object any render named, the Helm records
-in kube-system and ichor-system, the extra objects a test registered, the Nodes and the agent are removed,
+in kube-system and ichor-system, the takeover's backups and its key in the cluster record, the extra objects a
+test registered, the Nodes and the agent are removed,
 and the namespace cilium-secrets is waited out (a reinstall fails while it terminates).
 
 Import the fixtures into a test module: ``from tests.lab.cilium.fixtures import cilium_charts, cilium_lab``.
@@ -173,6 +174,9 @@ class CiliumLab:
         for namespace in RECORD_NAMESPACES:
             for secret in self.core.list_namespaced_secret(namespace, label_selector="owner=helm").items:
                 self._delete(lambda: self.core.delete_namespaced_secret(secret.metadata.name, namespace))
+        for secret in self.core.list_namespaced_secret("ichor-system", label_selector="ichor.maesh.dev/backup-of").items:
+            self._delete(lambda: self.core.delete_namespaced_secret(secret.metadata.name, "ichor-system"))
+        self._forget_cilium_in_the_cluster_record()
         for api_version, kind, namespace, name in self.extra:
             group = api_version.split("/")[0] if "/" in api_version else ""
             self.kube.kubectl("delete", "--ignore-not-found", "--wait=false", kind.lower() + ("." + group if group else ""),
@@ -180,6 +184,18 @@ class CiliumLab:
         if self.agent is not None:
             self.agent.stop()
         self._wait_gone("cilium-secrets")
+
+    def _forget_cilium_in_the_cluster_record(self):
+        try:
+            record = self.core.read_namespaced_config_map("ichor-cluster", "ichor-system")
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        data = json.loads((record.data or {}).get("record") or "{}")
+        if data.pop("cilium", None) is not None:
+            record.data["record"] = json.dumps(data, sort_keys=True, indent=2)
+            self.core.replace_namespaced_config_map("ichor-cluster", "ichor-system", record)
 
     @staticmethod
     def _delete(call):

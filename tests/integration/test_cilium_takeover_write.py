@@ -1,0 +1,193 @@
+"""The takeover itself on the lab's real API server, real helm and the real chart (seed 0103 A2, A3, A4, A8): the
+release stored in ichor-system with every object kept in kube-system, the foreign records backed up byte for byte
+and deleted, the cluster record, no pod template changed by an empty gate, the repair of a stopped run, a rerun
+changing nothing."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record, takeover
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
+
+from tests.integration.test_cilium_takeover import Conn, _params, playbook
+from tests.lab.cilium import fixtures
+from tests.lab.cilium.fixtures import TALOS_VALUES, merged
+
+pytestmark = pytest.mark.lab
+
+cilium_charts = fixtures.cilium_charts
+cilium_lab = fixtures.cilium_lab
+
+USER_VALUES = {"debug": {"enabled": True}, "cluster": {"name": "prod"}}
+
+
+def _run(kube_lab, cilium_charts, check=False, **extra):
+    params = dict(_params(kube_lab, cilium_charts, **extra), wait=True, wait_timeout=60.0)
+    return takeover.run(params, Conn(params["kubeconfig"]), check)
+
+
+def _secrets(lab, namespace, selector):
+    return sorted(lab.core.list_namespaced_secret(namespace, label_selector=selector).items, key=lambda s: s.metadata.name)
+
+
+def _templates(lab):
+    ds = lab.apps.read_namespaced_daemon_set("cilium", "kube-system")
+    op = lab.apps.read_namespaced_deployment("cilium-operator", "kube-system")
+    return ds.metadata.generation, lab.kube.api.sanitize_for_serialization(ds.spec.template), \
+        lab.kube.api.sanitize_for_serialization(op.spec.template)
+
+
+def _no_chart_object_in_ichor_system(kube_lab, lab):
+    client = KubeClient(kubeconfig=kube_lab.kubeconfig)
+    for doc in yaml.safe_load_all(open(lab.manifests[-1])):
+        if doc and doc["metadata"].get("namespace"):
+            assert client.get(doc["apiVersion"], doc["kind"], doc["metadata"]["name"], "ichor-system") is None, doc["kind"]
+
+
+def _cluster_record(lab):
+    return json.loads(lab.core.read_namespaced_config_map("ichor-cluster", "ichor-system").data["record"])
+
+
+def test_a2_a4_a_helm_installed_cilium_is_taken_over_its_record_backed_up_and_no_pod_template_changes(
+        cilium_lab, cilium_charts, kube_lab):
+    lab = cilium_lab(nodes=2)
+    lab.helm_install("1.20", merged(TALOS_VALUES, USER_VALUES))
+    lab.wait_ready()
+    (foreign,) = lab.records()
+    generation, ds_template, op_template = _templates(lab)
+    result = _run(kube_lab, cilium_charts)
+    assert result["changed"] is True and result["gate"] == []
+    # ours: revision 1 in ichor-system, deployed, made with the effective values; every object still in kube-system
+    (ours,) = lab.records("ichor-system")
+    assert (ours.metadata.labels["status"], ours.metadata.labels["version"]) == ("deployed", "1")
+    release = record.decode(ours.data["release"])
+    assert release["config"] == result["values"] and release["config"]["namespaceOverride"] == "kube-system"
+    _no_chart_object_in_ichor_system(kube_lab, lab)
+    ds = lab.apps.read_namespaced_daemon_set("cilium", "kube-system")
+    assert (ds.metadata.annotations["meta.helm.sh/release-name"], ds.metadata.annotations["meta.helm.sh/release-namespace"],
+            ds.metadata.labels["app.kubernetes.io/managed-by"]) == ("cilium", "ichor-system", "Helm")
+    # A4: an empty gate restarts nothing: the DaemonSet's generation and both pod templates are unchanged
+    after = _templates(lab)
+    assert after[0] == generation and after[1] == ds_template and after[2] == op_template
+    # the foreign record: backed up byte for byte into its own Secret, then deleted
+    assert lab.records() == []
+    (backup,) = _secrets(lab, "ichor-system", "ichor.maesh.dev/backup-of")
+    assert backup.metadata.name == "ichor-cilium-prior.kube-system.sh.helm.release.v1.cilium.v1"
+    assert backup.data == foreign.data and backup.type == "Opaque" and "owner" not in backup.metadata.labels
+    assert backup.metadata.annotations["ichor.maesh.dev/backup-uid"] == foreign.metadata.uid
+    assert result["backups"] == [{"record": "kube-system/sh.helm.release.v1.cilium.v1", "backup": "ichor-system/"
+                                  + backup.metadata.name, "uid": foreign.metadata.uid}]
+    assert _cluster_record(lab)["cilium"] == {"release": "ichor-system/cilium", "chart": "1.20.4",
+                                              "values": USER_VALUES, "tunnel": "vxlan", "kubeProxy": "replaced"}
+    # a second run changes nothing and writes nothing
+    mark = kube_lab.audit_mark()
+    again = _run(kube_lab, cilium_charts)
+    assert again["changed"] is False
+    assert again["plan"][-1] == "Cilium 1.20.4 is already the Helm release ichor-system/cilium: nothing to take over"
+    assert kube_lab.mutating_requests(since=mark, user="lab-admin", namespace="ichor-system") == []
+    assert [e for e in kube_lab.mutating_requests(since=mark, user="lab-admin", namespace="kube-system")
+            if (e.get("objectRef") or {}).get("subresource") != "status"] == []
+
+
+def test_a3_a_cilium_cli_record_is_taken_over_with_its_values_and_tunnel(cilium_lab, cilium_charts, kube_lab):
+    lab = cilium_lab(nodes=1)
+    user = {"tunnelProtocol": "geneve", "operator": {"replicas": 1}, "debug": {"enabled": True}}
+    lab.cli_install("1.20", merged(TALOS_VALUES, user), cluster_name="lab-one")
+    lab.wait_ready()
+    (foreign,) = lab.records()
+    result = _run(kube_lab, cilium_charts)
+    assert result["user_values"] == {"cluster": {"name": "lab-one"}, "debug": {"enabled": True},
+                                     "operator": {"replicas": 1}}
+    assert result["cilium"]["tunnel"] == "geneve" and result["gate"] == []
+    assert lab.records() == [] and _secrets(lab, "ichor-system", "ichor.maesh.dev/backup-of")[0].data == foreign.data
+    config = lab.core.read_namespaced_config_map("cilium-config", "kube-system").data
+    assert (config["tunnel-protocol"], config["cluster-name"]) == ("geneve", "lab-one")
+    assert _cluster_record(lab)["cilium"]["tunnel"] == "geneve"
+
+
+def test_a1_like_a_record_less_cilium_is_taken_over_and_an_older_minor_is_upgraded(
+        cilium_lab, cilium_charts, kube_lab):
+    lab = cilium_lab(nodes=2)
+    lab.template_apply("1.19", merged(TALOS_VALUES, USER_VALUES))
+    lab.wait_ready()
+    lab.render("1.20", TALOS_VALUES)  # what the takeover installs, for teardown
+    result = _run(kube_lab, cilium_charts, cilium_values=merged(TALOS_VALUES, USER_VALUES), accept_cilium_diff=True)
+    assert result["step"] == "upgrade" and result["records"] == [] and result.get("backups") == []
+    image = lab.apps.read_namespaced_daemon_set("cilium", "kube-system").spec.template.spec.containers[0].image
+    assert image == "quay.io/cilium/cilium:v1.20.4"
+    assert lab.core.read_namespaced_config_map("cilium-config", "kube-system").data["cluster-name"] == "prod"
+    assert _cluster_record(lab)["cilium"]["values"] == USER_VALUES
+
+
+def _start_killable_takeover(kube_lab, cilium_charts, values_path):
+    """helm as the takeover runs it, with --wait so that it stays in its pending-install record: the lab's
+    Deployments never get the ReplicaSet helm waits for."""
+    return subprocess.Popen([kube_lab.bins["helm"], "upgrade", "--install", "cilium", cilium_charts["1.20"]["chart"],
+                             "--namespace", "ichor-system", "--create-namespace", "--take-ownership", "-f", values_path,
+                             "--wait", "--timeout", "5m"], env=kube_lab.helm_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def test_a8_helm_killed_after_the_upgrade_started_the_rerun_repairs_and_completes(cilium_lab, cilium_charts,
+                                                                                  kube_lab):
+    lab = cilium_lab(nodes=2)
+    lab.helm_install("1.20", merged(TALOS_VALUES, USER_VALUES))
+    lab.wait_ready()
+    (foreign,) = lab.records()
+    planned = _run(kube_lab, cilium_charts, check=True)
+    proc = _start_killable_takeover(kube_lab, cilium_charts, lab.file("values.json", planned["values"]))
+    deadline = time.monotonic() + 60
+    while not [s for s in lab.records("ichor-system") if s.metadata.labels["status"] == "pending-install"]:
+        assert time.monotonic() < deadline and proc.poll() is None, "helm never left a pending-install record"
+        time.sleep(0.1)
+    time.sleep(1.0)  # helm is past the object updates, in its wait
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    (pending,) = lab.records("ichor-system")
+    assert pending.metadata.labels["status"] == "pending-install"
+    result = _run(kube_lab, cilium_charts)
+    repair = ("repair: delete ichor-system/sh.helm.release.v1.cilium.v1 (pending-install, left by a run that was "
+              "stopped; uid %s), then take over" % pending.metadata.uid)
+    assert repair in result["plan"]
+    (ours,) = lab.records("ichor-system")
+    assert ours.metadata.labels["status"] == "deployed" and ours.metadata.uid != pending.metadata.uid
+    assert lab.records() == [] and _secrets(lab, "ichor-system", "ichor.maesh.dev/backup-of")[0].data == foreign.data
+    assert record.decode(ours.data["release"])["config"]["debug"] == {"enabled": True}  # nothing lost
+    assert _run(kube_lab, cilium_charts)["changed"] is False
+
+
+def test_a8_stopped_after_helm_before_the_records_were_retired_the_rerun_finishes_the_hand_over(
+        cilium_lab, cilium_charts, kube_lab):
+    lab = cilium_lab(nodes=2)
+    lab.helm_install("1.20", merged(TALOS_VALUES, USER_VALUES))
+    lab.wait_ready()
+    (foreign,) = lab.records()
+    planned = _run(kube_lab, cilium_charts, check=True)
+    kube_lab.helm("upgrade", "--install", "cilium", cilium_charts["1.20"]["chart"], "--namespace", "ichor-system",
+                  "--create-namespace", "--take-ownership", "-f", lab.file("values.json", planned["values"]))
+    result = _run(kube_lab, cilium_charts)
+    assert result["plan"][1].endswith("but the foreign records are still there (a run stopped before retiring them): "
+                                      "finish the hand-over")
+    assert not [line for line in result["plan"] if line.startswith("takeover: helm")]
+    assert [s.metadata.labels["version"] for s in lab.records("ichor-system")] == ["1"]  # no second helm run
+    assert lab.records() == [] and _secrets(lab, "ichor-system", "ichor.maesh.dev/backup-of")[0].data == foreign.data
+    assert _run(kube_lab, cilium_charts)["changed"] is False
+
+
+@pytest.mark.modules
+def test_the_module_takes_over_and_a_rerun_reports_no_change(cilium_lab, cilium_charts, kube_lab, tmp_path):
+    lab = cilium_lab(nodes=2)
+    lab.helm_install("1.20", TALOS_VALUES)
+    lab.wait_ready()
+    args = dict(kubeconfig=kube_lab.kubeconfig, chart=cilium_charts["1.20"]["chart"], helm=kube_lab.bins["helm"],
+                wait_timeout=60)
+    first = playbook(tmp_path, False, **args)[0]
+    assert first["changed"] is True and not first.get("failed") and len(first["backups"]) == 1
+    second = playbook(tmp_path, False, **args)[0]
+    assert second["changed"] is False and not second.get("failed")
