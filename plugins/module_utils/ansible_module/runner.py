@@ -20,7 +20,6 @@ from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import redact_lines, redact_text
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import client as kube_client
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
 
@@ -53,6 +52,9 @@ class Connections:
     def kube(self):
         """The KubeClient of the kubeconfig options (made once)."""
         if self._kube is None:
+            # imported here, not at the top: the kubernetes package costs a Talos-only module about a third of its
+            # start-up (tests/unit/test_import_cost.py keeps it out of theirs)
+            from ansible_collections.maesh.ichor.plugins.module_utils.k8s import client as kube_client
             if not kube_client.HAS_KUBERNETES:
                 raise IchorError(missing_required_lib("kubernetes"))
             p = self.params
