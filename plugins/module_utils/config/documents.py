@@ -83,7 +83,12 @@ def parse(text):
     """Parse a machine config (YAML stream) into documents; one line on any error."""
     if text is None or (isinstance(text, (str, bytes)) and not text.strip()):
         raise ConfigError("the machine config is empty")
-    objs = yamlio.load_all(text)
+    return from_objects(yamlio.load_all(text))
+
+
+def from_objects(objs):
+    """The documents of a machine config already read as YAML (``yamlio.load_all``): a caller that has the
+    parsed objects does not parse the text again."""
     docs = [from_object(obj, index) for index, obj in enumerate(objs)]
     seen = set()
     for doc in docs:

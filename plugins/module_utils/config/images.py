@@ -14,11 +14,7 @@ __metaclass__ = type
 
 import re
 
-try:
-    import yaml
-    HAS_YAML = True
-except ImportError:  # pragma: no cover
-    HAS_YAML = False
+from ansible_collections.maesh.ichor.plugins.module_utils.config import yamlio
 
 COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet")
 _IMAGE = re.compile(r"/(kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|kubelet):(v[0-9][^@\s]*)")
@@ -36,11 +32,13 @@ def _images(node):
             yield from _images(item)
 
 
-def component_versions(config_text):
-    """{component: version} from every image in the machine config's documents."""
+def component_versions(config):
+    """{component: version} from every image in a machine config: its text, or its documents already read
+    (``yamlio.load_all``'s objects or ``documents.parse``'s Documents), so a config read once is parsed once."""
     out = {}
-    for doc in yaml.safe_load_all(config_text or ""):
-        for image in _images(doc):
+    objs = yamlio.load_all(config or "") if config is None or isinstance(config, (str, bytes)) else config
+    for obj in objs:
+        for image in _images(getattr(obj, "body", obj)):
             match = _IMAGE.search(image)
             if match:
                 out[match.group(1)] = match.group(2)

@@ -38,7 +38,8 @@ _SHOWN = 6  # differing paths named in a refusal
 class Machine:
     """One machine's live config and what the engine reads from it."""
 
-    def __init__(self, name, node, role, talos, text):
+    def __init__(self, name, node, role, talos, text, objects=None):
+        """``objects``: ``text`` already read as YAML (``yamlio.load_all``), else it is parsed here."""
         self.name = name
         self.node = node  # its Talos API address
         self.role = role
@@ -46,11 +47,12 @@ class Machine:
         if not text:
             raise ConfigError("%s has no machine config (is it in maintenance mode?)" % name)
         try:
-            self.docs = documents.parse(text)
+            self.docs = documents.parse(text) if objects is None else documents.from_objects(objects)
         except ConfigError as exc:
             raise ConfigError("%s: its live config cannot be read: %s" % (name, exc))
         # {component: "X.Y.Z"} as the images in the config name them
-        self.images = dict((component, version.lstrip("v")) for component, version in component_versions(text).items())
+        self.images = dict((component, version.lstrip("v"))
+                           for component, version in component_versions(self.docs).items())
         if "kubelet" not in self.images:
             raise ConfigError("%s: its live config names no kubelet image" % name)
         self.spec = None  # machine spec

@@ -11,7 +11,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.maesh.ichor.plugins.module_utils import release
-from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets, yamlio
+from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, cni
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
@@ -24,9 +25,16 @@ async def _machine_versions(client, m):
     config = await machine.get_resource(client, res.MACHINE_CONFIG, m["node"])
     text = config["spec"] if config else ""
     out = {"name": m["name"], "node": m["node"], "role": m["role"], "talos": info["tag"], "components": {},
-           "config": text}
-    if m["role"] == "controlplane":
-        out["components"] = component_versions(text)
+           "config": text, "objects": None}
+    if text.strip():
+        # read once (the C loader where PyYAML has it), here for the images and later for the config engine;
+        # a config that is not YAML is left to rollout.Machine, which names the machine in its refusal
+        try:
+            out["objects"] = yamlio.load_all(text)
+        except ConfigError:
+            pass
+    if m["role"] == "controlplane" and out["objects"] is not None:
+        out["components"] = component_versions(out["objects"])
     return out
 
 
@@ -42,7 +50,8 @@ def _read_machines(talos, machines):
 
 
 def _live(read_rows):
-    return [rollout.Machine(m["name"], m["node"], m["role"], m["talos"], m["config"]) for m in read_rows]
+    return [rollout.Machine(m["name"], m["node"], m["role"], m["talos"], m["config"], m.get("objects"))
+            for m in read_rows]
 
 
 def live_machines(talos, machines):
