@@ -94,15 +94,14 @@ plan:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import record
 
 
 def main():
-    module = AnsibleModule(argument_spec=specs.spec(dict(update=dict(type="dict", default={})), kube=True),
-                           supports_check_mode=True)
+    module = specs.module(specs.spec(dict(update=dict(type="dict", default={})), kube=True),
+                          supports_check_mode=True)
     runner.run(module, lambda conn: record.run(module.params, conn, module.check_mode))
 
 

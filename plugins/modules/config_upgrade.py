@@ -28,6 +28,7 @@ extends_documentation_fragment:
   - maesh.ichor.talos
   - maesh.ichor.kubernetes
   - maesh.ichor.rollout
+  - maesh.ichor.cluster_spec
 attributes:
   check_mode:
     support: full
@@ -77,15 +78,14 @@ machines:
   sample: [{"name": "cp-1", "from": "v1.13", "reboot": false}]
 """
 
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import config_step
 
 
 def main():
-    module = AnsibleModule(argument_spec=specs.rollout(wait_timeout=specs.wait(900)["wait_timeout"]),
-                           supports_check_mode=True)
+    module = specs.module(specs.rollout(wait_timeout=specs.wait(900)["wait_timeout"]),
+                          supports_check_mode=True)
     runner.run(module, lambda conn: config_step.run(module.params, conn, module.check_mode))
 
 

@@ -179,14 +179,13 @@ restored:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
 from ansible_collections.maesh.ichor.plugins.module_utils.installer import stages
 
 
 def main():
-    module = AnsibleModule(argument_spec=specs.spec(stages.options(bundle=True), kube=True), supports_check_mode=True)
+    module = specs.module(specs.spec(stages.options(bundle=True), kube=True), supports_check_mode=True)
     runner.run(module, lambda conn: stages.run_stage(stages.apply_run, module.params, conn, module.check_mode))
 
 

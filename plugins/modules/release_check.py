@@ -32,6 +32,7 @@ extends_documentation_fragment:
   - maesh.ichor.talos
   - maesh.ichor.kubernetes
   - maesh.ichor.rollout
+  - maesh.ichor.cluster_spec
 attributes:
   check_mode:
     support: full
@@ -43,9 +44,18 @@ options:
   desired:
     description:
       - A desired change to validate against the stored versions, with any of C(talos), C(kubernetes), C(contract).
-      - Another key is refused.
     type: dict
     default: {}
+    suboptions:
+      talos:
+        description: The Talos version to move to.
+        type: str
+      kubernetes:
+        description: The Kubernetes version to move to.
+        type: str
+      contract:
+        description: The version contract to move to.
+        type: str
 """
 
 EXAMPLES = r"""
@@ -183,14 +193,14 @@ plan:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import check
 
 
 def main():
-    module = AnsibleModule(argument_spec=specs.rollout(desired=dict(type="dict", default={})), supports_check_mode=True)
+    module = specs.module(specs.rollout(desired=dict(type="dict", default={}, options=dict(
+        talos=dict(type="str"), kubernetes=dict(type="str"), contract=dict(type="str")))), supports_check_mode=True)
     runner.run(module, lambda conn: check.run(module.params, conn, module.check_mode))
 
 

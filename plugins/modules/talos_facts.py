@@ -131,14 +131,13 @@ plan:
   sample: ["cp-1 (10.0.0.11): Talos v1.14.1, controlplane, running, cluster prod (5 members)"]
 """
 
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
 
 
 def main():
-    module = AnsibleModule(argument_spec=specs.spec(dict(node=dict(type="str")), talos=True), supports_check_mode=True)
+    module = specs.module(specs.spec(dict(node=dict(type="str")), talos=True), supports_check_mode=True)
     runner.run(module, lambda conn: machine.facts_result(conn.talos(), module.params["node"]))
 
 

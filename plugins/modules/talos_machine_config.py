@@ -39,6 +39,7 @@ author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
   - maesh.ichor.talos
+  - maesh.ichor.cluster_spec
 attributes:
   check_mode:
     support: full
@@ -66,118 +67,6 @@ options:
         the values and fills the defaults; a field it does not know is refused.
     type: dict
     required: true
-    suboptions:
-      name:
-        description: The cluster name (required).
-        type: str
-      endpoint:
-        description: The Kubernetes API endpoint, an C(https://) URL (required).
-        type: str
-      kubernetesVersion:
-        description: The Kubernetes version C(X.Y.Z) (a C(v) prefix is accepted; required).
-        type: str
-      talosVersion:
-        description:
-          - The Talos version, for example V(v1.14.1); the installer image's tag when O(machine.install.image) is unset.
-          - The spec needs this or O(cluster.versionContract).
-        type: str
-      versionContract:
-        description:
-          - The version contract to render (V(v1.12), V(v1.13) or V(v1.14)). Unset, it is probed from the live config
-            (a machine in maintenance mode needs it set).
-        type: str
-      network:
-        description: The cluster network.
-        type: dict
-        suboptions:
-          dnsDomain:
-            description: The cluster DNS domain (default C(cluster.local)).
-            type: str
-          podSubnets:
-            description: Pod subnets (default C(10.244.0.0/16)).
-            type: list
-            elements: str
-          serviceSubnets:
-            description: Service subnets (default C(10.96.0.0/12)).
-            type: list
-            elements: str
-      cni:
-        description: The CNI (required).
-        type: dict
-        suboptions:
-          preset:
-            description:
-              - V(cilium) (no Talos CNI; Ichor runs Cilium and owns the class B items) or V(unmanaged).
-            type: str
-          kubeProxy:
-            description: V(enabled) (the default) or V(replaced) (kube-proxy disabled in Talos).
-            type: str
-          unmanaged:
-            description: Only with C(preset=unmanaged).
-            type: dict
-            suboptions:
-              talosCNI:
-                description: The CNI Talos applies, V(default) (flannel, the default), V(none) or V(custom).
-                type: str
-              urls:
-                description: The manifest URLs of C(talosCNI=custom).
-                type: list
-                elements: str
-      kubePrism:
-        description: KubePrism.
-        type: dict
-        suboptions:
-          enabled:
-            description: Whether KubePrism runs (default true).
-            type: bool
-          port:
-            description: Its port (default 7445).
-            type: int
-      registries:
-        description: Registry mirrors. Credentials and TLS are never part of the spec.
-        type: list
-        elements: dict
-        suboptions:
-          host:
-            description: The registry the mirror is for (for example C(docker.io)).
-            type: str
-          endpoints:
-            description: The mirror endpoints.
-            type: list
-            elements: str
-          overridePath:
-            description: Whether the endpoints' path replaces C(/v2).
-            type: bool
-          skipFallback:
-            description: Whether to skip the upstream registry when the mirrors fail.
-            type: bool
-      certSANs:
-        description: Extra SANs, for C(machine.certSANs) and the API server's SANs (one list).
-        type: list
-        elements: str
-      sysctls:
-        description: Sysctls, rendered as a patch (C(SysctlConfig) or C(machine.sysctls)).
-        type: dict
-      kernelModules:
-        description: Kernel modules, rendered as a patch (C(KernelModuleConfig) or C(machine.kernel.modules)).
-        type: list
-        elements: str
-      inlineManifests:
-        description: Inline manifests (control planes only); a Cilium entry is Ichor-owned (class B).
-        type: list
-        elements: dict
-        suboptions:
-          name:
-            description: The manifest's name.
-            type: str
-            required: true
-          contents:
-            description: The manifest.
-            type: str
-            required: true
-      discovery:
-        description: Accepted and ignored; the renderer writes discovery settings itself.
-        type: raw
   machine:
     description:
       - The machine spec.
@@ -414,29 +303,9 @@ plan:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config import machine_config
-
-
-def _cluster_options():
-    """The cluster spec's fields (camelCase, as the spec names them); the config engine checks their values."""
-    strings = dict(type="list", elements="str")
-    return dict(
-        name=dict(type="str"), endpoint=dict(type="str"), kubernetesVersion=dict(type="str"),
-        talosVersion=dict(type="str"), versionContract=dict(type="str"),
-        network=dict(type="dict", options=dict(dnsDomain=dict(type="str"), podSubnets=strings, serviceSubnets=strings)),
-        cni=dict(type="dict", options=dict(preset=dict(type="str"), kubeProxy=dict(type="str"), unmanaged=dict(
-            type="dict", options=dict(talosCNI=dict(type="str"), urls=strings)))),
-        kubePrism=dict(type="dict", options=dict(enabled=dict(type="bool"), port=dict(type="int"))),
-        registries=dict(type="list", elements="dict", options=dict(
-            host=dict(type="str"), endpoints=strings, overridePath=dict(type="bool"), skipFallback=dict(type="bool"))),
-        certSANs=strings, sysctls=dict(type="dict"), kernelModules=strings,
-        inlineManifests=dict(type="list", elements="dict", options=dict(
-            name=dict(type="str", required=True), contents=dict(type="str", required=True))),
-        discovery=dict(type="raw"),
-    )
 
 
 def _machine_options():
@@ -448,14 +317,14 @@ def main():
     options = dict(
         node=dict(type="str", required=True),
         secrets=dict(type="path", required=True),
-        cluster=dict(type="dict", required=True, options=_cluster_options()),
+        cluster=specs.cluster(required=True),
         machine=dict(type="dict", required=True, options=_machine_options()),
         maintenance=dict(type="bool", default=False),
         accept_class_b=dict(type="bool", default=False),
         allow_reboot=dict(type="bool", default=True),
     )
     options.update(specs.wait(300))
-    module = AnsibleModule(argument_spec=specs.spec(options, talos=True), supports_check_mode=True)
+    module = specs.module(specs.spec(options, talos=True), supports_check_mode=True)
     runner.run(module, lambda conn: machine_config.run(module.params, conn, module.check_mode))
 
 

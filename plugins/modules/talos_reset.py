@@ -416,7 +416,7 @@ cluster:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback
+from ansible.module_utils.basic import env_fallback
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim import flow, live
@@ -439,7 +439,7 @@ def main():
     spec = specs.spec(options, talos=True, kube=True)
     # TALOSCONFIG names the foreign cluster's file here, so the managed cluster's has no fallback
     spec["talosconfig"] = dict(type="path")
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    module = specs.module(spec, supports_check_mode=True)
     runner.run(module, lambda conn: live.reclaim(module.params, conn, module.check_mode))
 
 

@@ -91,15 +91,13 @@ plan:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config import bundle_file
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=specs.spec(dict(
+    module = specs.module(specs.spec(dict(
             path=dict(type="path", required=True),
             source=dict(type="str", choices=["generate", "recover"], default="generate"),
             node=dict(type="str"),

@@ -106,7 +106,6 @@ plan:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step
@@ -120,7 +119,7 @@ def main():
         image=dict(type="str"),
     )
     options.update(specs.wait(900))
-    module = AnsibleModule(argument_spec=specs.spec(options, talos=True, kube=True), supports_check_mode=True)
+    module = specs.module(specs.spec(options, talos=True, kube=True), supports_check_mode=True)
     runner.run(module, lambda conn: talos_step.run(module.params, conn, module.check_mode))
 
 

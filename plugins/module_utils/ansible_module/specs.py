@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.module_utils.basic import env_fallback
+from ansible.module_utils.basic import AnsibleModule, env_fallback
 
 TIMEOUT = dict(type="float", default=30.0)
 
@@ -38,6 +38,46 @@ def kube_connection():
         kube_context=dict(type="str"),
         timeout=dict(TIMEOUT),
     )
+
+
+def module(argument_spec, **kwargs):
+    """``AnsibleModule(argument_spec, **kwargs)``, failing in one line where ansible-core would raise.
+
+    ansible-core (2.16 to 2.19) looks up fallbacks in a nested option's value before it checks that the value
+    is a mapping, so a number or a boolean where the spec has suboptions raises TypeError. Then the options are
+    read again with every top-level option loose (``raw``, ``no_log`` kept, so failing still masks secrets)
+    and the module fails naming the option.
+    """
+    try:
+        return AnsibleModule(argument_spec=argument_spec, **kwargs)
+    except TypeError:
+        loose = AnsibleModule(argument_spec=dict((name, dict(type="raw", no_log=bool(definition.get("no_log"))))
+                                                 for name, definition in argument_spec.items()),
+                              supports_check_mode=True)
+        loose.fail_json(msg=shape_problem(argument_spec, loose.params)
+                        or "the module's options do not have the shapes its documentation gives")
+        raise  # fail_json exits; this is for a patched fail_json
+
+
+def shape_problem(argument_spec, params, prefix=""):
+    """The first option given something other than a mapping where the spec lists suboptions (a line), or None."""
+    for name, definition in argument_spec.items():
+        value = params.get(name) if isinstance(params, dict) else None
+        suboptions = definition.get("options")
+        if value is None or not suboptions:
+            continue
+        path = prefix + name
+        many = definition.get("type") == "list"
+        items = value if many and isinstance(value, list) else [value]
+        for index, item in enumerate(items):
+            where = "%s[%d]" % (path, index) if many else path
+            if not isinstance(item, dict):
+                return "%s must be a mapping (its keys: %s), not %s" % (where, ", ".join(sorted(suboptions)),
+                                                                      type(item).__name__)
+            problem = shape_problem(suboptions, item, where + ".")
+            if problem:
+                return problem
+    return None
 
 
 def spec(options, talos=False, kube=False):
@@ -65,8 +105,28 @@ def machines():
     ))
 
 
+def cluster(required=False):
+    """The cluster spec's fields (camelCase, as the spec names them) as suboptions; the config engine checks their
+    values. Ansible fills each one not given with None: ``given`` drops those."""
+    strings = dict(type="list", elements="str")
+    return dict(type="dict", required=required, options=dict(
+        name=dict(type="str"), endpoint=dict(type="str"), kubernetesVersion=dict(type="str"),
+        talosVersion=dict(type="str"), versionContract=dict(type="str"),
+        network=dict(type="dict", options=dict(dnsDomain=dict(type="str"), podSubnets=strings, serviceSubnets=strings)),
+        cni=dict(type="dict", options=dict(preset=dict(type="str"), kubeProxy=dict(type="str"), unmanaged=dict(
+            type="dict", options=dict(talosCNI=dict(type="str"), urls=strings)))),
+        kubePrism=dict(type="dict", options=dict(enabled=dict(type="bool"), port=dict(type="int"))),
+        registries=dict(type="list", elements="dict", options=dict(
+            host=dict(type="str"), endpoints=strings, overridePath=dict(type="bool"), skipFallback=dict(type="bool"))),
+        certSANs=strings, sysctls=dict(type="dict"), kernelModules=strings,
+        inlineManifests=dict(type="list", elements="dict", options=dict(
+            name=dict(type="str", required=True), contents=dict(type="str", required=True))),
+        discovery=dict(type="raw"),
+    ))
+
+
 def rollout(**extra):
     """The options of the rollout's modules: machines, cluster (spec), secrets, both connections."""
-    options = dict(machines=machines(), cluster=dict(type="dict"), secrets=dict(type="path"))
+    options = dict(machines=machines(), cluster=cluster(), secrets=dict(type="path"))
     options.update(extra)
     return spec(options, talos=True, kube=True)

@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common.given import given
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import plan, state
@@ -21,7 +22,7 @@ STATE_KEYS = {"Talos": "talos", "Version contract": "contract", "Kubernetes": "k
 
 def check_desired(stored, desired):
     """Refuse (plan.Refused) a desired change the stored versions do not allow (release.validate_change)."""
-    for field, value in sorted((desired or {}).items()):
+    for field, value in sorted(given(desired or {}).items()):
         if field not in stored:
             raise plan.Refused("desired: unknown field %r (talos, kubernetes, contract)" % field)
         refusal = release.validate_change(field, stored[field], value)

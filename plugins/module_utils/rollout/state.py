@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common.given import given
 from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets, yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
@@ -73,7 +74,7 @@ def live_from(state):
 def config_model(live, cluster=None, secrets_path=None):
     """The engine's model of the cluster: the given spec and bundle, or what the live configs state."""
     bundle = secrets.load(secrets_path) if secrets_path else None
-    return rollout.model(live, cluster=cluster or None, bundle=bundle)
+    return rollout.model(live, cluster=given(cluster) or None, bundle=bundle)
 
 
 def read(talos, kube, machines):
