@@ -85,6 +85,8 @@ def _tasks(lab, tmp_path, namespace):
         # no Cilium runs in this lab: refused with its plan (and an empty gate in diff mode)
         ("cilium_takeover", {"chart": os.path.join(cilium_chart_cache(), "cilium-1.20.4.tgz"),
                              "helm": lab.kube.bins["helm"] if hasattr(lab, "kube") else "helm"}),
+        ("cilium_release", {"chart": os.path.join(cilium_chart_cache(), "cilium-1.20.4.tgz"),
+                            "helm": lab.kube.bins["helm"] if hasattr(lab, "kube") else "helm"}),
     ]
 
 
