@@ -284,15 +284,13 @@ diff:
       type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import release
 
 
 def main():
     options = dict(release.options(), **specs.wait(600))
-    module = AnsibleModule(argument_spec=specs.spec(options, kube=True), supports_check_mode=True)
+    module = specs.module(specs.spec(options, kube=True), supports_check_mode=True)
     runner.run(module, lambda conn: release.run(module.params, conn, module.check_mode))
 
 
