@@ -1,7 +1,8 @@
 """The takeover itself on the lab's real API server, real helm and the real chart (seed 0103 A2, A3, A4, A8): the
 release stored in ichor-system with every object kept in kube-system, the foreign records backed up byte for byte
 and deleted, the cluster record, no pod template changed by an empty gate, the repair of a stopped run, a rerun
-changing nothing."""
+changing nothing. Every takeover runs as the installer bundle's ichor-cilium-release ServiceAccount, bound to exactly
+the rules generated from the chart (tests/lab/cilium/rbac.py), never as the lab's admin."""
 
 import json
 import os
@@ -16,13 +17,14 @@ from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record, 
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 
 from tests.integration.test_cilium_takeover import Conn, _params, playbook
-from tests.lab.cilium import fixtures
+from tests.lab.cilium import fixtures, rbac_fixtures
 from tests.lab.cilium.fixtures import TALOS_VALUES, merged
 
 pytestmark = pytest.mark.lab
 
 cilium_charts = fixtures.cilium_charts
 cilium_lab = fixtures.cilium_lab
+cilium_caller = rbac_fixtures.cilium_caller
 
 USER_VALUES = {"debug": {"enabled": True}, "cluster": {"name": "prod"}}
 
@@ -55,13 +57,14 @@ def _cluster_record(lab):
 
 
 def test_a2_a4_a_helm_installed_cilium_is_taken_over_its_record_backed_up_and_no_pod_template_changes(
-        cilium_lab, cilium_charts, kube_lab):
+        cilium_lab, cilium_charts, kube_lab, cilium_caller):
     lab = cilium_lab(nodes=2)
     lab.helm_install("1.20", merged(TALOS_VALUES, USER_VALUES))
     lab.wait_ready()
     (foreign,) = lab.records()
     generation, ds_template, op_template = _templates(lab)
-    result = _run(kube_lab, cilium_charts)
+    caller = cilium_caller()
+    result = _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)
     assert result["changed"] is True and result["gate"] == []
     # ours: revision 1 in ichor-system, deployed, made with the effective values; every object still in kube-system
     (ours,) = lab.records("ichor-system")
@@ -87,21 +90,22 @@ def test_a2_a4_a_helm_installed_cilium_is_taken_over_its_record_backed_up_and_no
                                               "values": USER_VALUES, "tunnel": "vxlan", "kubeProxy": "replaced"}
     # a second run changes nothing and writes nothing
     mark = kube_lab.audit_mark()
-    again = _run(kube_lab, cilium_charts)
+    again = _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)
     assert again["changed"] is False
     assert again["plan"][-1] == "Cilium 1.20.4 is already the Helm release ichor-system/cilium: nothing to take over"
-    assert kube_lab.mutating_requests(since=mark, user="lab-admin", namespace="ichor-system") == []
-    assert [e for e in kube_lab.mutating_requests(since=mark, user="lab-admin", namespace="kube-system")
+    assert kube_lab.mutating_requests(since=mark, user=caller.user, namespace="ichor-system") == []
+    assert [e for e in kube_lab.mutating_requests(since=mark, user=caller.user, namespace="kube-system")
             if (e.get("objectRef") or {}).get("subresource") != "status"] == []
 
 
-def test_a3_a_cilium_cli_record_is_taken_over_with_its_values_and_tunnel(cilium_lab, cilium_charts, kube_lab):
+def test_a3_a_cilium_cli_record_is_taken_over_with_its_values_and_tunnel(cilium_lab, cilium_charts, kube_lab,
+                                                                        cilium_caller):
     lab = cilium_lab(nodes=1)
     user = {"tunnelProtocol": "geneve", "operator": {"replicas": 1}, "debug": {"enabled": True}}
     lab.cli_install("1.20", merged(TALOS_VALUES, user), cluster_name="lab-one")
     lab.wait_ready()
     (foreign,) = lab.records()
-    result = _run(kube_lab, cilium_charts)
+    result = _run(kube_lab, cilium_charts, kubeconfig=cilium_caller().kubeconfig)
     assert result["user_values"] == {"cluster": {"name": "lab-one"}, "debug": {"enabled": True},
                                      "operator": {"replicas": 1}}
     assert result["cilium"]["tunnel"] == "geneve" and result["gate"] == []
@@ -112,12 +116,13 @@ def test_a3_a_cilium_cli_record_is_taken_over_with_its_values_and_tunnel(cilium_
 
 
 def test_a1_like_a_record_less_cilium_is_taken_over_and_an_older_minor_is_upgraded(
-        cilium_lab, cilium_charts, kube_lab):
+        cilium_lab, cilium_charts, kube_lab, cilium_caller):
     lab = cilium_lab(nodes=2)
     lab.template_apply("1.19", merged(TALOS_VALUES, USER_VALUES))
     lab.wait_ready()
     lab.render("1.20", TALOS_VALUES)  # what the takeover installs, for teardown
-    result = _run(kube_lab, cilium_charts, cilium_values=merged(TALOS_VALUES, USER_VALUES), accept_cilium_diff=True)
+    result = _run(kube_lab, cilium_charts, cilium_values=merged(TALOS_VALUES, USER_VALUES), accept_cilium_diff=True,
+                  kubeconfig=cilium_caller().kubeconfig)
     assert result["step"] == "upgrade" and result["records"] == [] and result.get("backups") == []
     image = lab.apps.read_namespaced_daemon_set("cilium", "kube-system").spec.template.spec.containers[0].image
     assert image == "quay.io/cilium/cilium:v1.20.4"
@@ -125,23 +130,24 @@ def test_a1_like_a_record_less_cilium_is_taken_over_and_an_older_minor_is_upgrad
     assert _cluster_record(lab)["cilium"]["values"] == USER_VALUES
 
 
-def _start_killable_takeover(kube_lab, cilium_charts, values_path):
-    """helm as the takeover runs it, with --wait so that it stays in its pending-install record: the lab's
-    Deployments never get the ReplicaSet helm waits for."""
+def _start_killable_takeover(kube_lab, cilium_charts, values_path, kubeconfig):
+    """helm as the takeover runs it (as its caller), with --wait so that it stays in its pending-install record: the
+    lab's Deployments never get the ReplicaSet helm waits for."""
     return subprocess.Popen([kube_lab.bins["helm"], "upgrade", "--install", "cilium", cilium_charts["1.20"]["chart"],
                              "--namespace", "ichor-system", "--create-namespace", "--take-ownership", "-f", values_path,
-                             "--wait", "--timeout", "5m"], env=kube_lab.helm_env(), stdout=subprocess.DEVNULL,
+                             "--wait", "--timeout", "5m"], env=kube_lab.helm_env(kubeconfig), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
 
 
 def test_a8_helm_killed_after_the_upgrade_started_the_rerun_repairs_and_completes(cilium_lab, cilium_charts,
-                                                                                  kube_lab):
+                                                                                  kube_lab, cilium_caller):
     lab = cilium_lab(nodes=2)
     lab.helm_install("1.20", merged(TALOS_VALUES, USER_VALUES))
     lab.wait_ready()
     (foreign,) = lab.records()
-    planned = _run(kube_lab, cilium_charts, check=True)
-    proc = _start_killable_takeover(kube_lab, cilium_charts, lab.file("values.json", planned["values"]))
+    kubeconfig = cilium_caller().kubeconfig
+    planned = _run(kube_lab, cilium_charts, check=True, kubeconfig=kubeconfig)
+    proc = _start_killable_takeover(kube_lab, cilium_charts, lab.file("values.json", planned["values"]), kubeconfig)
     deadline = time.monotonic() + 60
     while not [s for s in lab.records("ichor-system") if s.metadata.labels["status"] == "pending-install"]:
         assert time.monotonic() < deadline and proc.poll() is None, "helm never left a pending-install record"
@@ -151,7 +157,7 @@ def test_a8_helm_killed_after_the_upgrade_started_the_rerun_repairs_and_complete
     proc.wait()
     (pending,) = lab.records("ichor-system")
     assert pending.metadata.labels["status"] == "pending-install"
-    result = _run(kube_lab, cilium_charts)
+    result = _run(kube_lab, cilium_charts, kubeconfig=kubeconfig)
     repair = ("repair: delete ichor-system/sh.helm.release.v1.cilium.v1 (pending-install, left by a run that was "
               "stopped; uid %s), then take over" % pending.metadata.uid)
     assert repair in result["plan"]
@@ -159,33 +165,36 @@ def test_a8_helm_killed_after_the_upgrade_started_the_rerun_repairs_and_complete
     assert ours.metadata.labels["status"] == "deployed" and ours.metadata.uid != pending.metadata.uid
     assert lab.records() == [] and _secrets(lab, "ichor-system", "ichor.maesh.dev/backup-of")[0].data == foreign.data
     assert record.decode(ours.data["release"])["config"]["debug"] == {"enabled": True}  # nothing lost
-    assert _run(kube_lab, cilium_charts)["changed"] is False
+    assert _run(kube_lab, cilium_charts, kubeconfig=kubeconfig)["changed"] is False
 
 
 def test_a8_stopped_after_helm_before_the_records_were_retired_the_rerun_finishes_the_hand_over(
-        cilium_lab, cilium_charts, kube_lab):
+        cilium_lab, cilium_charts, kube_lab, cilium_caller):
     lab = cilium_lab(nodes=2)
     lab.helm_install("1.20", merged(TALOS_VALUES, USER_VALUES))
     lab.wait_ready()
     (foreign,) = lab.records()
-    planned = _run(kube_lab, cilium_charts, check=True)
+    kubeconfig = cilium_caller().kubeconfig
+    planned = _run(kube_lab, cilium_charts, check=True, kubeconfig=kubeconfig)
     kube_lab.helm("upgrade", "--install", "cilium", cilium_charts["1.20"]["chart"], "--namespace", "ichor-system",
-                  "--create-namespace", "--take-ownership", "-f", lab.file("values.json", planned["values"]))
-    result = _run(kube_lab, cilium_charts)
+                  "--create-namespace", "--take-ownership", "-f", lab.file("values.json", planned["values"]),
+                  kubeconfig=kubeconfig)
+    result = _run(kube_lab, cilium_charts, kubeconfig=kubeconfig)
     assert result["plan"][1].endswith("but the foreign records are still there (a run stopped before retiring them): "
                                       "finish the hand-over")
     assert not [line for line in result["plan"] if line.startswith("takeover: helm")]
     assert [s.metadata.labels["version"] for s in lab.records("ichor-system")] == ["1"]  # no second helm run
     assert lab.records() == [] and _secrets(lab, "ichor-system", "ichor.maesh.dev/backup-of")[0].data == foreign.data
-    assert _run(kube_lab, cilium_charts)["changed"] is False
+    assert _run(kube_lab, cilium_charts, kubeconfig=kubeconfig)["changed"] is False
 
 
 @pytest.mark.modules
-def test_the_module_takes_over_and_a_rerun_reports_no_change(cilium_lab, cilium_charts, kube_lab, tmp_path):
+def test_the_module_takes_over_and_a_rerun_reports_no_change(cilium_lab, cilium_charts, kube_lab, tmp_path,
+                                                             cilium_caller):
     lab = cilium_lab(nodes=2)
     lab.helm_install("1.20", TALOS_VALUES)
     lab.wait_ready()
-    args = dict(kubeconfig=kube_lab.kubeconfig, chart=cilium_charts["1.20"]["chart"], helm=kube_lab.bins["helm"],
+    args = dict(kubeconfig=cilium_caller().kubeconfig, chart=cilium_charts["1.20"]["chart"], helm=kube_lab.bins["helm"],
                 wait_timeout=60)
     first = playbook(tmp_path, False, **args)[0]
     assert first["changed"] is True and not first.get("failed") and len(first["backups"]) == 1

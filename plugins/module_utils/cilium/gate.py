@@ -37,6 +37,7 @@ VOLATILE_META = ("uid", "resourceVersion", "generation", "creationTimestamp", "m
 VOLATILE_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration", "deprecated.daemonset.template.generation",
                         "deployment.kubernetes.io/revision", "meta.helm.sh/release-name", "meta.helm.sh/release-namespace")
 HELM_LABEL = "app.kubernetes.io/managed-by"
+INSTALLER_MARK = "ichor.maesh.dev/installed-by"
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 HOOK = "helm.sh/hook"
 _PEM = re.compile(r"-----BEGIN ([A-Z ]+)-----")
@@ -78,6 +79,9 @@ def comparable(obj):
     labels = meta.get("labels") or {}
     if labels.get(HELM_LABEL) == "Helm":
         labels.pop(HELM_LABEL)
+    if labels.get(INSTALLER_MARK) == "ichor-installer":
+        # the collection's installer made it first (the cilium-secrets Namespace its RBAC needs): ours, not drift
+        labels.pop(INSTALLER_MARK)
     kind = obj.get("kind")
     spec = obj.get("spec") or {}
     if kind == "Service":
