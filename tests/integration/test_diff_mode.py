@@ -87,6 +87,7 @@ def _tasks(lab, tmp_path, namespace):
                              "helm": lab.kube.bins["helm"] if hasattr(lab, "kube") else "helm"}),
         ("cilium_release", {"chart": os.path.join(cilium_chart_cache(), "cilium-1.20.4.tgz"),
                             "helm": lab.kube.bins["helm"] if hasattr(lab, "kube") else "helm"}),
+        ("cluster_facts", {}),
     ]
 
 
