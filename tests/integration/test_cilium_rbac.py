@@ -8,6 +8,7 @@ import copy
 import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import takeover
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import values as values_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 
 from tests.integration.test_cilium_takeover import Conn, _params
@@ -111,3 +112,28 @@ def test_the_api_server_refuses_helm_without_a_hubble_generate_certs_rule_and_th
     role = lab.kube.kubectl("get", "role", "-n", "kube-system", "hubble-generate-certs", "-o",
                             "jsonpath={.metadata.annotations.meta\\.helm\\.sh/release-namespace}").stdout
     assert role == "ichor-system"
+
+
+def test_a_fresh_install_creates_every_chart_role_under_the_bundles_rbac_with_take_ownership(
+        cilium_lab, cilium_charts, kube_lab, cilium_caller):
+    # init: no Cilium yet, so helm creates every Role and ClusterRole (each one an escalation check); the bundle made
+    # the namespace cilium-secrets first (the caller's Role there needs it), so helm must adopt that one
+    lab = cilium_lab(nodes=1)
+    lab.apply_crds("1.20")
+    values = values_mod.effective(1, MOST, values_mod.owned("replaced", "vxlan"))
+    lab.render("1.20", values, namespace="ichor-system")  # what helm installs, for teardown
+    caller = cilium_caller()
+    args = ("install", "cilium", cilium_charts["1.20"]["chart"], "--namespace", "ichor-system", "--create-namespace",
+            "-f", lab.file("values.json", values))
+    refused = kube_lab.helm(*args, kubeconfig=caller.kubeconfig, check=False)
+    assert refused.returncode != 0 and 'Namespace "cilium-secrets"' in refused.stderr and \
+        "invalid ownership metadata" in refused.stderr, refused.stderr
+    assert lab.records("ichor-system") == []
+    kube_lab.helm(*(args + ("--take-ownership",)), kubeconfig=caller.kubeconfig)
+    (ours,) = lab.records("ichor-system")
+    assert ours.metadata.labels["status"] == "deployed"
+    for kind, namespace, name in (("role", "kube-system", "hubble-generate-certs"), ("clusterrole", None, "cilium"),
+                                  ("role", "cilium-secrets", "cilium-tlsinterception-secrets")):
+        owner = kube_lab.kubectl("get", kind, name, *(["-n", namespace] if namespace else []), "-o",
+                                 "jsonpath={.metadata.annotations.meta\\.helm\\.sh/release-namespace}").stdout
+        assert owner == "ichor-system", (kind, name)
