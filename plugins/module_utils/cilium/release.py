@@ -196,10 +196,14 @@ class CiliumRelease:
                                       RELEASE_NAMESPACE, RELEASE))
             plan.result["release"] = {"revision": self.current.revision, "status": self.current.status,
                                       "chart": self.current.chart_version}
-            step = version_step(self.current.chart_version, chart_version, result=plan.result)
             plan.say("release: %s/%s revision %d (%s), chart %s%s" % (
                 RELEASE_NAMESPACE, RELEASE, self.current.revision, self.current.status, self.current.chart_version,
                 "; Cilium %s runs" % running.version if running and running.version else ""))
+            try:
+                step = version_step(self.current.chart_version, chart_version, result=plan.result)
+            except Refused as exc:
+                plan.say("refused: " + exc.message)
+                raise
         self.mode, self.tunnel = self._network(running)
         source, user = self._user_values()
         self.lifted, taken = values_mod.lift(user)
