@@ -31,7 +31,17 @@ description:
   - Values. The user's values are lifted from the newest foreign Helm record of the release that installed the
     DaemonSet (and of C(cilium) in kube-system) minus the owned keys, or taken from O(cilium_values) for a Cilium
     without a record. A cluster with one Node runs one operator replica unless the user's values say otherwise.
-  - Health. The DaemonSet is ready on every Node and the operator's replicas are ready.
+  - Health. The DaemonSet is ready on every Node and the operator's replicas are ready. With O(machines), KubePrism
+    answers on every machine: its config enables it on O(kubeprism_port) and Talos's KubePrism controller reports the
+    balancer healthy on that port (the resource C(KubePrismStatuses) C(k8s-loadbalancer), read over each machine's
+    Talos API; the controller cannot dial a machine's localhost itself). Without O(machines) KubePrism is not checked
+    and the plan says so.
+  - The inline manifest. With O(machines), the control planes' machine configs are read for a Cilium inline manifest
+    entry (C(cluster.inlineManifests) or a C(KubeInlineManifestConfig) document), found by content (a manifest holding
+    the DaemonSet C(cilium) in kube-system), not by name. Its name goes into the cluster record with the hand-over
+    (key C(cilium.inlineManifests)), that is only after the release is deployed and Cilium is ready; the next config
+    step (M(maesh.ichor.config_upgrade)) then renders the machine configs without it. This module never writes to a
+    machine. A cluster already taken over whose entry is not recorded yet gets only the record written.
   - The diff gate. The chart is rendered with the effective values (C(helm template --kube-version) of the API server,
     with its API versions), and each rendered object is compared with the live one through server-side apply dry runs,
     so nothing the API server defaults is reported; volatile fields, the annotations kubectl and Helm manage, and the
@@ -52,6 +62,7 @@ author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
   - maesh.ichor.kubernetes
+  - maesh.ichor.talos
 attributes:
   check_mode:
     support: full
@@ -60,6 +71,28 @@ attributes:
     support: full
     description: Each object the gate finds different, live before and the chart's after (Secret data masked).
 options:
+  machines:
+    description:
+      - The cluster's machines, usually built from the inventory groups with the C(maesh.ichor.machines) filter. When
+        given, their Talos API is read (the Talos connection options): the control planes' configs for the Cilium
+        inline manifest and every machine's KubePrism. The talosconfig needs the C(os:admin) role (a machine config is
+        a sensitive resource).
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: The machine's name (its Kubernetes Node name).
+        type: str
+        required: true
+      node:
+        description: The machine's Talos API address (its C(ansible_host)).
+        type: str
+        required: true
+      role:
+        description: The machine's role.
+        type: str
+        required: true
+        choices: [controlplane, worker]
   chart:
     description:
       - The Cilium chart, at the release set's version; a directory, a C(.tgz), or an C(oci://) reference pulled at that
@@ -141,6 +174,15 @@ EXAMPLES = r"""
     kube_proxy: "{{ ichor_cluster.cni.kubeProxy }}"
     accept_cilium_diff: "{{ ichor_accept_cilium_diff }}"
     wait_timeout: 900
+
+- name: A Cilium from a Talos inline manifest, with the values it was rendered with; the machines are read
+  maesh.ichor.cilium_takeover:
+    kubeconfig: "{{ ichor_kubeconfig }}"
+    talosconfig: "{{ ichor_talosconfig }}"
+    machines: "{{ groups | maesh.ichor.machines(hostvars) }}"
+    chart: /srv/charts/cilium-1.20.4.tgz
+    cilium_values: "{{ lookup('file', 'cilium-values.yaml') | from_yaml }}"
+    accept_cilium_diff: "{{ ichor_accept_cilium_diff }}"
 
 - name: A Cilium installed with helm template | kubectl apply, with the values it was rendered with
   maesh.ichor.cilium_takeover:
@@ -309,8 +351,27 @@ owned:
       description: C(keep), C(match) (made to match the Talos guide, no consent needed) or C(change) (needs O(accept_cilium_changes)).
       returned: always
       type: str
+inline_manifests:
+  description: The Cilium inline manifest entries found in the control planes' configs (with O(machines)).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    machine:
+      description: The control plane whose config holds it.
+      returned: always
+      type: str
+    name:
+      description: The entry's name.
+      returned: always
+      type: str
+      sample: cilium
+    in:
+      description: Where, C(cluster.inlineManifests) (legacy form) or C(KubeInlineManifestConfig).
+      returned: always
+      type: str
 health:
-  description: The DaemonSet's and the operator's readiness, one line each.
+  description: The DaemonSet's and the operator's readiness, one line each, and KubePrism's per machine.
   returned: always
   type: list
   elements: str
@@ -393,8 +454,8 @@ from ansible_collections.maesh.ichor.plugins.module_utils.cilium import takeover
 
 
 def main():
-    options = dict(takeover.options(), **specs.wait(600))
-    module = specs.module(specs.spec(options, kube=True), supports_check_mode=True)
+    options = dict(takeover.options(), machines=dict(specs.machines(), required=False), **specs.wait(600))
+    module = specs.module(specs.spec(options, talos=True, kube=True), supports_check_mode=True)
     runner.run(module, lambda conn: takeover.run(module.params, conn, module.check_mode))
 
 

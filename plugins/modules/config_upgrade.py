@@ -75,7 +75,13 @@ machines:
     reboot:
       description: Whether Talos said the change needs a reboot (its dry-run answer).
       type: bool
-  sample: [{"name": "cp-1", "from": "v1.13", "reboot": false}]
+    drop:
+      description:
+        - The Cilium inline manifest entries its config still carries that the cluster record names as handed over
+          (M(maesh.ichor.cilium_takeover)); the render leaves them out, so the apply removes them.
+      type: list
+      elements: str
+  sample: [{"name": "cp-1", "from": "v1.13", "reboot": false, "drop": ["cilium"]}]
 """
 
 

@@ -161,7 +161,9 @@ step:
   returned: success
   type: str
 config_pending:
-  description: The machines whose config is not yet in the set's contract form, control planes first.
+  description:
+    - The machines whose config is not yet in the set's contract form, or still carries a Cilium inline manifest entry
+      the cluster record names as handed over, control planes first.
   returned: success
   type: list
   elements: dict
@@ -172,6 +174,10 @@ config_pending:
     form:
       description: The contract form its config is in.
       type: str
+    drop:
+      description: The handed-over Cilium inline manifest entries its config still carries (the config step removes them).
+      type: list
+      elements: str
 cni:
   description: The detected CNI.
   returned: success

@@ -56,7 +56,8 @@ class LabControl:
         """unreachable, latency_ms, fail_call + fail_code (+ fail_message, fail_count),
         new_address_on_reboot (an address or True for a free one), interrupt_reset,
         apply_needs_reboot, installer_exit_code (LifecycleService.Upgrade's installer exits
-        with it, after an error line; the machine keeps its version)."""
+        with it, after an error line; the machine keeps its version), kubeprism_unhealthy (its
+        KubePrismStatuses says healthy: false, as when no API server answers through the balancer)."""
         return self._call("POST", "/machines/%s/faults" % name, faults)["faults"]
 
     def clear_faults(self, name):

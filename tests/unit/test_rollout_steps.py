@@ -318,7 +318,8 @@ def test_check_plans_the_talos_step_of_a_behind_cluster(conns):
     result = check.run(dict(world.params(), desired={}), conns(world), True)
     assert result["components"] == {"talos": "behind", "contract": "behind", "kubernetes": "behind"}
     assert result["step"] == "talos" and [s["step"] for s in result["steps"]] == ["talos", "kubernetes"]
-    assert result["config_pending"] == [{"name": "cp-1", "form": "v1.13"}, {"name": "worker-1", "form": "v1.13"}]
+    assert result["config_pending"] == [{"name": "cp-1", "form": "v1.13", "drop": []},
+                                        {"name": "worker-1", "form": "v1.13", "drop": []}]
     assert "next step: talos" in result["plan"] and world.writes == [] and world.kube_writes == []
 
 
@@ -540,8 +541,8 @@ def test_config_step_in_check_mode_plans_what_talos_says_it_reboots(conns):
     assert result["changed"] is True
     assert result["plan"] == ["cp-1: config from the v1.13 form to v1.14 (reboots)",
                               "worker-1: config from the v1.13 form to v1.14 (no reboot)", "reboots: cp-1"]
-    assert result["machines"] == [{"name": "cp-1", "from": "v1.13", "reboot": True},
-                                  {"name": "worker-1", "from": "v1.13", "reboot": False}]
+    assert result["machines"] == [{"name": "cp-1", "from": "v1.13", "reboot": True, "drop": []},
+                                  {"name": "worker-1", "from": "v1.13", "reboot": False, "drop": []}]
     assert [d["after_header"] for d in result["diff"]] == ["cp-1 (v1.14 form)", "worker-1 (v1.14 form)"]
     assert "KubeletConfig" in result["diff"][0]["after"] and "PRIVATE KEY" not in json.dumps(result)
     assert world.writes == []  # the dry runs are not writes

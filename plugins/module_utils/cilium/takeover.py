@@ -16,6 +16,11 @@ kube-system (never atomic, never an uninstall, no helm wait); once our record is
 DaemonSet and operator are ready on every node, each foreign record is copied into its own backup
 Secret in ichor-system, read back and compared byte for byte, and deleted only if it is still the same
 Secret (UID precondition); the user's values and the tunnel go into the cluster record.
+
+With ``machines`` (the Talos connection), the machines are read too: the control planes' configs for a Cilium inline
+manifest entry (found by content, machines.py), and every machine's KubePrism (health). The entry's name goes into the
+cluster record with the rest, that is only once the hand-over is complete; the config rollout then renders the
+machine configs without it (rollout/model.py). Nothing here writes to a machine.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -27,6 +32,7 @@ import json
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import gate as gate_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import helm as helm_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import live as live_mod
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import machines as machines_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record as record_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import values as values_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError, Refused
@@ -63,7 +69,7 @@ class Plan:
         self.lines = []
         self.result = {"changed": False, "plan": self.lines, "step": "none", "cilium": {}, "records": [],
                        "values_source": None, "values": {}, "user_values": {}, "owned": [], "health": [], "gate": [],
-                       "diff": []}
+                       "diff": [], "inline_manifests": []}
 
     def say(self, line):
         self.lines.append(line)
@@ -151,6 +157,10 @@ class Takeover:
         self.repair = None
         self.foreign = []
         self.running = self.chart = self.chart_version = self.effective = self.lifted = self.mode = None
+        self.talos = None  # a TalosClient when machines are given
+        self.views = None  # machines_mod.MachineView per machine
+        self.inline = []  # names of the Cilium inline manifest entries in the control planes' configs
+        self.inline_only = False  # the release is ours already: only the inline entry is left to record
 
     def preconditions(self):
         """Every read-only check; returns the Plan (its result says what a run would do)."""
@@ -174,6 +184,15 @@ class Takeover:
         if running.helm_release == (RELEASE, RELEASE_NAMESPACE) and newest_own is not None and \
                 newest_own.status == "deployed":
             if not foreign:
+                self._inline(warn=False)
+                if self.inline and not set(self.inline) <= set(_recorded_inline(kube)):
+                    plan.say("Cilium %s is already the Helm release %s/%s; the inline manifest %s is not in the "
+                             "cluster record yet: record it" % (running.version, RELEASE_NAMESPACE, RELEASE,
+                                                                ", ".join(self.inline)))
+                    say_inline_steps(plan.say, self.inline)
+                    self.inline_only = True
+                    plan.result["changed"] = True
+                    return plan
                 plan.say("Cilium %s is already the Helm release %s/%s: nothing to take over" % (
                     running.version, RELEASE_NAMESPACE, RELEASE))
                 return plan
@@ -219,7 +238,11 @@ class Takeover:
         self.effective, self.lifted, self.mode, self.chart_version = effective, lifted, mode, chart_version
         plan.result["cilium"]["nodes"] = nodes
         healthy, lines = live_mod.health(running, nodes)
+        prism_ok, prism_lines = self._kubeprism(params.get("kubeprism_port") or values_mod.KUBEPRISM_PORT)
+        healthy, lines = healthy and prism_ok, lines + prism_lines
         plan.result["health"] = lines
+        if self._machines() is None:
+            plan.say("health: KubePrism not checked (no machines given, so their Talos API is not read)")
         for line in lines:
             plan.say("health: " + line)
         if not healthy:
@@ -227,6 +250,7 @@ class Takeover:
         if changes and not params["accept_cilium_changes"]:
             raise plan.refuse("the takeover would change %s on the running data plane; set accept_cilium_changes to "
                               "accept" % ", ".join(changes))
+        self._inline()
         self._gate(effective, chart_version)
         self._steps(running, foreign, step, chart_version)
         plan.result["changed"] = True
@@ -261,6 +285,8 @@ class Takeover:
             live_mod.NAMESPACE, live_mod.DAEMONSET, live_mod.NAMESPACE, live_mod.OPERATOR))
         say("cluster record: the user's values and the tunnel go into %s/%s" % (cluster_record.NAMESPACE,
                                                                                 cluster_record.NAME))
+        if self.inline:
+            say_inline_steps(say, self.inline)
         for rec in foreign:
             say("back up foreign record %s into %s/%s, read it back, compare byte for byte" % (
                 rec.ref, RELEASE_NAMESPACE, backup_name(rec)))
@@ -270,6 +296,9 @@ class Takeover:
     def apply(self, wait=True, wait_timeout=600.0, clock=None):
         """Write what the plan says; returns the result. Only after preconditions() said changed."""
         plan, kube = self.plan, self.kube
+        if self.inline_only:
+            self._record_inline()
+            return plan.result
         if not self.helm_done:
             if self.repair is not None:
                 _delete(kube, self.repair)
@@ -326,11 +355,76 @@ class Takeover:
                   "values": self.lifted, "tunnel": self.running.tunnel, "kubeProxy": self.mode}
 
         def mutate(data):
-            data["cilium"] = wanted
+            # the inline entries recorded before stay: a rerun without machines does not forget them
+            names = _inline_names(data.get("cilium")) | set(self.inline)
+            data["cilium"] = dict(wanted, **({INLINE_KEY: sorted(names)} if names else {}))
         changed = cluster_record.update(self.kube, mutate)[2]
         if changed:
-            self.plan.say("cluster record: cilium = release %s, tunnel %s, the user's values" % (
-                wanted["release"], wanted["tunnel"]))
+            self.plan.say("cluster record: cilium = release %s, tunnel %s, the user's values%s" % (
+                wanted["release"], wanted["tunnel"],
+                ", inline manifest %s (handed over)" % ", ".join(self.inline) if self.inline else ""))
+
+    def _record_inline(self):
+        def mutate(data):
+            cilium = data.get("cilium") if isinstance(data.get("cilium"), dict) else {}
+            data["cilium"] = dict(cilium, **{INLINE_KEY: sorted(_inline_names(cilium) | set(self.inline))})
+        if cluster_record.update(self.kube, mutate)[2]:
+            self.plan.say("cluster record: cilium inline manifest %s (handed over)" % ", ".join(self.inline))
+
+    # -- the machines -----------------------------------------------------------------------
+    def _machines(self):
+        """The MachineViews (read once), or None without machines."""
+        if self.views is None and self.params.get("machines") and self.talos is not None:
+            self.views = machines_mod.read(self.talos, self.params["machines"])
+        return self.views
+
+    def _kubeprism(self, port):
+        """(answering on every machine, lines); without machines it cannot be read, and the plan says so."""
+        views = self._machines()
+        if views is None:
+            return True, []
+        results = [view.kubeprism(port) for view in views]
+        return all(ok for ok, _line in results), [line for _ok, line in results]
+
+    def _inline(self, warn=True):
+        """Find the Cilium inline manifest entry in the control planes' configs (by content) and plan it."""
+        views = self._machines()
+        if views is None:
+            if warn and not self.foreign:
+                self.plan.say("warning: no machines given: the control planes' configs were not read for a Cilium "
+                              "inline manifest (a Cilium without a Helm record may have come from one)")
+            return
+        cps = [v for v in views if v.role == "controlplane"]
+        names = sorted(set(name for v in cps for name, _where in v.inline))
+        self.inline = names
+        self.plan.result["inline_manifests"] = [{"machine": v.name, "name": name, "in": where}
+                                                for v in cps for name, where in v.inline]
+        if not names:
+            self.plan.say("inline manifest: none of the control planes' configs (%s) holds the cilium DaemonSet" %
+                          ", ".join(v.name for v in cps))
+            return
+        for name in names:
+            holders = [v.name for v in cps if name in [n for n, _w in v.inline]]
+            self.plan.say("inline manifest: %s in the config of %s holds the DaemonSet %s/%s" % (
+                name, ", ".join(holders), live_mod.NAMESPACE, live_mod.DAEMONSET))
+
+
+INLINE_KEY = "inlineManifests"
+
+
+def _inline_names(cilium):
+    names = (cilium or {}).get(INLINE_KEY) if isinstance(cilium, dict) else None
+    return set(n for n in names if isinstance(n, str)) if isinstance(names, list) else set()
+
+
+def _recorded_inline(kube):
+    return _inline_names(cluster_record.read(kube).get("cilium"))
+
+
+def say_inline_steps(say, names):
+    say("cluster record: the inline manifest %s goes into %s/%s once the hand-over is complete; the next config "
+        "step (maesh.ichor.config_upgrade) then renders the machine configs without it (Talos never deletes what it "
+        "applied, so the objects stay)" % (", ".join(names), cluster_record.NAMESPACE, cluster_record.NAME))
 
 
 def backup_name(rec):
@@ -367,6 +461,8 @@ def run(params, conn, check_mode, clock=None):
                        kubeconfig_content=params.get("kubeconfig_content"), kube_context=params.get("kube_context"),
                        timeout=max(float(params.get("timeout") or 30) * 10, 120)) as helm:
         takeover = Takeover(params, kube, helm)
+        if params.get("machines"):
+            takeover.talos = conn.talos()
         try:
             plan = takeover.preconditions()
         except IchorError as exc:

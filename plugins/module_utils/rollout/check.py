@@ -51,8 +51,8 @@ def _run(params, conn, result):
     found = state.read(talos, kube, params["machines"])
     check_desired(state.stored_versions(found["record"]), params["desired"])
     plan.check_not_newer(found["machines"], found["kubernetes"], None, found["cni"])
-    model = state.config_model(state.live_from(found), params["cluster"], params["secrets"])
-    pending = [{"name": m.name, "form": m.form} for m in rollout.config_pending(model)]
+    model = state.config_model(state.live_from(found), params["cluster"], params["secrets"], found["record"])
+    pending = [{"name": m.name, "form": m.form, "drop": m.dropped} for m in rollout.config_pending(model)]
     contract = rollout.lowest_form(model)
     result["config_pending"] = pending
     kubernetes = plan.lowest(found["kubernetes"].values())

@@ -15,6 +15,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common import poll
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.config import documents
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import state, talos_step
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed
@@ -45,7 +46,7 @@ def _run(params, conn, check_mode, result, clock):
     if early:
         raise Refused("the talos step is not done: %s; the config step runs after it" % ", ".join(
             "%s runs Talos %s" % (m.name, m.talos) for m in early))
-    model = state.config_model(live, params["cluster"], params["secrets"])
+    model = state.config_model(live, params["cluster"], params["secrets"], cluster_record.read(kube))
     pending = rollout.config_pending(model)
     if not pending:
         result["plan"].append("every machine's config is in the %s form; nothing to do" % release.CONTRACT)
@@ -56,9 +57,11 @@ def _run(params, conn, check_mode, result, clock):
         rendered = model.render(m, release.CONTRACT, m.images)
         reboot = machine.apply_needs_reboot(client, m.node, documents.emit(rendered))
         work.append((m, rendered, reboot))
-        result["machines"].append({"name": m.name, "from": m.form, "reboot": reboot})
-        result["plan"].append("%s: config from the %s form to %s (%s)" % (
-            m.name, m.form, release.CONTRACT, "reboots" if reboot else "no reboot"))
+        result["machines"].append({"name": m.name, "from": m.form, "reboot": reboot, "drop": m.dropped})
+        result["plan"].append("%s: config from the %s form to %s%s (%s)" % (
+            m.name, m.form, release.CONTRACT,
+            ", without the inline manifest %s (Cilium, handed over)" % ", ".join(m.dropped) if m.dropped else "",
+            "reboots" if reboot else "no reboot"))
         diffs.append({"before_header": "%s (%s form)" % (m.name, m.form), "before": rollout.masked_text(m.docs),
                       "after_header": "%s (%s form)" % (m.name, release.CONTRACT),
                       "after": rollout.masked_text(rendered)})

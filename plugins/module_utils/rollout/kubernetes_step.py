@@ -16,7 +16,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common import images, poll
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.config import documents
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import nodes
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, nodes
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import state
@@ -93,7 +93,9 @@ def _run(params, conn, check_mode, result, clock):
     target = release.KUBERNETES
     client = conn.talos()
     kube = conn.kube()
-    model = state.config_model(state.live_machines(client, params["machines"]), params["cluster"], params["secrets"])
+    # the record's handed-over Cilium inline entries stay out of every render: this step never puts one back
+    model = state.config_model(state.live_machines(client, params["machines"]), params["cluster"], params["secrets"],
+                               cluster_record.read(kube))
     phases = rollout.kubernetes_phases(model, target)
     try:
         metrics = kube.raw_get("/metrics")

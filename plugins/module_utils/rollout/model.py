@@ -12,7 +12,11 @@ be rolled before it has a stored spec.
 * ``form``: the contract a machine's config is in now: the render at that contract, with the component
   images it runs now, equals the live config. A machine in no form is refused before anything is
   written: a whole-config render would change what no spec field covers.
-* ``config_pending``: the machines whose form is not the release set's contract (``upgrade.ConfigPending``).
+* ``config_pending``: the machines whose form is not the release set's contract (``upgrade.ConfigPending``), or
+  whose config still carries a Cilium inline manifest entry the cluster record says was handed over.
+* handed over: once ``cilium_takeover`` has recorded a Cilium inline manifest entry with the completed hand-over,
+  the model reads each config as if that entry were gone (spec and form) and every render leaves it out, so the
+  next whole-config apply removes it from the machine (Talos deletes nothing it applied; the objects stay).
 * ``kubernetes_phases``: control planes (API server, controller manager, scheduler), kube-proxy, kubelets;
   each phase's render moves its components to the target and keeps the later ones as they run.
 """
@@ -57,6 +61,12 @@ class Machine:
             raise ConfigError("%s: its live config names no kubelet image" % name)
         self.spec = None  # machine spec
         self.form = None  # contract name the config is in
+        self.dropped = []  # names of the handed-over inline entries its config still carries
+
+    @property
+    def compared(self):
+        """What the spec and the form are read from: the docs without the handed-over inline entries."""
+        return without_inline(self.docs, self.dropped) if self.dropped else self.docs
 
     @property
     def controlplane(self):
@@ -89,20 +99,54 @@ class Model:
         return drift.drift(rendered, live_docs, self.cluster, contract, self.unmapped)
 
 
+def inline_names(docs):
+    """The names of the inline manifest entries a config carries (either form)."""
+    names = [doc.name for doc in docs if doc.kind == "KubeInlineManifestConfig"]
+    for doc in docs:
+        if doc.kind == documents.LEGACY:
+            names += [item.get("name") for item in documents.get_path(doc.body, "cluster.inlineManifests") or []
+                      if isinstance(item, dict)]
+    return [name for name in names if isinstance(name, str)]
+
+
+def without_inline(docs, names):
+    """The documents without the inline manifest entries named (either form); the others unchanged."""
+    out = []
+    for doc in docs:
+        if doc.kind == "KubeInlineManifestConfig" and doc.name in names:
+            continue
+        items = documents.get_path(doc.body, "cluster.inlineManifests") if doc.kind == documents.LEGACY else None
+        if isinstance(items, list) and any(isinstance(i, dict) and i.get("name") in names for i in items):
+            cluster = dict(doc.body["cluster"])
+            kept = [i for i in items if not (isinstance(i, dict) and i.get("name") in names)]
+            if kept:
+                cluster["inlineManifests"] = kept
+            else:
+                del cluster["inlineManifests"]
+            doc = documents.Document(doc.kind, doc.name, dict(doc.body, cluster=cluster))
+        out.append(doc)
+    return out
+
+
 def _paths(found):
     paths = [diff.path for diff in found.differences]
     return ", ".join(paths[:_SHOWN]) + (" and %d more" % (len(paths) - _SHOWN) if len(paths) > _SHOWN else "")
 
 
-def model(machines, cluster=None, bundle=None):
+def model(machines, cluster=None, bundle=None, handed_over=()):
     """A Model over the machines (Machine objects); each machine's form is found, or ConfigError.
 
     cluster: the cluster spec (inventory's ichor_cluster), whole or in part; the fields it does not give are
     read from the live configs;
-    bundle: a loaded secrets bundle or None to recover it from a control plane's live config.
+    bundle: a loaded secrets bundle or None to recover it from a control plane's live config;
+    handed_over: names of Cilium inline manifest entries whose hand-over the cluster record says is complete:
+    read and rendered as gone.
     """
     if not machines:
         raise ConfigError("no machines")
+    handed_over = set(handed_over or ())
+    for m in machines:
+        m.dropped = sorted(set(inline_names(m.docs)) & handed_over)
     if bundle is None:
         cps = [m for m in machines if m.controlplane]
         if not cps:
@@ -114,10 +158,13 @@ def model(machines, cluster=None, bundle=None):
         if other:
             raise ConfigError("%s: %s" % (m.name, other))
     # each field from the machines that carry it, whatever their order; fields they disagree on are unmapped
-    adopted = adopt.read([(m.name, m.docs, m.talos) for m in machines])
+    adopted = adopt.read([(m.name, m.compared, m.talos) for m in machines])
     # the given spec's fields over what the live configs state (an inventory may give only some, e.g. the name)
     merged = dict(adopted.cluster)
     merged.update(cluster or {})
+    if handed_over:  # a spec given in full may still list the entry
+        merged["inlineManifests"] = [item for item in merged.get("inlineManifests") or []
+                                     if not (isinstance(item, dict) and item.get("name") in handed_over)]
     merged["versionContract"] = release.CONTRACT  # each render names its own contract and images
     cluster_spec = specs.cluster(merged)
     for m, machine_spec in zip(machines, adopted.machines):
@@ -141,7 +188,7 @@ def find_form(model_, m):
             rendered = model_.render(m, contract.name, m.images)
         except ConfigError:
             continue
-        found = model_.drift(rendered, m.docs, contract.name)
+        found = model_.drift(rendered, m.compared, contract.name)
         if found.zero:
             m.form = contract.name
             return
@@ -158,8 +205,9 @@ def find_form(model_, m):
 
 
 def config_pending(model_):
-    """Machines whose config is not yet in the release set's contract form, control planes first."""
-    return [m for m in ordered(model_.machines) if m.form != release.CONTRACT]
+    """Machines whose config is not yet in the release set's contract form, or still carries a handed-over
+    Cilium inline entry, control planes first."""
+    return [m for m in ordered(model_.machines) if m.form != release.CONTRACT or m.dropped]
 
 
 def lowest_form(model_):

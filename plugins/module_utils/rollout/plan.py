@@ -67,6 +67,15 @@ def check_not_newer(machines, kubernetes_by_source, contract, cni):
                       % (cni["version"], release.CILIUM))
 
 
+def _config_line(m):
+    line = "move the config of %s from the %s form to %s" % (m["name"], m["form"], release.CONTRACT)
+    if m["form"] == release.CONTRACT:
+        line = "render the config of %s again" % m["name"]
+    if m.get("drop"):
+        line += ", without the inline manifest %s (Cilium, handed over to the Helm release)" % ", ".join(m["drop"])
+    return line + " (Talos says in the step's plan whether it reboots)"
+
+
 def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pending=()):
     """The steps still needed, in order, and the first of them.
 
@@ -112,8 +121,7 @@ def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pend
     # config on its own); with no controller here, it also runs when Kubernetes is up to date.
     if config_pending and not behind:
         steps.append({"step": "config", "machines": [m["name"] for m in config_pending],
-                      "lines": ["move the config of %s from the %s form to %s (Talos says in the step's plan whether "
-                                "it reboots)" % (m["name"], m["form"], release.CONTRACT) for m in config_pending]})
+                      "lines": [_config_line(m) for m in config_pending]})
     if kube_behind:
         cps = [m["name"] for m in ordered if m["role"] == "controlplane"]
         steps.append({"step": "kubernetes", "machines": cps + [m["name"] for m in ordered if m["role"] != "controlplane"],

@@ -71,10 +71,21 @@ def live_from(state):
     return _live(state["rows"])
 
 
-def config_model(live, cluster=None, secrets_path=None):
-    """The engine's model of the cluster: the given spec and bundle, or what the live configs state."""
+def handed_over(record):
+    """The Cilium inline manifest entries the cluster record names as handed over: cilium_takeover writes them
+    with the release, only once the hand-over is complete."""
+    cilium = record.get("cilium") if record is not None else None
+    if not isinstance(cilium, dict) or not cilium.get("release"):
+        return []
+    names = cilium.get("inlineManifests")
+    return [name for name in names if isinstance(name, str)] if isinstance(names, list) else []
+
+
+def config_model(live, cluster=None, secrets_path=None, record=None):
+    """The engine's model of the cluster: the given spec and bundle, or what the live configs state; the
+    inline entries the cluster record says were handed over are left out."""
     bundle = secrets.load(secrets_path) if secrets_path else None
-    return rollout.model(live, cluster=given(cluster) or None, bundle=bundle)
+    return rollout.model(live, cluster=given(cluster) or None, bundle=bundle, handed_over=handed_over(record))
 
 
 def read(talos, kube, machines):

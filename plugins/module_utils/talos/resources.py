@@ -32,3 +32,6 @@ DISCOVERED_VOLUMES = Ref("DiscoveredVolumes.block.talos.dev", "runtime")
 VOLUME_STATUSES = Ref("VolumeStatuses.block.talos.dev", "runtime")
 DISKS = Ref("Disks.block.talos.dev", "runtime")
 SYSTEM_DISK = Ref("SystemDisks.block.talos.dev", "runtime", "system-disk")
+# Talos's KubePrism controller writes it while the balancer runs: host (localhost:<port>), healthy (an API server
+# answers through it); absent while KubePrism is off
+KUBEPRISM_STATUS = Ref("KubePrismStatuses.kubernetes.talos.dev", "k8s", "k8s-loadbalancer")

@@ -10,7 +10,7 @@ GET  /machines/<name>/requests    {"/machine.ImageService/Pull": base64, ...}: t
 POST /machines/<name>/faults      {"unreachable", "latency_ms", "fail_call", "fail_code",
                                    "fail_message", "fail_count", "new_address_on_reboot",
                                    "interrupt_reset", "apply_needs_reboot",
-                                   "installer_exit_code"}; ``{}`` clears all
+                                   "installer_exit_code", "kubeprism_unhealthy"}; ``{}`` clears all
 POST /machines/<name>/timing      {"reboot_seconds", "upgrade_seconds", "install_seconds"}
 POST /machines/<name>/power       {"on": true|false}   (power on after a Reset with reboot=false)
 POST /settings                    {"kubeconfig_server", "kubeconfig_path"}

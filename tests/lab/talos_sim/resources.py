@@ -176,6 +176,24 @@ def _definition(rtype, namespace, sensitive):
                     namespace="meta")
 
 
+def _kubeprism_port(config):
+    """KubePrism's port as the machine config sets it (typed KubePrismConfig, else
+    machine.features.kubePrism), or None when it is off (neither: off, as in Talos)."""
+    try:
+        docs = [d for d in yaml.safe_load_all((config or b"").decode("utf-8", "replace")) if isinstance(d, dict)]
+    except yaml.YAMLError:
+        return None
+    for d in docs:
+        if d.get("kind") == "KubePrismConfig":
+            return int(d.get("port") or 7445)
+    for d in docs:
+        if "kind" not in d and isinstance(d.get("machine"), dict):
+            prism = ((d["machine"].get("features") or {}).get("kubePrism"))
+            if isinstance(prism, dict):
+                return int(prism.get("port") or 7445) if prism.get("enabled") else None
+    return None
+
+
 def build(lab, m):
     """All resources of machine ``m`` (a fresh snapshot)."""
     block = P.spec("block")
@@ -220,11 +238,14 @@ def build(lab, m):
                             "cluster.NodeIdentityController",
                             cluster.IdentitySpec(node_id=m.node_id).SerializeToString(),
                             _yaml({"nodeId": m.node_id})))
-        out.append(Resource("KubePrismStatuses.kubernetes.talos.dev", "k8s-loadbalancer",
-                            "k8s.KubePrismController",
-                            P.spec("k8s").KubePrismStatusesSpec(
-                                host="localhost:7445", healthy=True).SerializeToString(),
-                            _yaml({"host": "localhost:7445", "healthy": True})))
+        port = _kubeprism_port(m.config)
+        if port:  # Talos's KubePrism controller writes it only while the balancer runs
+            host = "localhost:%d" % port
+            healthy = not m.faults.get("kubeprism_unhealthy")
+            out.append(Resource("KubePrismStatuses.kubernetes.talos.dev", "k8s-loadbalancer",
+                                "k8s.KubePrismController",
+                                P.spec("k8s").KubePrismStatusesSpec(host=host, healthy=healthy).SerializeToString(),
+                                _yaml({"host": host, "healthy": healthy})))
 
     stage = m.stage if m.stage in _STAGES else "running"
     ready = stage in ("running", "maintenance")
