@@ -23,8 +23,8 @@ description:
     minor) and a newer chart (a downgrade) are refused.
   - Values. The user's values are O(cilium_values) when given (they then replace the cluster record's), else the
     cluster record's (ConfigMap C(ichor-cluster) in C(ichor-system), key C(cilium), written by the takeover), else the
-    release record's. Owned keys in them are set by the collection instead and reported. The effective values are:
-    the chart's defaults < the operator-replica rule < the user's values < the owned keys (IPAM C(kubernetes), the
+    release record's. Owned keys in them are set by the collection instead and reported. The effective values, from lowest
+    to highest: the chart's defaults < the operator-replica rule < the user's values < the owned keys (IPAM C(kubernetes), the
     tunnel, C(kubeProxyReplacement) from the kube-proxy mode, C(k8sServiceHost)/C(k8sServicePort) on KubePrism when
     kube-proxy is replaced, the Talos guide's capability and cgroup keys, C(namespaceOverride)).
   - Operator replicas (seed 0113, amendment 2026-11-04). One control plane in the spec (O(control_planes), workers
