@@ -24,7 +24,7 @@ description:
   - Values. The user's values are O(cilium_values) when given (they then replace the cluster record's), else the
     cluster record's (ConfigMap C(ichor-cluster) in C(ichor-system), key C(cilium), written by the takeover), else the
     release record's. Owned keys in them are set by the collection instead and reported. The effective values, from lowest
-    to highest: the chart's defaults < the operator-replica rule < the user's values < the owned keys (IPAM C(kubernetes), the
+    to highest, are the chart's defaults < the operator-replica rule < the user's values < the owned keys (IPAM C(kubernetes), the
     tunnel, C(kubeProxyReplacement) from the kube-proxy mode, C(k8sServiceHost)/C(k8sServicePort) on KubePrism when
     kube-proxy is replaced, the Talos guide's capability and cgroup keys, C(namespaceOverride)).
   - Operator replicas (seed 0113, amendment 2026-11-04). One control plane in the spec (O(control_planes), workers
@@ -44,7 +44,8 @@ description:
     warning line).
   - The apply. A C(pending-install), C(pending-upgrade) or C(pending-rollback) record of the collection's release,
     left by a run that was stopped, is deleted first (UID precondition). Then C(helm upgrade --reset-values) (or
-    C(helm install) with O(install)); never C(--atomic), never an uninstall, no helm wait. A failed apply is retried
+    C(helm install --take-ownership) with O(install), which adopts what the installer bundle made for the chart, such as
+    the C(cilium-secrets) Namespace); never C(--atomic), never an uninstall, no helm wait. A failed apply is retried
     6 times in all, waiting 5 s after the first failure and doubling the wait after each further one, capped at
     30 s (5, 10, 20, 30, 30 s); a pending record a failed attempt left is repaired before the next. Then the module
     waits for the DaemonSet and the operator to be ready on every Node, and writes the user's values, the chart, the

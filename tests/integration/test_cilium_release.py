@@ -11,6 +11,7 @@ import stat
 import pytest
 import yaml
 
+from ansible_collections.maesh.ichor.plugins.module_utils import release as release_set
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record, release, takeover, values
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import Refused
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
@@ -308,3 +309,39 @@ def test_the_module_plans_applies_and_reruns_without_change(cilium_lab, cilium_c
     second = _playbook(tmp_path, False, **args)[0]
     assert second["changed"] is False and not second.get("failed")
     assert not [name for name in os.listdir("/tmp") if name.startswith("ichor-helm-")]
+
+
+@pytest.mark.modules
+def test_the_rollouts_cilium_step_upgrades_1_19_to_1_20_after_a_kubernetes_step(talos_kube_lab, cilium_charts,
+                                                                                 kube_lab, tmp_path):
+    from tests.integration.test_upgrade import V114_K8S_136, _inventory, _upgrade
+    lab = talos_kube_lab(case=V114_K8S_136, controlplanes=1, workers=1, version=release_set.TALOS)
+    cilium = fixtures.CiliumLab(kube_lab, cilium_charts, str(tmp_path))  # the talos lab's agent marks it ready
+    try:
+        _older_collection_release(kube_lab, cilium, "1.19", USER_VALUES, nodes=2)
+        cilium.render("1.20", merged(TALOS_VALUES, USER_VALUES, {"operator": {"replicas": 1}}), namespace="ichor-system")
+        inv = _inventory(lab, tmp_path, ichor_upgrade_cilium_chart=cilium_charts["1.20"]["chart"],
+                         ichor_upgrade_helm=kube_lab.bins["helm"])
+        proc = _upgrade(inv, "--check")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "next step: kubernetes" in proc.stdout and "then: cilium" in proc.stdout, proc.stdout
+        assert "Cilium            1.19.5   1.20.4   Behind" in proc.stdout, proc.stdout
+        proc = _upgrade(inv, "-e", "ichor_upgrade_follow=true")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        tasks = [line.split(":", 1)[-1].split("]")[0].strip() for line in proc.stdout.splitlines()
+                 if line.startswith("TASK [")]
+        ran = [t for t in tasks if t in ("Upgrade Kubernetes (control planes, kube-proxy, kubelets; no reboot)",
+                                         "Upgrade the Cilium release to the release set's chart")]
+        assert ran == ["Upgrade Kubernetes (control planes, kube-proxy, kubelets; no reboot)",
+                       "Upgrade the Cilium release to the release set's chart"], tasks
+        assert _image(cilium) == "quay.io/cilium/cilium:v1.20.4" and _config(cilium)["cluster-name"] == "prod"
+        assert _ours(cilium) == [("1", "superseded", "1.19.5"), ("2", "deployed", "1.20.4")]
+        assert _operator_replicas(cilium) == 1  # one control plane in the inventory
+        stored = _cluster_record(cilium)
+        assert (stored["kubernetes"], stored["cilium"]["chart"], stored["cilium"]["values"]) == (
+            release_set.KUBERNETES, "1.20.4", USER_VALUES)
+        proc = _upgrade(inv)
+        assert proc.returncode == 0 and "changed=0" in proc.stdout, proc.stdout
+        assert "the cluster is at the release set; nothing to do" in proc.stdout
+    finally:
+        cilium.cleanup()

@@ -110,3 +110,4 @@ def test_an_install_runs_helm_install_into_ichor_system():
     flow._apply_with_retries()
     (call,) = flow.helm.calls
     assert call[:5] == ("install", "cilium", None, "--namespace", "ichor-system") and "--create-namespace" in call
+    assert "--take-ownership" in call

@@ -378,8 +378,10 @@ class CiliumRelease:
     def _helm_apply(self):
         values = self.helm.file("values.json", self.effective)
         if self.current is None:
+            # no Cilium runs (checked): what exists is what the installer bundle made for the chart's RBAC (the
+            # cilium-secrets Namespace), which a plain install refuses as owned by no release
             return self.helm.run("install", RELEASE, self.chart, "--namespace", RELEASE_NAMESPACE, "--create-namespace",
-                                 "--description", DESCRIPTION, "-f", values, cluster=True)
+                                 "--take-ownership", "--description", DESCRIPTION, "-f", values, cluster=True)
         return self.helm.run("upgrade", RELEASE, self.chart, "--namespace", RELEASE_NAMESPACE, "--reset-values",
                              "--description", DESCRIPTION, "-f", values, cluster=True)
 
