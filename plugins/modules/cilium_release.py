@@ -30,12 +30,12 @@ description:
   - Operator replicas (seed 0113, amendment 2026-11-04). One control plane in the spec (O(control_planes), workers
     included) or one Node gives C(operator.replicas=1); two or more Nodes leave the chart's default (2). Every Node
     counts, Ready or not.
-  - Refusals, before anything is written. The cluster record's spec says C(cni.preset=unmanaged) ("the CNI is not
-    managed by Ichor (spec.cni.preset: unmanaged)"); no release of the collection exists ("run cilium_takeover
-    first"), unless O(install) is set and no Cilium runs; the DaemonSet C(kube-system/cilium) belongs to another
+  - "Refusals, before anything is written. The cluster record's spec says C(cni.preset=unmanaged) (\"the CNI is not
+    managed by Ichor (spec.cni.preset: unmanaged)\"); no release of the collection exists (\"run cilium_takeover
+    first\"), unless O(install) is set and no Cilium runs; the DaemonSet C(kube-system/cilium) belongs to another
     release; the kube-proxy mode given or recorded is not the detected one, or disagrees with the running Cilium's
     C(kubeProxyReplacement) (a kube-proxy switch is not a values change); a O(tunnel) other than the running one (the
-    tunnel is immutable); a chart object the API server refuses (the gate).
+    tunnel is immutable); a chart object the API server refuses (the gate)."
   - The plan, in check mode too. The chart is rendered with the effective values (C(helm template --kube-version)) and
     each object compared with the live one by server-side dry runs, as the takeover's diff gate does; the lines say
     per object and path what the apply changes. No consent is needed here (the takeover's gate is the one that does).
