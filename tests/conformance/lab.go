@@ -56,6 +56,7 @@ type labMachine struct {
 	Disks         []labDisk   `json:"disks"`
 	Volumes       []labVolume `json:"volumes"`
 	MachineConfig string      `json:"machine_config"`
+	CNIFiles      []string    `json:"cni_files"`
 }
 
 func (m labMachine) configured() bool { return m.Mode == "configured" }

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"slices"
 	"sort"
 	"strings"
@@ -143,6 +146,13 @@ func (rn *runner) readConfigured(ctx context.Context, m labMachine, a, reader ac
 		return expectCode(err, codes.PermissionDenied)
 	}())
 	rn.r.Check(pfx+" Version as os:reader", rn.checkVersion(ctx, reader, m.Version))
+	rn.r.Check(pfx+" ls /etc/cni/net.d", rn.checkListCNI(ctx, a, m))
+	rn.r.Check(pfx+" ls /etc/cni/net.d as os:reader", rn.checkListCNI(ctx, reader, m))
+	rn.r.Check(pfx+" ls of a missing directory is Unknown", func() error {
+		_, err := rn.list(ctx, a, "/no/such/dir")
+
+		return expectCode(err, codes.Unknown)
+	}())
 
 	if m.controlPlane() && len(rn.expectedEtcdMembers(m)) == 0 {
 		rn.r.Info("%s: cluster not bootstrapped, etcd not checked", pfx)
@@ -779,4 +789,79 @@ func unusedAddress(l *labState) string {
 	}
 
 	return "127.0.0.2"
+}
+
+// list reads a directory listing as talosctl ls does (depth 1: no recursion) until the stream ends.
+func (rn *runner) list(ctx context.Context, a access, root string) ([]*machineapi.FileInfo, error) {
+	cctx, cancel := rn.call(ctx, a)
+	defer cancel()
+
+	stream, err := a.c.LS(cctx, &machineapi.ListRequest{Root: root})
+	if err != nil {
+		return nil, err
+	}
+
+	var out []*machineapi.FileInfo
+
+	for {
+		info, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+
+		if err != nil {
+			return out, err
+		}
+
+		if info.GetMetadata().GetError() != "" {
+			return out, fmt.Errorf("metadata error: %s", info.GetMetadata().GetError())
+		}
+
+		out = append(out, info)
+	}
+}
+
+// checkListCNI: the root comes first as ".", then the CNI configs the lab says the machine has, in order.
+func (rn *runner) checkListCNI(ctx context.Context, a access, m labMachine) error {
+	const root = "/etc/cni/net.d"
+
+	infos, err := rn.list(ctx, a, root)
+	if err != nil {
+		return callErr("List", err)
+	}
+
+	if len(infos) == 0 || infos[0].GetRelativeName() != "." || !infos[0].GetIsDir() || infos[0].GetName() != root {
+		return fmt.Errorf("List: the first entry is not the root directory as \".\": %v", infos)
+	}
+
+	if fs.FileMode(infos[0].GetMode())&fs.ModeDir == 0 {
+		return fmt.Errorf("List: the root's mode %o has no directory bit", infos[0].GetMode())
+	}
+
+	var names []string
+
+	for _, info := range infos[1:] {
+		if info.GetError() != "" {
+			return fmt.Errorf("List: %s: %s", info.GetName(), info.GetError())
+		}
+
+		if info.GetName() != root+"/"+info.GetRelativeName() {
+			return fmt.Errorf("List: name %q and relative name %q disagree", info.GetName(), info.GetRelativeName())
+		}
+
+		if !fs.FileMode(info.GetMode()).IsRegular() || info.GetSize() <= 0 {
+			return fmt.Errorf("List: %s: not a non-empty regular file (mode %o, size %d)", info.GetName(), info.GetMode(), info.GetSize())
+		}
+
+		names = append(names, info.GetRelativeName())
+	}
+
+	want := slices.Clone(m.CNIFiles)
+	sort.Strings(want)
+
+	if !slices.Equal(names, want) {
+		return fmt.Errorf("List: entries %v, want %v (lexical order)", names, want)
+	}
+
+	return nil
 }

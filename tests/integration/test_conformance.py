@@ -75,6 +75,9 @@ def test_descriptors_match_machinery(conformance_bin):
     # it compared something
     assert "ok service machine.MachineService" in result.stdout, _show(result)
     assert "ok service cosi.resource.State" in result.stdout, _show(result)
+    for name in ("message machine.ListRequest", "enum machine.ListRequest.Type", "message machine.FileInfo",
+                 "message machine.Xattr"):
+        assert "ok " + name in result.stdout.splitlines(), _show(result)
 
 
 def test_real_client_against_mixed_version_lab(conformance_bin, talos_lab):
@@ -92,6 +95,24 @@ def test_real_client_against_mixed_version_lab(conformance_bin, talos_lab):
                   "m-114 (v1.14.1) ApplyConfiguration (insecure) installs a fresh machine"):
         assert any(line.startswith("ok ") and check in line for line in result.stdout.splitlines()), (
             "no passing %r check\n%s" % (check, _show(result)))
+
+
+def test_real_client_reads_the_simulators_listing(conformance_bin, talos_lab):
+    """talosctl ls /etc/cni/net.d with machinery's client (MachineService/List, streamed FileInfo): the root as
+    ".", then the lab's CNI configs of each machine in lexical order, directly and through the endpoint, as
+    admin and as os:reader; a missing directory is Unknown. One worker has two CNIs' configs, one has none."""
+    lab = talos_lab(controlplanes=1, workers=2, version="v1.14.1")
+    w1, w2 = [m["name"] for m in lab.machines if m["role"] == "worker"]
+    lab.control.set_cni_files(w1, {"10-calico.conflist": '{"name": "k8s-pod-network"}\n',
+                                   "05-cilium.conflist": '{"name": "cilium"}\n'})
+    lab.control.set_cni_files(w2, {})
+    result = _run(conformance_bin, "client", "--phases", "read", "--lab", lab.lab_json)
+    _assert_passed(result)
+    passed = [line for line in result.stdout.splitlines() if line.startswith("ok ") and " ls " in line]
+    for m in lab.machines:
+        for via in ("direct", "via"):
+            assert any(line.startswith("ok read %s [%s" % (m["name"], via)) and line.endswith("ls /etc/cni/net.d")
+                       for line in passed), "no passing ls check of %s (%s)\n%s" % (m["name"], via, _show(result))
 
 
 def test_real_client_against_unbootstrapped_ecdsa_lab(conformance_bin, talos_lab):

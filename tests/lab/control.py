@@ -63,6 +63,11 @@ class LabControl:
     def clear_faults(self, name):
         return self._call("POST", "/machines/%s/faults" % name, {})["faults"]
 
+    def set_cni_files(self, name, files):
+        """What /etc/cni/net.d holds on the machine ({file name: content}, None: what its CNI writes);
+        returns the names of the files now there."""
+        return self._call("POST", "/machines/%s/cni_files" % name, {"files": files})["cni_files"]
+
     def set_timing(self, name, **timing):
         return self._call("POST", "/machines/%s/timing" % name, timing)["timing"]
 

@@ -34,6 +34,42 @@ async def list_resources(client, ref, node=None):
     return sorted(items, key=lambda item: item["id"])
 
 
+def _file_entry(info):
+    return {"name": info.name, "relative_name": info.relative_name, "is_dir": info.is_dir, "size": info.size,
+            "mode": info.mode, "link": info.link, "error": info.error}
+
+
+async def list_files(client, root, node=None):
+    """A directory listing as ``talosctl ls`` asks for it (MachineService/List, not recursing): the root first
+    (relative name "."), then its entries; an entry the machine could not read carries ``error``."""
+    replies = await client.ainvoke("FileList", talos_client.request_type("FileList")(root=root), node=node)
+    entries = []
+    for info in replies:
+        if info.HasField("metadata") and info.metadata.error:
+            raise errors.call_error(node or "node", talos_client.status_name(info.metadata.status.code),
+                                    info.metadata.status.message or info.metadata.error, call="List")
+        entries.append(_file_entry(info))
+    return entries
+
+
+CNI_DIR = "/etc/cni/net.d"
+# the files the container runtime's CNI loader (libcni) reads as network configs
+_CNI_EXTENSIONS = (".conf", ".conflist", ".json")
+
+
+async def cni_configs(client, node=None):
+    """The CNI configs present under /etc/cni/net.d (file names, sorted); [] when the directory does not exist."""
+    try:
+        entries = await list_files(client, CNI_DIR, node)
+    except errors.TalosCallError as exc:
+        if exc.code == "UNKNOWN" and "no such file or directory" in (getattr(exc, "said", "") or str(exc)):
+            return []
+        raise
+    return sorted(e["relative_name"] for e in entries
+                  if e["relative_name"] not in ("", ".") and not e["is_dir"] and not e["error"]
+                  and "/" not in e["relative_name"] and e["relative_name"].endswith(_CNI_EXTENSIONS))
+
+
 async def version(client, node=None):
     reply = await client.ainvoke("Version", None, node=node)
     return talos_client.version_info(talos_client.TalosClient.first(reply, node))

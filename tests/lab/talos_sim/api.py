@@ -16,6 +16,7 @@ from grpclib.exceptions import GRPCError
 
 from .. import pki
 from . import config as cfg
+from . import files as fs
 from . import protos as P
 from . import resources as R
 from . import state as st
@@ -67,6 +68,7 @@ def _methods():
         MS + "EtcdStatus": (U, e.Empty, m.EtcdStatusResponse, ETCD_READ, None),
         MS + "Hostname": (U, e.Empty, m.HostnameResponse, READER, "reader"),
         MS + "Kubeconfig": (S, e.Empty, c.Data, ADMIN, None),
+        MS + "List": (S, m.ListRequest, m.FileInfo, READER, None),
         MS + "Reboot": (U, m.RebootRequest, m.RebootResponse, OPERATOR, None),
         MS + "Reset": (U, m.ResetRequest, m.ResetResponse, ADMIN, None),
         MS + "ServiceList": (U, e.Empty, m.ServiceListResponse, READER, "reader"),
@@ -934,6 +936,21 @@ async def block_device_wipe(node, req, caller):
     return s.BlockDeviceWipeResponse(messages=[s.BlockDeviceWipe()])
 
 
+# --- List (talosctl ls) -------------------------------------------------------------------
+
+async def list_files(node, req, caller):
+    m = P.machine()
+    try:
+        entries = fs.listing(node.lab, node.m, req.root, recurse=req.recurse,
+                             recursion_depth=req.recursion_depth, types=tuple(req.types))
+    except KeyError as exc:
+        raise err(Status.UNKNOWN, exc.args[0])
+    now = int(node.m.boot_time)
+    return [m.FileInfo(name=name, relative_name=rel, is_dir=is_dir, size=size, modified=now,
+                       mode=(fs.MODE_DIR | 0o755) if is_dir else 0o644)
+            for name, rel, is_dir, size in entries]
+
+
 # --- COSI ---------------------------------------------------------------------------------
 
 def _tracker(lab):
@@ -989,6 +1006,7 @@ IMPLS = {
     MS + "EtcdStatus": etcd_status,
     MS + "Hostname": hostname,
     MS + "Kubeconfig": kubeconfig,
+    MS + "List": list_files,
     MS + "Reboot": reboot,
     MS + "Reset": reset,
     MS + "ServiceList": service_list,

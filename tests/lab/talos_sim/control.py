@@ -11,6 +11,8 @@ POST /machines/<name>/faults      {"unreachable", "latency_ms", "fail_call", "fa
                                    "fail_message", "fail_count", "new_address_on_reboot",
                                    "interrupt_reset", "apply_needs_reboot",
                                    "installer_exit_code", "kubeprism_unhealthy"}; ``{}`` clears all
+POST /machines/<name>/cni_files   {"files": {name: content} | null}: /etc/cni/net.d (null: what
+                                   the machine's CNI writes), for MachineService/List
 POST /machines/<name>/timing      {"reboot_seconds", "upgrade_seconds", "install_seconds"}
 POST /machines/<name>/power       {"on": true|false}   (power on after a Reset with reboot=false)
 POST /settings                    {"kubeconfig_server", "kubeconfig_path"}
@@ -109,6 +111,8 @@ class ControlServer:
                 self.lab.machine(name)
                 if what == "faults":
                     return 200, {"faults": await self.lab.set_faults(name, payload)}
+                if what == "cni_files":
+                    return 200, {"cni_files": self.lab.set_cni_files(name, payload.get("files"))}
                 if what == "timing":
                     return 200, {"timing": self.lab.set_timing(name, payload)}
                 if what == "power":

@@ -13,6 +13,7 @@ from grpclib.server import Server
 
 from .. import pki
 from . import config as cfg
+from . import files as simfiles
 from . import state as st
 
 log = logging.getLogger("talos_sim")
@@ -429,6 +430,7 @@ class Lab:
         machines = []
         for m in self.machines:
             j = m.to_json()
+            j["cni_files"] = sorted(simfiles.cni_files(self, m)) if m.mode == st.CONFIGURED else []
             if not full:
                 for k in ("faults", "timing", "pending_version", "staged_config"):
                     j.pop(k, None)
@@ -479,6 +481,18 @@ class Lab:
         await self.nodes[name].sync_listening()
         self.changed()
         return dict(m.faults)
+
+    def set_cni_files(self, name, cni_files):
+        """What /etc/cni/net.d holds on the machine ({file name: content}); None: what its CNI writes."""
+        m = self.machine(name)
+        if cni_files is not None:
+            if not isinstance(cni_files, dict) or not all(
+                    isinstance(k, str) and k and "/" not in k and isinstance(v, str) for k, v in cni_files.items()):
+                raise ValueError("cni_files: a mapping of file names to contents, or null")
+            cni_files = dict(cni_files)
+        m.cni_files = cni_files
+        self.changed()
+        return sorted(simfiles.cni_files(self, m))
 
     def set_timing(self, name, timing):
         m = self.machine(name)

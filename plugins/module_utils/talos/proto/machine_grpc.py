@@ -78,6 +78,10 @@ class MachineServiceBase(abc.ABC):
         pass
 
     @abc.abstractmethod
+    async def List(self, stream: 'grpclib.server.Stream[machine_pb2.ListRequest, machine_pb2.FileInfo]') -> None:
+        pass
+
+    @abc.abstractmethod
     async def Reboot(self, stream: 'grpclib.server.Stream[machine_pb2.RebootRequest, machine_pb2.RebootResponse]') -> None:
         pass
 
@@ -150,6 +154,12 @@ class MachineServiceBase(abc.ABC):
                 grpclib.const.Cardinality.UNARY_STREAM,
                 google.protobuf.empty_pb2.Empty,
                 common_pb2.Data,
+            ),
+            '/machine.MachineService/List': grpclib.const.Handler(
+                self.List,
+                grpclib.const.Cardinality.UNARY_STREAM,
+                machine_pb2.ListRequest,
+                machine_pb2.FileInfo,
             ),
             '/machine.MachineService/Reboot': grpclib.const.Handler(
                 self.Reboot,
@@ -240,6 +250,12 @@ class MachineServiceStub:
             '/machine.MachineService/Kubeconfig',
             google.protobuf.empty_pb2.Empty,
             common_pb2.Data,
+        )
+        self.List = grpclib.client.UnaryStreamMethod(
+            channel,
+            '/machine.MachineService/List',
+            machine_pb2.ListRequest,
+            machine_pb2.FileInfo,
         )
         self.Reboot = grpclib.client.UnaryUnaryMethod(
             channel,

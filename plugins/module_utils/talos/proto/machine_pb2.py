@@ -152,39 +152,55 @@ if HAS_PROTOBUF:
         b'etadata\x120\n\rmember_status\x18\x02 \x01(\x0b2\x19'
         b'.machine.EtcdMemberStatus";\n\x12Etc'
         b'dStatusResponse\x12%\n\x08messages\x18\x01 \x03('
-        b'\x0b2\x13.machine.EtcdStatus2\xf5\x07\n\x0eMachi'
-        b'neService\x12]\n\x12ApplyConfiguration\x12'
-        b'".machine.ApplyConfigurationRequ'
-        b'est\x1a#.machine.ApplyConfiguration'
-        b'Response\x12B\n\tBootstrap\x12\x19.machine.'
-        b'BootstrapRequest\x1a\x1a.machine.Boots'
-        b'trapResponse\x12Q\n\x0eEtcdMemberList\x12\x1e'
-        b'.machine.EtcdMemberListRequest\x1a\x1f'
-        b'.machine.EtcdMemberListResponse\x12'
-        b'c\n\x14EtcdRemoveMemberByID\x12$.machin'
-        b'e.EtcdRemoveMemberByIDRequest\x1a%.'
-        b'machine.EtcdRemoveMemberByIDResp'
-        b'onse\x12W\n\x10EtcdLeaveCluster\x12 .machi'
-        b'ne.EtcdLeaveClusterRequest\x1a!.mac'
-        b'hine.EtcdLeaveClusterResponse\x12A\n'
-        b'\nEtcdStatus\x12\x16.google.protobuf.Em'
-        b'pty\x1a\x1b.machine.EtcdStatusResponse'
-        b'\x12=\n\x08Hostname\x12\x16.google.protobuf.E'
-        b'mpty\x1a\x19.machine.HostnameResponse\x12'
-        b'4\n\nKubeconfig\x12\x16.google.protobuf.'
-        b'Empty\x1a\x0c.common.Data0\x01\x129\n\x06Reboot\x12'
-        b'\x16.machine.RebootRequest\x1a\x17.machin'
-        b'e.RebootResponse\x126\n\x05Reset\x12\x15.mach'
-        b'ine.ResetRequest\x1a\x16.machine.Reset'
-        b'Response\x12C\n\x0bServiceList\x12\x16.google'
-        b'.protobuf.Empty\x1a\x1c.machine.Servic'
-        b'eListResponse\x12?\n\x08Shutdown\x12\x18.mach'
-        b'ine.ShutdownRequest\x1a\x19.machine.Sh'
-        b'utdownResponse\x12A\n\x07Upgrade\x12\x17.mach'
-        b'ine.UpgradeRequest\x1a\x18.machine.Upg'
-        b'radeResponse"\x03\x88\x02\x01\x12;\n\x07Version\x12\x16.g'
-        b'oogle.protobuf.Empty\x1a\x18.machine.V'
-        b'ersionResponseb\x06proto3'
+        b'\x0b2\x13.machine.EtcdStatus"\xb7\x01\n\x0bListR'
+        b'equest\x12\x0c\n\x04root\x18\x01 \x01(\t\x12\x0f\n\x07recurse\x18'
+        b'\x02 \x01(\x08\x12\x17\n\x0frecursion_depth\x18\x03 \x01(\x05\x12('
+        b'\n\x05types\x18\x04 \x03(\x0e2\x19.machine.ListRequ'
+        b'est.Type\x12\x15\n\rreport_xattrs\x18\x05 \x01(\x08"'
+        b'/\n\x04Type\x12\x0b\n\x07REGULAR\x10\x00\x12\r\n\tDIRECTOR'
+        b'Y\x10\x01\x12\x0b\n\x07SYMLINK\x10\x02"#\n\x05Xattr\x12\x0c\n\x04nam'
+        b'e\x18\x01 \x01(\t\x12\x0c\n\x04data\x18\x02 \x01(\x0c"\xe8\x01\n\x08FileIn'
+        b'fo\x12"\n\x08metadata\x18\x01 \x01(\x0b2\x10.common.Me'
+        b'tadata\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01'
+        b'(\x03\x12\x0c\n\x04mode\x18\x04 \x01(\r\x12\x10\n\x08modified\x18\x05 \x01'
+        b'(\x03\x12\x0e\n\x06is_dir\x18\x06 \x01(\x08\x12\r\n\x05error\x18\x07 \x01('
+        b'\t\x12\x0c\n\x04link\x18\x08 \x01(\t\x12\x15\n\rrelative_name'
+        b'\x18\t \x01(\t\x12\x0b\n\x03uid\x18\n \x01(\r\x12\x0b\n\x03gid\x18\x0b \x01(\r'
+        b'\x12\x1e\n\x06xattrs\x18\x0c \x03(\x0b2\x0e.machine.Xattr'
+        b'2\xa8\x08\n\x0eMachineService\x12]\n\x12ApplyConf'
+        b'iguration\x12".machine.ApplyConfigu'
+        b'rationRequest\x1a#.machine.ApplyCon'
+        b'figurationResponse\x12B\n\tBootstrap\x12'
+        b'\x19.machine.BootstrapRequest\x1a\x1a.mac'
+        b'hine.BootstrapResponse\x12Q\n\x0eEtcdMe'
+        b'mberList\x12\x1e.machine.EtcdMemberLis'
+        b'tRequest\x1a\x1f.machine.EtcdMemberLis'
+        b'tResponse\x12c\n\x14EtcdRemoveMemberByI'
+        b'D\x12$.machine.EtcdRemoveMemberByID'
+        b'Request\x1a%.machine.EtcdRemoveMemb'
+        b'erByIDResponse\x12W\n\x10EtcdLeaveClust'
+        b'er\x12 .machine.EtcdLeaveClusterReq'
+        b'uest\x1a!.machine.EtcdLeaveClusterR'
+        b'esponse\x12A\n\nEtcdStatus\x12\x16.google.p'
+        b'rotobuf.Empty\x1a\x1b.machine.EtcdStat'
+        b'usResponse\x12=\n\x08Hostname\x12\x16.google.'
+        b'protobuf.Empty\x1a\x19.machine.Hostnam'
+        b'eResponse\x124\n\nKubeconfig\x12\x16.google'
+        b'.protobuf.Empty\x1a\x0c.common.Data0\x01\x12'
+        b'1\n\x04List\x12\x14.machine.ListRequest\x1a\x11.'
+        b'machine.FileInfo0\x01\x129\n\x06Reboot\x12\x16.m'
+        b'achine.RebootRequest\x1a\x17.machine.R'
+        b'ebootResponse\x126\n\x05Reset\x12\x15.machine'
+        b'.ResetRequest\x1a\x16.machine.ResetRes'
+        b'ponse\x12C\n\x0bServiceList\x12\x16.google.pr'
+        b'otobuf.Empty\x1a\x1c.machine.ServiceLi'
+        b'stResponse\x12?\n\x08Shutdown\x12\x18.machine'
+        b'.ShutdownRequest\x1a\x19.machine.Shutd'
+        b'ownResponse\x12A\n\x07Upgrade\x12\x17.machine'
+        b'.UpgradeRequest\x1a\x18.machine.Upgrad'
+        b'eResponse"\x03\x88\x02\x01\x12;\n\x07Version\x12\x16.goog'
+        b'le.protobuf.Empty\x1a\x18.machine.Vers'
+        b'ionResponseb\x06proto3'
     )
 
     _globals = globals()
@@ -294,6 +310,14 @@ if HAS_PROTOBUF:
         _globals['_ETCDSTATUS']._serialized_end = 3993
         _globals['_ETCDSTATUSRESPONSE']._serialized_start = 3995
         _globals['_ETCDSTATUSRESPONSE']._serialized_end = 4054
-        _globals['_MACHINESERVICE']._serialized_start = 4057
-        _globals['_MACHINESERVICE']._serialized_end = 5070
+        _globals['_LISTREQUEST']._serialized_start = 4057
+        _globals['_LISTREQUEST']._serialized_end = 4240
+        _globals['_LISTREQUEST_TYPE']._serialized_start = 4193
+        _globals['_LISTREQUEST_TYPE']._serialized_end = 4240
+        _globals['_XATTR']._serialized_start = 4242
+        _globals['_XATTR']._serialized_end = 4277
+        _globals['_FILEINFO']._serialized_start = 4280
+        _globals['_FILEINFO']._serialized_end = 4512
+        _globals['_MACHINESERVICE']._serialized_start = 4515
+        _globals['_MACHINESERVICE']._serialized_end = 5579
     # @@protoc_insertion_point(module_scope)
