@@ -23,10 +23,10 @@ description:
     minor) and a newer chart (a downgrade) are refused.
   - Values. The user's values are O(cilium_values) when given (they then replace the cluster record's), else the
     cluster record's (ConfigMap C(ichor-cluster) in C(ichor-system), key C(cilium), written by the takeover), else the
-    release record's. Owned keys in them are set by the collection instead and reported. The effective values, from lowest
-    to highest, are the chart's defaults < the operator-replica rule < the user's values < the owned keys (IPAM C(kubernetes), the
-    tunnel, C(kubeProxyReplacement) from the kube-proxy mode, C(k8sServiceHost)/C(k8sServicePort) on KubePrism when
-    kube-proxy is replaced, the Talos guide's capability and cgroup keys, C(namespaceOverride)).
+    release record's. Owned keys in them are set by the collection instead and reported. The effective values, from
+    lowest to highest, are the chart's defaults < the operator-replica rule < the user's values < the owned keys (IPAM
+    C(kubernetes), the tunnel, C(kubeProxyReplacement) from the kube-proxy mode, C(k8sServiceHost)/C(k8sServicePort) on
+    KubePrism when kube-proxy is replaced, the Talos guide's capability and cgroup keys, C(namespaceOverride)).
   - Operator replicas (seed 0113, amendment 2026-11-04). One control plane in the spec (O(control_planes), workers
     included) or one Node gives C(operator.replicas=1); two or more Nodes leave the chart's default (2). Every Node
     counts, Ready or not.

@@ -312,8 +312,8 @@ def test_the_module_plans_applies_and_reruns_without_change(cilium_lab, cilium_c
 
 
 @pytest.mark.modules
-def test_the_rollouts_cilium_step_upgrades_1_19_to_1_20_after_a_kubernetes_step(talos_kube_lab, cilium_charts,
-                                                                                 kube_lab, tmp_path):
+def test_the_rollouts_cilium_step_upgrades_1_19_to_1_20_after_a_kubernetes_step(
+        talos_kube_lab, cilium_charts, kube_lab, tmp_path):
     from tests.integration.test_upgrade import V114_K8S_136, _inventory, _upgrade
     lab = talos_kube_lab(case=V114_K8S_136, controlplanes=1, workers=1, version=release_set.TALOS)
     cilium = fixtures.CiliumLab(kube_lab, cilium_charts, str(tmp_path))  # the talos lab's agent marks it ready

@@ -273,8 +273,8 @@ class CiliumRelease:
             self.plan.say("values: cilium_values (they become the cluster record's)")
             return "cilium_values", given
         if isinstance(stored.get("values"), dict):
-            self.plan.say("values: the cluster record's (%s/%s, key cilium)" % (cluster_record.NAMESPACE,
-                                                                               cluster_record.NAME))
+            self.plan.say("values: the cluster record's (%s/%s, key cilium)" % (
+                cluster_record.NAMESPACE, cluster_record.NAME))
             return "cluster_record", stored["values"]
         if self.current is not None:
             self.plan.say("values: the release record's (the cluster record has none)")
