@@ -137,3 +137,19 @@ def test_a_fresh_install_creates_every_chart_role_under_the_bundles_rbac_with_ta
         owner = kube_lab.kubectl("get", kind, name, *(["-n", namespace] if namespace else []), "-o",
                                  "jsonpath={.metadata.annotations.meta\\.helm\\.sh/release-namespace}").stdout
         assert owner == "ichor-system", (kind, name)
+
+
+def test_a_member_of_the_group_holds_every_rule_and_nobody_else_does(kube_lab, cilium_caller):
+    # an AWX credential with a client certificate of organization ichor:cilium-release, or an OIDC group of that name
+    caller = cilium_caller()
+    member, stranger = [rbac.GROUP, "system:authenticated"], ["system:authenticated"]
+    for scope in (None, "kube-system", "ichor-system", "cilium-secrets"):
+        for rule in rbac_fixtures.caller_rules(caller.docs, scope):
+            assert caller.allowed(scope, rule, user="awx", groups=member), (scope, rule)
+            assert caller.allowed(scope, rule), (scope, rule)
+    create_roles = {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["create"]}
+    assert not caller.allowed("kube-system", create_roles, user="awx", groups=stranger)
+    # and nothing beyond: not in another namespace, not a verb the bundle does not name
+    assert not caller.allowed("default", create_roles, user="awx", groups=member)
+    assert not caller.allowed("kube-system", {"apiGroups": [""], "resources": ["secrets"], "verbs": ["deletecollection"]},
+                              user="awx", groups=member)

@@ -94,14 +94,15 @@ class Caller:
                                            self.kube.server, ca_pem, self.user, token=token, namespace=self.namespace)
         return self
 
-    def allowed(self, namespace, rule):
-        """Whether the API server's authorizer lets the caller do the first atom of rule (a SubjectAccessReview)."""
+    def allowed(self, namespace, rule, user=None, groups=None):
+        """Whether the API server's authorizer lets the caller (or user in groups) do the first atom of rule (a
+        SubjectAccessReview)."""
         resource, _, sub = rule["resources"][0].partition("/")
         attrs = k8s.V1ResourceAttributes(namespace=namespace, verb=rule["verbs"][0], group=rule["apiGroups"][0],
                                          resource=resource, subresource=sub or None,
                                          name=(rule.get("resourceNames") or [None])[0])
         review = k8s.AuthorizationV1Api(self.kube.api).create_subject_access_review(k8s.V1SubjectAccessReview(
-            spec=k8s.V1SubjectAccessReviewSpec(user=self.user, resource_attributes=attrs, groups=[
+            spec=k8s.V1SubjectAccessReviewSpec(user=user or self.user, resource_attributes=attrs, groups=groups or [
                 "system:serviceaccounts", "system:serviceaccounts:%s" % self.namespace, "system:authenticated"])))
         return bool(review.status.allowed)
 
@@ -127,6 +128,8 @@ class Caller:
             group = doc["apiVersion"].split("/")[0] if "/" in doc["apiVersion"] else ""
             self.kube.kubectl("delete", "--ignore-not-found", "--wait=false", kind.lower() + ("." + group if group else ""),
                               meta["name"], *(["-n", meta["namespace"]] if meta.get("namespace") else []), check=False)
+        for name in self.made_namespaces:  # a chart install fails while its namespace still terminates
+            self.kube.kubectl("wait", "--for=delete", "namespace/%s" % name, "--timeout=60s", check=False)
 
 
 @pytest.fixture
