@@ -292,8 +292,8 @@ def plan_lines(facts):
     proxy = facts["kube_proxy"]["daemonset"]
     lines.append("kube-proxy: DaemonSet %s/%s (%s)" % (proxy["namespace"], proxy["name"], proxy["image"])
                  if proxy else "kube-proxy: no DaemonSet")
-    lines.append("Nodes: %d of %d Ready, kubelet %s" % (facts["nodes_ready"], len(facts["nodes"]),
-                                                      ", ".join(facts["kubelet_versions"]) or "unknown"))
+    kubelets = ", ".join(facts["kubelet_versions"]) or "unknown"
+    lines.append("Nodes: %d of %d Ready, kubelet %s" % (facts["nodes_ready"], len(facts["nodes"]), kubelets))
     return lines
 
 

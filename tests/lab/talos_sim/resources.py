@@ -24,6 +24,7 @@ TYPES = {
     "SystemDisks.block.talos.dev": ("runtime", False),
     "Versions.runtime.talos.dev": ("runtime", False),
     "KubePrismStatuses.kubernetes.talos.dev": ("k8s", False),
+    "MachineTypes.config.talos.dev": ("config", False),
     "ResourceDefinitions.meta.cosi.dev": ("meta", False),
 }
 
@@ -194,6 +195,24 @@ def _kubeprism_port(config):
     return None
 
 
+def _discovery_enabled(config):
+    """Whether the machine config turns cluster discovery on, as Talos reads it: the legacy
+    cluster.discovery.enabled, else a registry document of the typed form (DiscoveryServiceConfig,
+    KubernetesDiscoveryConfig) next to DiscoveryIdentityConfig. A config that says neither stays on, as
+    the simulator always had it. Off, Talos keeps no members (``talosctl get members`` lists none)."""
+    try:
+        docs = [d for d in yaml.safe_load_all((config or b"").decode("utf-8", "replace")) if isinstance(d, dict)]
+    except yaml.YAMLError:
+        return True
+    for d in docs:
+        if "kind" not in d and isinstance(d.get("cluster"), dict) and isinstance(d["cluster"].get("discovery"), dict):
+            return d["cluster"]["discovery"].get("enabled") is True
+    kinds = set(d.get("kind") for d in docs)
+    if "DiscoveryIdentityConfig" in kinds:
+        return bool(kinds & {"DiscoveryServiceConfig", "KubernetesDiscoveryConfig"})
+    return True
+
+
 def build(lab, m):
     """All resources of machine ``m`` (a fresh snapshot)."""
     block = P.spec("block")
@@ -220,7 +239,7 @@ def build(lab, m):
                                              ).SerializeToString(),
                             _yaml({"clusterId": m.cluster_id,
                                    "clusterName": m.cluster_name or ""})))
-        for x in lab.cluster_machines(m):
+        for x in (lab.cluster_machines(m) if _discovery_enabled(m.config) else []):
             mt = enums.TYPE_CONTROL_PLANE if x.role == "controlplane" else enums.TYPE_WORKER
             os_name = "Talos (%s)" % x.version
             spec = cluster.MemberSpec(node_id=x.node_id, addresses=[_netip(x.address)],
@@ -233,6 +252,12 @@ def build(lab, m):
                 y["controlPlane"] = {"port": 6443}
             out.append(Resource("Members.cluster.talos.dev", x.node_id,
                                 "cluster.MemberController", spec.SerializeToString(), _yaml(y)))
+    if configured:
+        # the machine's own type (``talosctl get machinetype``), discovery or not
+        machine_type = rc.CONTROL_PLANE if m.role == "controlplane" else rc.WORKER
+        out.append(Resource("MachineTypes.config.talos.dev", "machine-type", "config.MachineTypeController",
+                            rc.MachineTypeSpec(machine_type=machine_type).SerializeToString(),
+                            yaml.safe_dump(m.role)))
     if configured:
         out.append(Resource("Identities.cluster.talos.dev", "local",
                             "cluster.NodeIdentityController",
