@@ -15,7 +15,7 @@ description:
   - Reads, cluster-wide and read-only, which CNI the cluster runs and who installed it, the kube-proxy
     DaemonSet, Cilium's C(kube-proxy-replacement) setting, the Nodes' readiness and kubelet versions, and
     returns them as the C(ichor_cluster_facts) fact.
-  - Every namespace is searched, in one list of DaemonSets: Calico's operator installs into C(calico-system),
+  - Every namespace is searched, in one list of DaemonSets; Calico's operator installs into C(calico-system),
     upstream flannel into C(kube-flannel), Talos's flannel and Cilium into C(kube-system).
   - The CNI verdict is one row of the adopt CNI table. C(ours) is a Cilium whose Helm release the collection
     keeps (C(cilium) in C(ichor-system)). C(cilium-helm) and C(cilium-cli) are a Cilium with a foreign Helm
