@@ -2,11 +2,15 @@
 applied and kept in the cluster record; after a takeover of a 1.19 install (an upgrade to the set's 1.20 by the
 takeover's version rule) nothing left to do; the collection's own 1.19 release upgraded to 1.20; a skipped minor
 refused; operator replicas with one Node and with two; a failing helm apply retried; check mode writing nothing;
-a second run changing nothing; the CNI-unmanaged preset refused; no release of ours refused; the install at init."""
+a second run changing nothing; the CNI-unmanaged preset refused; no release of ours refused; the install at init;
+a pending-upgrade record left by a killed helm repaired; the rollout's cilium step after a Kubernetes step."""
 
 import json
 import os
+import signal
 import stat
+import subprocess
+import time
 
 import pytest
 import yaml
@@ -345,3 +349,35 @@ def test_the_rollouts_cilium_step_upgrades_1_19_to_1_20_after_a_kubernetes_step(
         assert "the cluster is at the release set; nothing to do" in proc.stdout
     finally:
         cilium.cleanup()
+
+
+def test_a_pending_upgrade_left_by_a_killed_helm_is_repaired_and_the_release_applied(
+        cilium_lab, cilium_charts, kube_lab):
+    lab = cilium_lab(nodes=2)
+    lab.helm_install("1.20", merged(TALOS_VALUES, USER_VALUES))
+    lab.wait_ready()
+    taken = _take_over(kube_lab, cilium_charts)
+    # helm upgrade as a run would start it, with --wait so that it stays pending (the lab's Deployments never get
+    # the ReplicaSet helm waits for), killed there
+    values = merged(taken["values"], {"debug": {"enabled": False}})
+    proc = subprocess.Popen([kube_lab.bins["helm"], "upgrade", "cilium", cilium_charts["1.20"]["chart"], "--namespace",
+                             "ichor-system", "-f", lab.file("values.json", values), "--wait", "--timeout", "5m"],
+                            env=kube_lab.helm_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not [s for s in lab.records("ichor-system") if s.metadata.labels["status"] == "pending-upgrade"]:
+        assert time.monotonic() < deadline and proc.poll() is None, "helm never left a pending-upgrade record"
+        time.sleep(0.1)
+    time.sleep(1.0)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    pending = lab.records("ichor-system")[-1]
+    assert (pending.metadata.labels["version"], pending.metadata.labels["status"]) == ("2", "pending-upgrade")
+    result = _run(kube_lab, cilium_charts)  # the cluster record's values: debug still enabled
+    assert ("repair: delete ichor-system/sh.helm.release.v1.cilium.v2 (pending-upgrade, left by a run that was "
+            "stopped; uid %s)" % pending.metadata.uid) in result["plan"]
+    assert "repaired: deleted ichor-system/sh.helm.release.v1.cilium.v2" in result["plan"]
+    assert result["changed"] is True and result["step"] == "values"
+    newest = lab.records("ichor-system")[-1]
+    assert newest.metadata.uid != pending.metadata.uid and _ours(lab)[-1] == ("2", "deployed", "1.20.4")
+    assert _config(lab)["debug"] == "true"
+    assert _run(kube_lab, cilium_charts)["changed"] is False
