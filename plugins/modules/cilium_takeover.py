@@ -32,7 +32,7 @@ description:
     DaemonSet (and of C(cilium) in kube-system) minus the owned keys, or taken from O(cilium_values) for a Cilium
     without a record. A cluster with one Node runs one operator replica unless the user's values say otherwise.
   - Health. The DaemonSet is ready on every Node and the operator's replicas are ready. With O(machines), KubePrism
-    answers on every machine: its config enables it on O(kubeprism_port) and Talos's KubePrism controller reports the
+    answers on every machine; its config enables it on O(kubeprism_port) and Talos's KubePrism controller reports the
     balancer healthy on that port (the resource C(KubePrismStatuses) C(k8s-loadbalancer), read over each machine's
     Talos API; the controller cannot dial a machine's localhost itself). Without O(machines) KubePrism is not checked
     and the plan says so.
@@ -74,7 +74,7 @@ options:
   machines:
     description:
       - The cluster's machines, usually built from the inventory groups with the C(maesh.ichor.machines) filter. When
-        given, their Talos API is read (the Talos connection options): the control planes' configs for the Cilium
+        given, their Talos API is read (the Talos connection options); the control planes' configs for the Cilium
         inline manifest and every machine's KubePrism. The talosconfig needs the C(os:admin) role (a machine config is
         a sensitive resource).
     type: list
