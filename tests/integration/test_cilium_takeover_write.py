@@ -98,8 +98,8 @@ def test_a2_a4_a_helm_installed_cilium_is_taken_over_its_record_backed_up_and_no
             if (e.get("objectRef") or {}).get("subresource") != "status"] == []
 
 
-def test_a3_a_cilium_cli_record_is_taken_over_with_its_values_and_tunnel(cilium_lab, cilium_charts, kube_lab,
-                                                                        cilium_caller):
+def test_a3_a_cilium_cli_record_is_taken_over_with_its_values_and_tunnel(
+        cilium_lab, cilium_charts, kube_lab, cilium_caller):
     lab = cilium_lab(nodes=1)
     user = {"tunnelProtocol": "geneve", "operator": {"replicas": 1}, "debug": {"enabled": True}}
     lab.cli_install("1.20", merged(TALOS_VALUES, user), cluster_name="lab-one")

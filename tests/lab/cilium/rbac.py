@@ -292,8 +292,8 @@ def files(entries, renders):
     out = {}
     for name, obj in objects(atoms):
         scope = obj["metadata"].get("namespace") if obj["kind"] == "Role" else None
-        out[name] = _header(entries, why, scope, obj) + "---\n" + yaml.dump(obj, Dumper=_Dumper, default_flow_style=False,
-                                                                                 sort_keys=False)
+        body = yaml.dump(obj, Dumper=_Dumper, default_flow_style=False, sort_keys=False)
+        out[name] = _header(entries, why, scope, obj) + "---\n" + body
     return out
 
 

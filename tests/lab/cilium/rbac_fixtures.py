@@ -97,7 +97,7 @@ class Caller:
     def allowed(self, namespace, rule, user=None, groups=None):
         """Whether the API server's authorizer lets the caller (or user in groups) do the first atom of rule (a
         SubjectAccessReview)."""
-        resource, _, sub = rule["resources"][0].partition("/")
+        resource, sub = (rule["resources"][0].split("/", 1) + [None])[:2]
         attrs = k8s.V1ResourceAttributes(namespace=namespace, verb=rule["verbs"][0], group=rule["apiGroups"][0],
                                          resource=resource, subresource=sub or None,
                                          name=(rule.get("resourceNames") or [None])[0])
