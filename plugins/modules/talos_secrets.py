@@ -97,15 +97,14 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config import bundle_f
 
 
 def main():
-    module = specs.module(specs.spec(dict(
-            path=dict(type="path", required=True),
-            source=dict(type="str", choices=["generate", "recover"], default="generate"),
-            node=dict(type="str"),
-            version_contract=dict(type="str"),
-        ), talos=True),
-        required_if=[("source", "recover", ["node"])],
-        supports_check_mode=True,
+    options = dict(
+        path=dict(type="path", required=True),
+        source=dict(type="str", choices=["generate", "recover"], default="generate"),
+        node=dict(type="str"),
+        version_contract=dict(type="str"),
     )
+    module = specs.module(specs.spec(options, talos=True), required_if=[("source", "recover", ["node"])],
+                          supports_check_mode=True)
     runner.run(module, lambda conn: bundle_file.run(module.params, conn, module.check_mode))
 
 

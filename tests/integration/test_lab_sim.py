@@ -456,7 +456,7 @@ def test_lab_json_shape(talos_cluster):
     assert set(data["cluster"]) == {"name", "id"}
     keys = {"name", "address", "role", "mode", "version", "uuid", "hostname", "stage", "node_id",
             "cluster_name", "cluster_id", "etcd_member_id", "up", "disks", "volumes",
-            "machine_config"}
+            "machine_config", "cni_files"}
     for m in data["machines"]:
         assert set(m) == keys
     cps = [m for m in data["machines"] if m["role"] == "controlplane"]

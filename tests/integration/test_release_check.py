@@ -66,8 +66,9 @@ def test_behind_cluster(talos_kube_lab, tmp_path):
     assert result["step"] == "talos"
     # the config step is not planned while Talos is behind; the machines' configs are in the v1.13 form
     assert [s["step"] for s in result["steps"]] == ["talos", "kubernetes"]
-    assert result["config_pending"] == [{"name": "cp-1", "form": "v1.13"}, {"name": "worker-1", "form": "v1.13"},
-                                        {"name": "worker-2", "form": "v1.13"}]
+    assert result["config_pending"] == [
+        {"name": "cp-1", "form": "v1.13", "drop": []}, {"name": "worker-1", "form": "v1.13", "drop": []},
+        {"name": "worker-2", "form": "v1.13", "drop": []}]
     assert result["steps"][0]["machines"] == ["cp-1", "worker-1", "worker-2"]
     plan = "\n".join(result["plan"])
     assert "Kubernetes        v1.35.4  v1.36.6  Behind" in plan

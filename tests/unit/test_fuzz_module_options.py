@@ -61,8 +61,7 @@ ARGUMENTS = dict((name, module_arguments(name)) for name in MODULES)
 def _walk(spec, prefix=""):
     for option, definition in spec.items():
         yield prefix + option, definition
-        for item in _walk(definition.get("options") or {}, prefix + option + "."):
-            yield item
+        yield from _walk(definition.get("options") or {}, prefix + option + ".")
 
 
 def _nests_dicts(definition):

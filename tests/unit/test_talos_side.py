@@ -47,8 +47,8 @@ def test_facts_are_the_generation_options(case_dir, role):
         manifests = case["inline_manifests"]
         assert [m["name"] for m in facts["inline_manifests"]] == [m["name"] for m in manifests]
         assert [m["size"] for m in facts["inline_manifests"]] == [len(m["contents"].encode()) for m in manifests]
-        assert [m["cilium"] for m in facts["inline_manifests"]] == ["kind: DaemonSet\nmetadata:\n  name: cilium\n" in m["contents"]
-                                                                     for m in manifests]
+        cilium = "kind: DaemonSet\nmetadata:\n  name: cilium\n"
+        assert [m["cilium"] for m in facts["inline_manifests"]] == [cilium in m["contents"] for m in manifests]
         assert set(case["cert_sans"]) <= set(facts["cert_sans"]["api_server"])
     else:
         assert facts["inline_manifests"] == []

@@ -72,8 +72,8 @@ def shape_problem(argument_spec, params, prefix=""):
         for index, item in enumerate(items):
             where = "%s[%d]" % (path, index) if many else path
             if not isinstance(item, dict):
-                return "%s must be a mapping (its keys: %s), not %s" % (where, ", ".join(sorted(suboptions)),
-                                                                      type(item).__name__)
+                return "%s must be a mapping (its keys: %s), not %s" % (
+                    where, ", ".join(sorted(suboptions)), type(item).__name__)
             problem = shape_problem(suboptions, item, where + ".")
             if problem:
                 return problem

@@ -82,8 +82,8 @@ class MachineView:
         healthy = self.status.get("healthy") is True
         if not host.endswith(":%d" % port):
             return False, "KubePrism on %s: Talos reports it on %s, not port %d" % (self.name, host or "no address", port)
-        return healthy, "KubePrism on %s: %s %s" % (self.name, host, "healthy" if healthy else "not healthy (no API "
-                                                                                             "server answers through it)")
+        state = "healthy" if healthy else "not healthy (no API server answers through it)"
+        return healthy, "KubePrism on %s: %s %s" % (self.name, host, state)
 
 
 def read(client, machines):

@@ -147,9 +147,9 @@ def facts(docs):
                    "wipe": get(install_doc, "provisioning.wipe") is True}
     else:
         selector = get(legacy, "machine.install.diskSelector")
-        install = {"disk": _text(get(legacy, "machine.install.disk")),
-                   "disk_selector": ", ".join("%s=%s" % (k, v) for k, v in sorted((str(k), str(v)) for k, v in selector.items()))
-                 if isinstance(selector, dict) else "",
+        selected = ", ".join("%s=%s" % pair for pair in sorted((str(k), str(v)) for k, v in selector.items())) \
+            if isinstance(selector, dict) else ""
+        install = {"disk": _text(get(legacy, "machine.install.disk")), "disk_selector": selected,
                    "image": _text(get(legacy, "machine.install.image")), "wipe": get(legacy, "machine.install.wipe") is True}
 
     return {
