@@ -34,7 +34,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: The machines, control planes first (the suboptions of the rollout modules' O(machines)).
+  description: The machines, control planes first (the suboptions of the rollout modules' O(maesh.ichor.release_check#module:machines)).
   type: list
   elements: dict
   contains:
