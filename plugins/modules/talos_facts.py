@@ -12,10 +12,24 @@ module: talos_facts
 short_description: Read what a Talos machine is over the Talos API
 version_added: 0.1.0
 description:
-  - Reads one Talos machine's version, UUID, hostname, role, stage, cluster and the cluster's discovery
-    members over the Talos API, and returns them as the C(talos) fact.
-  - The machine is addressed with O(node) through the talosconfig's endpoints (the C(node) gRPC metadata),
-    as C(talosctl -n) does. Read-only.
+  - Reads what adopt needs to know of Talos machines over the Talos API, read-only.
+  - "Per machine (O(node)): the machine's version, UUID (over the authenticated API), hostname, role (from its
+    own discovery member), stage, cluster and the cluster's discovery members; from its live machine config
+    (either form: the legacy v1alpha1 fields or the typed documents) KubePrism, kube-proxy on the Talos side,
+    the CNI selection (C(cluster.network.cni), the flannel document, the custom CNI's manifests), the other
+    external manifests, inline manifests, install, registry mirrors and cert SANs; and the CNI configs present
+    under C(/etc/cni/net.d), listed with the Talos API's file listing as C(talosctl ls) does. Returned as the
+    C(talos) fact."
+  - "Cluster-wide (O(machines)): one task, run once, reads every machine concurrently inside the module (at most
+    16 at a time over the client's one connection per endpoint), so a plan over a hundred machines does not pay
+    Ansible's per-host start a hundred times. It returns one entry per machine (the per-machine facts plus
+    C(name)) in RV(machines) and the version verdict in RV(versions): any machine below Talos v1.12.0, or newer
+    than the release set's Talos, refuses the cluster and the module fails with that one line (a mixed cluster
+    names its machines below v1.12); so does a machine that cannot be read. Nothing is written either way."
+  - The machine config is readable with the C(os:admin) role only; with a talosconfig of another role the
+    config's facts are null and C(config_unread) says why.
+  - The machines are addressed through the talosconfig's endpoints (the C(node) gRPC metadata), as
+    C(talosctl -n) does.
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
@@ -32,7 +46,30 @@ options:
     description:
       - Address of the machine to read (without port). Defaults to the endpoint itself.
       - In an inventory of Talos machines this is usually the host's C(ansible_host).
+      - Mutually exclusive with O(machines).
     type: str
+  machines:
+    description:
+      - The cluster's machines, read all at once (the cluster-wide mode); usually built from the inventory groups
+        with the C(maesh.ichor.machines) filter, as for M(maesh.ichor.release_check).
+      - Mutually exclusive with O(node).
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: The machine's name (its Kubernetes Node name); names it in results and messages.
+        type: str
+        required: true
+      node:
+        description: The machine's Talos API address (its C(ansible_host)).
+        type: str
+        required: true
+      role:
+        description:
+          - The machine's role as the inventory says it. The role reported is the discovery membership's; a
+            different one here is a warning.
+        type: str
+        choices: [controlplane, worker]
 """
 
 EXAMPLES = r"""
@@ -51,6 +88,21 @@ EXAMPLES = r"""
     - name: Show the version
       ansible.builtin.debug:
         msg: "{{ inventory_hostname }} runs Talos {{ ansible_facts.talos.version }}"
+
+- name: Read the whole cluster in one task (adopt's read; fails if a version refuses the cluster)
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Read every machine at once
+      maesh.ichor.talos_facts:
+        talosconfig: "{{ ichor_talosconfig }}"
+        machines: "{{ groups | maesh.ichor.machines(hostvars) }}"
+      register: talos_cluster
+
+    - name: Show the CNI configs each machine has
+      ansible.builtin.debug:
+        msg: "{{ item.name }}: {{ item.cni_configs | join(', ') }}"
+      loop: "{{ talos_cluster.machines }}"
 """
 
 RETURN = r"""
@@ -123,6 +175,109 @@ ansible_facts:
             machine_type:
               description: C(controlplane), C(init) or C(worker).
               type: str
+        config:
+          description:
+            - What the live machine config states about the Talos side; null when it was not read (see C(config_unread)).
+          type: dict
+          contains:
+            config_role:
+              description: C(machine.type) (C(init) reads as C(controlplane)).
+              type: str
+            form:
+              description: C(typed) when Kubernetes is configured in typed documents (contract v1.14), else C(legacy).
+              type: str
+            kubeprism:
+              description: KubePrism, C(enabled) and C(port) (0 while off and no port is stated).
+              type: dict
+            kube_proxy:
+              description: kube-proxy on the Talos side, C(enabled) (Talos deploys it) and C(mode).
+              type: dict
+            cni:
+              description:
+                - The CNI selection, C(name) (C(flannel), C(custom), C(none), or an empty string when the config
+                  states none, as a contract v1.14 worker's does), C(urls) (the custom CNI's manifests) and
+                  C(flannel_document) (a KubeFlannelCNIConfig document is present).
+              type: dict
+            external_manifests:
+              description: External manifests, C(name) (empty for C(cluster.extraManifests)) and C(url).
+              type: list
+              elements: dict
+            inline_manifests:
+              description: Inline manifests, C(name), C(cilium) (it holds Cilium's DaemonSet) and C(size); never their contents.
+              type: list
+              elements: dict
+            install:
+              description: C(disk), C(disk_selector), C(image) and C(wipe).
+              type: dict
+            registries:
+              description:
+                - C(mirrors) (C(host), C(endpoints), C(skip_fallback)), and the hosts with credentials (C(auth)) or
+                  TLS settings (C(tls)); never their values.
+              type: dict
+            cert_sans:
+              description: C(machine) (C(machine.certSANs)) and C(api_server) (the API server's extra SANs).
+              type: dict
+        config_unread:
+          description: Why C(config) is null (empty when it was read).
+          type: str
+        cni_configs:
+          description: The CNI config files (C(.conf), C(.conflist), C(.json)) under C(/etc/cni/net.d), sorted.
+          type: list
+          elements: str
+          sample: [10-flannel.conflist]
+machines:
+  description:
+    - Cluster-wide mode; one entry per machine of O(machines) that was read, in their order, each with every key of
+      the C(talos) fact (C(config), C(members), C(stage), ... as RV(ansible_facts.talos) documents them) and C(name).
+  returned: when O(machines) is given
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The machine's name as O(machines) gives it.
+      type: str
+    node:
+      description: The address it was read from.
+      type: str
+    version:
+      description: The Talos version it runs.
+      type: str
+    role:
+      description: C(controlplane) or C(worker), from its discovery member.
+      type: str
+    uuid:
+      description: Its SMBIOS UUID.
+      type: str
+    cni_configs:
+      description: The CNI config files under C(/etc/cni/net.d).
+      type: list
+      elements: str
+versions:
+  description: Cluster-wide mode; the version verdict.
+  returned: when O(machines) is given
+  type: dict
+  contains:
+    refused:
+      description: Whether the versions refuse the cluster (the module then fails with RV(versions.message)).
+      type: bool
+    message:
+      description: The refusal, one line; empty when nothing is refused.
+      type: str
+      sample: >-
+        Talos 1.11.5 is older than the oldest version Ichor adopts (v1.12). Upgrade Talos first, with talosctl or
+        your usual tool, and run adopt again.
+    older:
+      description: The machines below Talos v1.12.0.
+      type: list
+      elements: str
+    newer:
+      description: The machines on a Talos newer than the release set's.
+      type: list
+      elements: str
+    unreadable:
+      description: The machines whose version is not vMAJOR.MINOR.PATCH.
+      type: list
+      elements: str
 plan:
   description: Human-readable lines about the machine, gathered by the C(maesh.ichor.plan) callback.
   returned: always
@@ -137,8 +292,15 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
 
 
 def main():
-    module = specs.module(specs.spec(dict(node=dict(type="str")), talos=True), supports_check_mode=True)
-    runner.run(module, lambda conn: machine.facts_result(conn.talos(), module.params["node"]))
+    machines = dict(type="list", elements="dict", options=dict(
+        name=dict(type="str", required=True), node=dict(type="str", required=True),
+        role=dict(type="str", choices=["controlplane", "worker"])))
+    module = specs.module(specs.spec(dict(node=dict(type="str"), machines=machines), talos=True),
+                          supports_check_mode=True, mutually_exclusive=[("node", "machines")])
+    if module.params["machines"] is not None:
+        runner.run(module, lambda conn: machine.cluster_facts_result(conn.talos(), module.params["machines"]))
+    else:
+        runner.run(module, lambda conn: machine.facts_result(conn.talos(), module.params["node"]))
 
 
 if __name__ == "__main__":

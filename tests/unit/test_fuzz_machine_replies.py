@@ -8,6 +8,7 @@ tests/unit/conftest.py."""
 
 import base64
 import io
+import json
 import logging
 import tarfile
 
@@ -97,6 +98,9 @@ def valid_replies():
         platform=machine_pb2.PlatformInfo(name="metal"))])]
     replies["ApplyConfiguration"] = [machine_pb2.ApplyConfigurationResponse(messages=[machine_pb2.ApplyConfiguration(
         metadata=common_pb2.Metadata(hostname="cp-1"), mode=machine_pb2.ApplyConfigurationRequest.REBOOT)])]
+    replies["FileList"] = [machine_pb2.FileInfo(name="/etc/cni/net.d", relative_name=".", is_dir=True, mode=(1 << 31) | 0o755),
+                           machine_pb2.FileInfo(name="/etc/cni/net.d/10-flannel.conflist", relative_name="10-flannel.conflist",
+                                                size=120, mode=0o644)]
     archive = _kubeconfig_archive()
     replies["Kubeconfig"] = [common_pb2.Data(bytes=archive[i:i + 512]) for i in range(0, len(archive), 512)]
     return dict((key, ([m.SerializeToString() for m in messages], None)) for key, messages in replies.items())
@@ -226,6 +230,9 @@ def _facts(client):
     for member in facts["members"]:
         assert all(isinstance(member[k], str) for k in ("id", "hostname", "machine_type"))
         assert all(isinstance(a, str) for a in member["addresses"])
+    assert all(isinstance(name, str) for name in facts["cni_configs"])
+    assert facts["config"] is None or json.loads(json.dumps(facts["config"])) == facts["config"]  # plain data
+    assert isinstance(facts["config_unread"], str)
     return result
 
 
@@ -270,6 +277,8 @@ def talos():
 def test_valid_replies_read(talos):
     client = talos(valid_replies())
     facts = _facts(client)["ansible_facts"]["talos"]
+    assert facts["cni_configs"] == ["10-flannel.conflist"]
+    assert facts["config"]["cni"]["name"] == "flannel" and facts["config_unread"] == ""
     assert facts["hostname"] == "cp-1" and facts["role"] == "controlplane" and facts["ready"] is True
     assert [m["machine_type"] for m in facts["members"]] == ["controlplane", "worker"]
     assert _machine_config(client)["spec"] == CONFIG

@@ -10,9 +10,14 @@ __metaclass__ = type
 
 import asyncio
 
+from ansible_collections.maesh.ichor.plugins.module_utils.config import talos_side
+from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
+from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import version_gate
 
 
 async def get_resource(client, ref, node=None, resource_id=None):
@@ -87,9 +92,25 @@ def _text(item, key):
     return value if isinstance(value, str) else ""
 
 
+async def _config(client, node):
+    """(the live machine config's Talos-side facts or None, why they are missing or "")."""
+    try:
+        item = await get_resource(client, res.MACHINE_CONFIG, node)
+    except errors.TalosCallError as exc:
+        if exc.code != "PERMISSION_DENIED":
+            raise
+        return None, "the machine config is readable with the os:admin role only; this talosconfig's role cannot"
+    if item is None or not isinstance(item.get("spec"), str):
+        return None, "the machine has no config"
+    try:
+        return talos_side.facts(item["spec"]), ""
+    except ConfigError as exc:
+        return None, "its config cannot be read: %s" % exc
+
+
 async def machine_facts(client, node=None):
     """The facts ``talos_facts`` reports for one machine, read concurrently."""
-    ver, sysinfo, host, status, identity, info, members = await asyncio.gather(
+    ver, sysinfo, host, status, identity, info, members, config, cni_files = await asyncio.gather(
         version(client, node),
         get_resource(client, res.SYSTEM_INFORMATION, node),
         get_resource(client, res.HOSTNAME_STATUS, node),
@@ -97,6 +118,8 @@ async def machine_facts(client, node=None):
         get_resource(client, res.IDENTITY, node),
         get_resource(client, res.CLUSTER_INFO, node),
         list_resources(client, res.MEMBERS, node),
+        _config(client, node),
+        cni_configs(client, node),
     )
     node_id = _text(identity, "nodeId")
     member_list = []
@@ -126,6 +149,9 @@ async def machine_facts(client, node=None):
         "node_id": node_id,
         "cluster": {"name": _text(info, "clusterName"), "id": _text(info, "clusterId")},
         "members": member_list,
+        "config": config[0],
+        "config_unread": config[1],
+        "cni_configs": cni_files,
     }
 
 
@@ -139,10 +165,84 @@ def facts_result(client, node=None):
     except errors.TalosError as exc:
         exc.result = dict(plan=[])
         raise
-    plan = ["%s (%s): Talos %s, %s, %s, cluster %s (%d members)" % (
-        facts["hostname"] or "?", node or client.endpoints[0][0], facts["version"], facts["role"] or "unknown role",
-        facts["stage"] or "unknown stage", facts["cluster"]["name"] or "?", len(facts["members"]))]
+    plan = [_plan_line(facts, node or client.endpoints[0][0])]
     return dict(changed=False, ansible_facts={"talos": facts}, plan=plan)
+
+
+# Machines read at once by the cluster-wide read (each is nine calls at once): bounded so that a 100-machine
+# cluster does not open 900 streams through one endpoint at the same moment.
+CLUSTER_CONCURRENCY = 16
+
+
+def _plan_line(facts, where):
+    return "%s (%s): Talos %s, %s, %s, cluster %s (%d members)" % (
+        facts["hostname"] or "?", where, facts["version"], facts["role"] or "unknown role",
+        facts["stage"] or "unknown stage", facts["cluster"]["name"] or "?", len(facts["members"]))
+
+
+def _cluster_plan_line(name, facts):
+    config = facts["config"]
+    if config is None:
+        detail = "machine config not read: %s" % facts["config_unread"]
+    else:
+        prism = config["kubeprism"]
+        detail = "KubePrism %s, kube-proxy %s, Talos CNI %s, %d inline manifest(s)" % (
+            "on port %d" % prism["port"] if prism["enabled"] else "off",
+            "on" if config["kube_proxy"]["enabled"] else "off",
+            config["cni"]["name"] or "not stated", len(config["inline_manifests"]))
+    return "%s: %s; %s; CNI configs: %s" % (
+        name, _plan_line(facts, facts["node"]), detail, ", ".join(facts["cni_configs"]) or "none")
+
+
+def cluster_facts_result(client, machines, concurrency=CLUSTER_CONCURRENCY):
+    """``talos_facts`` over a cluster (``machines``: [{name, node, role}]): every machine read concurrently on the
+    client's one loop (at most ``concurrency`` at a time), and the versions judged (version_gate).
+
+    Read-only. A machine that cannot be read, or a refusing version verdict, fails with one line; the error
+    carries the facts read so far, the verdict and the plan.
+    """
+    names = [m["name"] for m in machines]
+    nodes = [m["node"] for m in machines]
+    for what, values in (("name", names), ("node", nodes)):
+        twice = sorted(set(v for v in values if values.count(v) > 1))
+        if twice:
+            raise IchorError("machines: each %s once; given more than once: %s" % (what, ", ".join(twice)),
+                             result=dict(plan=[]))
+    bound = {}
+
+    async def one(node):
+        if "semaphore" not in bound:  # made on the client's loop
+            bound["semaphore"] = asyncio.Semaphore(max(1, int(concurrency)))
+        async with bound["semaphore"]:
+            return await machine_facts(client, node)
+
+    results = client.fan_out(one, nodes)
+    read, unread, plan, warnings = [], [], [], []
+    for m in machines:
+        result = results[m["node"]]
+        if result.error is not None:
+            unread.append("%s: %s" % (m["name"], result.error))
+            plan.append("%s (%s): not read: %s" % (m["name"], m["node"], result.error))
+            continue
+        facts = dict(result.message, name=m["name"])
+        read.append(facts)
+        plan.append(_cluster_plan_line(m["name"], facts))
+        if m.get("role") and facts["role"] and m["role"] != facts["role"]:
+            warnings.append("%s is a %s in the inventory and a %s in the cluster's discovery membership" % (
+                m["name"], m["role"], facts["role"]))
+    verdict = version_gate.judge([(facts["name"], facts["version"]) for facts in read])
+    plan.append("refused: %s" % verdict["message"] if verdict["refused"] else
+                "versions: every machine read runs Talos %s or later, none newer than the release set's %s" % (
+                    version_gate.FLOOR, release.TALOS))
+    result = dict(changed=False, machines=read, versions=verdict, plan=plan)
+    if warnings:
+        result["warnings"] = warnings
+    problems = [verdict["message"]] if verdict["refused"] else []
+    if unread:
+        problems.append("%d of %d machines could not be read: %s" % (len(unread), len(machines), "; ".join(unread)))
+    if problems:
+        raise IchorError(" ".join(problems), result=result)
+    return result
 
 
 def facts_for(client, nodes):

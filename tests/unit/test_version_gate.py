@@ -1,0 +1,120 @@
+"""talos.version_gate: the Talos versions judged before adopt writes anything (ADR 0103 1.9, ADR 0113); and the
+bound of the cluster-wide read that uses it."""
+
+import asyncio
+
+import pytest
+
+from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, version_gate
+
+SEED = ("Talos 1.11.5 is older than the oldest version Ichor adopts (v1.12). Upgrade Talos first, with talosctl or "
+        "your usual tool, and run adopt again.")
+
+
+def _newer():
+    major, minor, _patch = release.parse(release.TALOS)
+    return "v%d.%d.0" % (major, minor + 1)
+
+
+def test_a_cluster_at_or_above_the_floor_and_not_newer_passes():
+    verdict = version_gate.judge([("cp-1", "v1.12.0"), ("w-1", "v1.13.9"), ("w-2", release.TALOS)])
+    assert verdict == {"refused": False, "message": "", "older": [], "newer": [], "unreadable": []}
+
+
+def test_one_machine_below_the_floor_is_the_seeds_message_exactly():
+    verdict = version_gate.judge([("cp-1", "v1.11.5")])
+    assert verdict["refused"] and verdict["message"] == SEED and verdict["older"] == ["cp-1"]
+
+
+def test_a_uniform_old_cluster_is_the_seeds_message_exactly():
+    verdict = version_gate.judge([("cp-1", "v1.11.5"), ("w-1", "v1.11.5")])
+    assert verdict["message"] == SEED and verdict["older"] == ["cp-1", "w-1"]
+
+
+def test_a_mixed_cluster_names_the_machines_below_whatever_their_order():
+    machines = [("w-2", "v1.11.5"), ("cp-1", "v1.14.1"), ("w-1", "v1.10.7"), ("w-3", "v1.12.11")]
+    verdict = version_gate.judge(machines)
+    assert verdict["message"] == ("Talos 1.10.7 is older than the oldest version Ichor adopts (v1.12). Upgrade Talos first, "
+                                  "with talosctl or your usual tool, and run adopt again. Below v1.12: w-1 (v1.10.7), w-2 (v1.11.5).")
+    assert verdict["older"] == ["w-1", "w-2"]
+    assert version_gate.judge(list(reversed(machines))) == verdict
+    # a patch below the floor's .0 does not exist: v1.12.0 is in, a v1.11 pre-release is out
+    assert not version_gate.judge([("a", "v1.12.0")])["refused"]
+    assert version_gate.judge([("a", "v1.11.99-alpha.1")])["older"] == ["a"]
+
+
+def test_newer_than_the_release_set_is_refused_in_the_rollouts_words():
+    newer = _newer()
+    verdict = version_gate.judge([("cp-1", release.TALOS), ("w-2", newer), ("w-1", newer)])
+    assert verdict["message"] == ("Talos on w-1, w-2 is %s, newer than the release set's %s; this collection cannot "
+                                  "manage it." % (newer, release.TALOS))
+    assert verdict["newer"] == ["w-1", "w-2"] and verdict["older"] == []
+
+
+def test_older_and_newer_together_say_both_older_first():
+    verdict = version_gate.judge([("cp-1", "v1.11.5"), ("w-1", _newer())])
+    assert verdict["message"].startswith(SEED + " Below v1.12: cp-1 (v1.11.5). Talos on w-1 is ")
+    assert verdict["older"] == ["cp-1"] and verdict["newer"] == ["w-1"]
+
+
+def test_a_version_that_is_no_version_refuses_and_is_not_quoted_whole():
+    verdict = version_gate.judge([("cp-1", "v1.14.1"), ("w-1", "x" * 500)])
+    assert verdict["refused"] and verdict["unreadable"] == ["w-1"]
+    assert "x" * 41 not in verdict["message"] and "w-1" in verdict["message"]
+    assert "\n" not in verdict["message"]
+
+
+# -- the cluster-wide read's bound (machine.cluster_facts_result), with the client's own fan_out --------------------
+
+class _Loop:
+    """The part of TalosClient that fan_out uses: its loop (the real fan_out runs on it)."""
+
+    def __init__(self):
+        self._loop = asyncio.new_event_loop()
+
+    def run(self, coro):
+        return self._loop.run_until_complete(coro)
+
+    def fan_out(self, fn, nodes):
+        return tc.TalosClient.fan_out(self, fn, nodes)
+
+
+def _fake_facts(seen):
+    async def facts(_client, node):
+        seen["now"] += 1
+        seen["most"] = max(seen["most"], seen["now"])
+        await asyncio.sleep(0.01)
+        seen["now"] -= 1
+        return {"node": node, "version": "v1.14.1", "uuid": "", "hostname": node, "role": "worker", "stage": "running",
+                "ready": True, "node_id": "", "cluster": {"name": "c", "id": ""}, "members": [], "config": None,
+                "config_unread": "", "cni_configs": []}
+    return facts
+
+
+@pytest.mark.parametrize("bound, machines, most", [(16, 40, 16), (3, 10, 3), (1, 5, 1), (16, 4, 4)])
+def test_the_cluster_read_runs_at_most_its_bound_at_once(monkeypatch, bound, machines, most):
+    seen = {"now": 0, "most": 0}
+    monkeypatch.setattr(machine, "machine_facts", _fake_facts(seen))
+    client = _Loop()
+    try:
+        result = machine.cluster_facts_result(client, [{"name": "m%02d" % i, "node": "10.0.0.%d" % i} for i in range(machines)],
+                                              concurrency=bound)
+    finally:
+        client._loop.close()
+    assert seen["most"] == most
+    assert [m["name"] for m in result["machines"]] == ["m%02d" % i for i in range(machines)]
+
+
+def test_a_machine_given_twice_is_refused_before_any_read(monkeypatch):
+    seen = {"now": 0, "most": 0}
+    monkeypatch.setattr(machine, "machine_facts", _fake_facts(seen))
+    client = _Loop()
+    try:
+        with pytest.raises(IchorError) as exc:
+            machine.cluster_facts_result(client, [{"name": "a", "node": "10.0.0.1"}, {"name": "b", "node": "10.0.0.1"}])
+    finally:
+        client._loop.close()
+    assert exc.value.message == "machines: each node once; given more than once: 10.0.0.1" and seen["most"] == 0
