@@ -637,3 +637,21 @@ def test_yaml_errors_never_quote_the_document():
     with pytest.raises(ConfigError) as err:
         documents.parse("apiVersion: %s\nkind: X\n" % key)
     assert key not in str(err.value)
+
+
+def test_environment_values_are_masked_their_names_shown():
+    """machine.env is the user's (Talos documents proxies there, and a proxy URL carries a password): masked
+    in the drift report and --diff, though machinery's RedactSecrets leaves it; the variable's name stays visible."""
+    unused_case, bundle, cluster_spec, machine_spec, live = load_case(os.path.join(CONFIGS, "v1.12", "v1.12.7", "basic"))
+    # no credential-like name and no URL password: only the environment rule can mask it
+    marker = "ENV-MARKER-7f3a"
+    body = json.loads(json.dumps(live["controlplane"][0].body))
+    body["machine"]["env"] = {"https_proxy": marker}
+    body["cluster"].setdefault("apiServer", {})["env"] = {"HTTP_PROXY": marker}
+    docs = [documents.legacy(body)] + live["controlplane"][1:]
+    rendered = render.render(bundle, cluster_spec, dict(machine_spec, role="controlplane"))
+    result = drift.drift(rendered, docs, cluster_spec)
+    paths = [d.path for d in result.differences]
+    assert "v1alpha1:machine.env.https_proxy" in paths and "v1alpha1:cluster.apiServer.env.HTTP_PROXY" in paths
+    shown = json.dumps(result.to_dict()) + "\n".join(result.lines()) + documents.emit(drift.mask_docs(docs))
+    assert "ENV-MARKER-7f3a" not in shown and "https_proxy" in shown and "<redacted>" in shown

@@ -233,8 +233,8 @@ def _with(module, path, value):
 # Found with --fuzz-seed 12, cases 711, 1257 and 1699: a number or a boolean where a mapping with suboptions is
 # expected makes ansible-core's validation raise TypeError (module_utils/common/parameters.py set_fallbacks tests
 # `param not in parameters` before it checks that the value is a mapping; 2.16 and 2.19 alike), so the module dies
-# with a traceback instead of failing with one line. The cause is outside this collection's modules (ansible-core;
-# the guard belongs in plugins/module_utils/ansible_module, before AnsibleModule validates): these fail until then.
+# with a traceback instead of failing with one line. specs.module guards against it (shape_problem, before
+# AnsibleModule validates); these cases hold it to one line.
 SCALAR_FOR_MAPPING = [
     ("talos_machine_config", "cluster", 1.5),
     ("talos_machine_config", "machine", True),
