@@ -71,6 +71,11 @@ options:
   chart_digest:
     description: The packaged chart's digest, C(sha256:<64 hex digits>); a chart with another digest is refused.
     type: str
+  chart_repository:
+    description:
+      - The chart repository O(chart) omitted pulls from, for a mirror of the Cilium Helm repository (an air-gapped
+        site's). Omitted, C(https://helm.cilium.io).
+    type: str
   helm:
     description: The helm binary (a path, or a name found on E(PATH)); Helm 3.18 or a later 3.x.
     type: path

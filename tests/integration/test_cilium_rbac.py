@@ -145,8 +145,8 @@ def test_a_member_of_the_group_holds_every_rule_and_nobody_else_does(kube_lab, c
     member, stranger = [rbac.GROUP, "system:authenticated"], ["system:authenticated"]
     for scope in (None, "kube-system", "ichor-system", "cilium-secrets"):
         for rule in rbac_fixtures.caller_rules(caller.docs, scope):
-            assert caller.allowed(scope, rule, user="awx", groups=member), (scope, rule)
-            assert caller.allowed(scope, rule), (scope, rule)
+            assert caller.allowed(scope, rule, user="awx", groups=member, every=True), (scope, rule)
+            assert caller.allowed(scope, rule, every=True), (scope, rule)
     create_roles = {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["create"]}
     assert not caller.allowed("kube-system", create_roles, user="awx", groups=stranger)
     # and nothing beyond: not in another namespace, not a verb the bundle does not name

@@ -24,13 +24,14 @@ from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Kube
 from tests.integration.ansible_env import ansible_playbook
 from tests.integration.test_cilium_takeover import Conn, _reader, _resource_versions
 from tests.lab.agent import MANAGED
-from tests.lab.cilium import fixtures
+from tests.lab.cilium import fixtures, rbac_fixtures
 from tests.lab.cilium.fixtures import TALOS_VALUES, merged
 
 pytestmark = pytest.mark.lab
 
 cilium_charts = fixtures.cilium_charts
 cilium_lab = fixtures.cilium_lab
+cilium_caller = rbac_fixtures.cilium_caller
 
 USER_VALUES = {"debug": {"enabled": True}, "cluster": {"name": "prod"}}
 
@@ -85,9 +86,9 @@ def _operator_replicas(lab):
     return lab.apps.read_namespaced_deployment("cilium-operator", "kube-system").spec.replicas
 
 
-def _writes(kube_lab, mark):
-    """The admin's writes since mark, besides the lab agent's status updates."""
-    return [e for e in kube_lab.mutating_requests(since=mark, user="lab-admin")
+def _writes(kube_lab, mark, user="lab-admin"):
+    """The writes of user (the admin by default) since mark, besides the lab agent's status updates."""
+    return [e for e in kube_lab.mutating_requests(since=mark, user=user)
             if (e.get("objectRef") or {}).get("subresource") != "status"]
 
 
@@ -106,18 +107,19 @@ def _older_collection_release(kube_lab, lab, minor, user_values, nodes):
 
 
 def test_a_values_change_is_applied_kept_in_the_cluster_record_and_a_second_run_changes_nothing(
-        cilium_lab, cilium_charts, kube_lab):
+        cilium_lab, cilium_charts, kube_lab, cilium_caller):
     lab = cilium_lab(nodes=2)
     lab.helm_install("1.20", merged(TALOS_VALUES, USER_VALUES))
     lab.wait_ready()
-    _take_over(kube_lab, cilium_charts)
+    caller = cilium_caller()  # the bundle's ServiceAccount, bound to exactly its rules
+    _take_over(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)
     # right after the takeover: the user's values from the cluster record, nothing to apply
-    same = _run(kube_lab, cilium_charts)
+    same = _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)
     assert same["changed"] is False and same["step"] == "none" and same["values_source"] == "cluster_record"
     assert same["gate"] == [] and same["user_values"] == USER_VALUES
     changed_values = {"debug": {"enabled": False}, "cluster": {"name": "prod"}, "bpf": {"monitorAggregation": "low"}}
     lab.render("1.20", merged(TALOS_VALUES, changed_values))
-    result = _run(kube_lab, cilium_charts, cilium_values=changed_values)
+    result = _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig, cilium_values=changed_values)
     assert result["changed"] is True and result["step"] == "values" and result["attempts"] == 1
     assert "values: debug.enabled: true -> false" in result["plan"]
     assert 'values: bpf.monitorAggregation: unset -> "low"' in result["plan"]
@@ -128,57 +130,60 @@ def test_a_values_change_is_applied_kept_in_the_cluster_record_and_a_second_run_
     assert _cluster_record(lab)["cilium"]["values"] == changed_values
     # the next run takes the values from the cluster record: nothing to change, nothing written
     mark = kube_lab.audit_mark()
-    again = _run(kube_lab, cilium_charts)
+    again = _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)
     assert again["changed"] is False and again["user_values"] == changed_values and again["gate"] == []
-    assert kube_lab.mutating_requests(since=mark, user="lab-admin", namespace="ichor-system") == []
-    assert [e for e in kube_lab.mutating_requests(since=mark, user="lab-admin", namespace="kube-system")
+    assert kube_lab.mutating_requests(since=mark, user=caller.user, namespace="ichor-system") == []
+    assert [e for e in kube_lab.mutating_requests(since=mark, user=caller.user, namespace="kube-system")
             if (e.get("objectRef") or {}).get("subresource") != "status"] == []
 
 
-def test_after_the_takeover_of_a_1_19_install_the_release_is_at_the_set_already(cilium_lab, cilium_charts, kube_lab):
+def test_after_the_takeover_of_a_1_19_install_the_release_is_at_the_set_already(cilium_lab, cilium_charts, kube_lab, cilium_caller):
     lab = cilium_lab(nodes=2)
     lab.helm_install("1.19", TALOS_VALUES)
     lab.wait_ready()
+    caller = cilium_caller()  # the bundle's ServiceAccount, bound to exactly its rules
     lab.render("1.20", TALOS_VALUES)
-    taken = _take_over(kube_lab, cilium_charts, accept_cilium_diff=True)
+    taken = _take_over(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig, accept_cilium_diff=True)
     assert taken["step"] == "upgrade"  # the takeover's version rule: one minor lower is taken over as an upgrade
-    result = _run(kube_lab, cilium_charts)
+    result = _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)
     assert result["changed"] is False and result["step"] == "none"
     assert result["release"] == {"revision": 1, "status": "deployed", "chart": "1.20.4"}
     assert _image(lab) == "quay.io/cilium/cilium:v1.20.4"
 
 
-def test_the_collections_1_19_release_is_upgraded_to_1_20_one_minor(cilium_lab, cilium_charts, kube_lab):
+def test_the_collections_1_19_release_is_upgraded_to_1_20_one_minor(cilium_lab, cilium_charts, kube_lab, cilium_caller):
     lab = cilium_lab(nodes=2)
     _older_collection_release(kube_lab, lab, "1.19", USER_VALUES, nodes=2)
+    caller = cilium_caller()  # the bundle's ServiceAccount, bound to exactly its rules
     assert _image(lab) == "quay.io/cilium/cilium:v1.19.5"
     lab.render("1.20", merged(TALOS_VALUES, USER_VALUES), namespace="ichor-system")
-    planned = _run(kube_lab, cilium_charts, check=True)
+    planned = _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig, check=True)
     assert planned["changed"] is True and planned["step"] == "upgrade" and _ours(lab) == [("1", "deployed", "1.19.5")]
     assert "upgrade: chart 1.19.5 -> 1.20.4" in planned["plan"]
     image = [e for e in planned["gate"] if e["object"] == "DaemonSet kube-system/cilium"
              and e["path"] == "spec.template.spec.containers[cilium-agent].image"]
     assert [(e["live"], e["chart"]) for e in image] == [("quay.io/cilium/cilium:v1.19.5", "quay.io/cilium/cilium:v1.20.4")]
-    result = _run(kube_lab, cilium_charts)
+    result = _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)
     assert result["changed"] is True and result["release"] == {"revision": 2, "status": "deployed", "chart": "1.20.4"}
     assert _image(lab) == "quay.io/cilium/cilium:v1.20.4" and _config(lab)["cluster-name"] == "prod"
     assert _ours(lab) == [("1", "superseded", "1.19.5"), ("2", "deployed", "1.20.4")]
     assert _cluster_record(lab)["cilium"]["chart"] == "1.20.4"
     assert _cluster_record(lab)["cilium"]["values"] == USER_VALUES
-    assert _run(kube_lab, cilium_charts)["changed"] is False
+    assert _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)["changed"] is False
 
 
-def test_a_skipped_minor_is_refused_and_nothing_is_written(cilium_lab, cilium_charts, kube_lab):
+def test_a_skipped_minor_is_refused_and_nothing_is_written(cilium_lab, cilium_charts, kube_lab, cilium_caller):
     lab = cilium_lab(nodes=2)
     _older_collection_release(kube_lab, lab, "1.18", {}, nodes=2)
+    caller = cilium_caller()  # the bundle's ServiceAccount, bound to exactly its rules
     mark = kube_lab.audit_mark()
-    refused = _refused(kube_lab, cilium_charts)
+    refused = _refused(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)
     assert refused.message == ("the Cilium release runs chart 1.18.6, more than one minor below 1.20.4: Cilium moves "
                                "one minor at a time; upgrade it to 1.19 first with a maesh.ichor whose release set has "
                                "that minor")
     assert refused.result["plan"][-1] == "refused: " + refused.message
     assert _ours(lab) == [("1", "deployed", "1.18.6")] and _image(lab) == "quay.io/cilium/cilium:v1.18.6"
-    assert _writes(kube_lab, mark) == []
+    assert _writes(kube_lab, mark, caller.user) == []
 
 
 def _add_node(lab, name):
@@ -186,12 +191,13 @@ def _add_node(lab, name):
         MANAGED: lab.owner, "kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}}})
 
 
-def test_install_at_init_and_operator_replicas_with_one_node_and_with_two(cilium_lab, cilium_charts, kube_lab):
+def test_install_at_init_and_operator_replicas_with_one_node_and_with_two(cilium_lab, cilium_charts, kube_lab, cilium_caller):
     lab = cilium_lab(nodes=1)
-    refused = _refused(kube_lab, cilium_charts)
+    caller = cilium_caller()  # the bundle's ServiceAccount, bound to exactly its rules
+    refused = _refused(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)
     assert refused.message == ("no Helm release ichor-system/cilium of the collection exists: run cilium_takeover "
                                "first (or set install for a cluster without Cilium)")
-    installed = _run(kube_lab, cilium_charts, install=True, kube_proxy="replaced", tunnel="geneve",
+    installed = _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig, install=True, kube_proxy="replaced", tunnel="geneve",
                      cilium_values=USER_VALUES)
     lab.render("1.20", installed["values"], namespace="ichor-system")  # for teardown
     assert installed["step"] == "install" and installed["cilium"]["operator_replicas"] == 1
@@ -199,22 +205,22 @@ def test_install_at_init_and_operator_replicas_with_one_node_and_with_two(cilium
     assert _ours(lab) == [("1", "deployed", "1.20.4")]
     assert _cluster_record(lab)["cilium"] == {"release": "ichor-system/cilium", "chart": "1.20.4", "values": USER_VALUES,
                                               "tunnel": "geneve", "kubeProxy": "replaced"}
-    assert _run(kube_lab, cilium_charts, install=True)["changed"] is False
+    assert _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig, install=True)["changed"] is False
     # a second Node (NotReady counts too): the chart's default of two replicas
     _add_node(lab, lab.owner + "-node-extra")
-    two = _run(kube_lab, cilium_charts)
+    two = _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)
     assert two["step"] == "values" and two["cilium"]["operator_replicas"] is None and _operator_replicas(lab) == 2
     assert "values: operator.replicas: 1 -> unset" in two["plan"]
     assert "operator replicas: the chart's default (2 Nodes)" in two["plan"]
     # one control plane in the spec, workers included: one replica
-    one_cp = _run(kube_lab, cilium_charts, control_planes=1)
+    one_cp = _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig, control_planes=1)
     assert one_cp["step"] == "values" and _operator_replicas(lab) == 1
     assert "operator replicas: 1 (2 Nodes, 1 control planes in the spec)" in one_cp["plan"]
     # install refuses a Cilium that runs but is not ours
     lab.core.delete_namespaced_secret("sh.helm.release.v1.cilium.v1", "ichor-system")
     lab.core.delete_namespaced_secret("sh.helm.release.v1.cilium.v2", "ichor-system")
     lab.core.delete_namespaced_secret("sh.helm.release.v1.cilium.v3", "ichor-system")
-    assert _refused(kube_lab, cilium_charts, install=True).message == (
+    assert _refused(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig, install=True).message == (
         "Cilium 1.20.4 runs here (DaemonSet kube-system/cilium) and is not the collection's release: run "
         "cilium_takeover first; install is for a cluster without Cilium")
 
@@ -230,13 +236,14 @@ def _failing_helm(tmp_path, real, failures):
     return str(path), count
 
 
-def test_a_failing_apply_is_retried_with_backoff(cilium_lab, cilium_charts, kube_lab, tmp_path):
+def test_a_failing_apply_is_retried_with_backoff(cilium_lab, cilium_charts, kube_lab, tmp_path, cilium_caller):
     lab = cilium_lab(nodes=2)
     lab.helm_install("1.20", merged(TALOS_VALUES, USER_VALUES))
     lab.wait_ready()
-    _take_over(kube_lab, cilium_charts)
+    caller = cilium_caller()  # the bundle's ServiceAccount, bound to exactly its rules
+    _take_over(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)
     helm, count = _failing_helm(tmp_path, kube_lab.bins["helm"], failures=2)
-    result = _run(kube_lab, cilium_charts, helm=helm, cilium_values={"debug": {"enabled": False}})
+    result = _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig, helm=helm, cilium_values={"debug": {"enabled": False}})
     assert result["attempts"] == 3 and count.read_text().strip() == "3"
     failed = [line for line in result["plan"] if line.startswith("attempt ")]
     assert [line.split(":")[0] for line in failed] == ["attempt 1 of 6 failed, next in 5s",
@@ -268,15 +275,16 @@ def test_check_mode_writes_nothing_and_diff_shows_before_and_after(cilium_lab, c
     assert lab.core.read_namespaced_config_map("ichor-cluster", "ichor-system").metadata.resource_version == cm
 
 
-def test_the_unmanaged_preset_is_refused(cilium_lab, cilium_charts, kube_lab):
+def test_the_unmanaged_preset_is_refused(cilium_lab, cilium_charts, kube_lab, cilium_caller):
     lab = cilium_lab(nodes=1)
+    caller = cilium_caller()  # the bundle's ServiceAccount, bound to exactly its rules
     kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
     cluster_record.update(kube, lambda data: data.update(cluster={"cni": {"preset": "unmanaged"}}))
     try:
         mark = kube_lab.audit_mark()
-        refused = _refused(kube_lab, cilium_charts, install=True)
+        refused = _refused(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig, install=True)
         assert refused.message == "the CNI is not managed by Ichor (spec.cni.preset: unmanaged)"
-        assert _writes(kube_lab, mark) == []
+        assert _writes(kube_lab, mark, caller.user) == []
         assert lab.records("ichor-system") == []
     finally:
         cluster_record.update(kube, lambda data: data.pop("cluster", None))
@@ -352,11 +360,12 @@ def test_the_rollouts_cilium_step_upgrades_1_19_to_1_20_after_a_kubernetes_step(
 
 
 def test_a_pending_upgrade_left_by_a_killed_helm_is_repaired_and_the_release_applied(
-        cilium_lab, cilium_charts, kube_lab):
+        cilium_lab, cilium_charts, kube_lab, cilium_caller):
     lab = cilium_lab(nodes=2)
     lab.helm_install("1.20", merged(TALOS_VALUES, USER_VALUES))
     lab.wait_ready()
-    taken = _take_over(kube_lab, cilium_charts)
+    caller = cilium_caller()  # the bundle's ServiceAccount, bound to exactly its rules
+    taken = _take_over(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)
     # helm upgrade as a run would start it, with --wait so that it stays pending (the lab's Deployments never get
     # the ReplicaSet helm waits for), killed there
     values = merged(taken["values"], {"debug": {"enabled": False}})
@@ -372,7 +381,7 @@ def test_a_pending_upgrade_left_by_a_killed_helm_is_repaired_and_the_release_app
     proc.wait()
     pending = lab.records("ichor-system")[-1]
     assert (pending.metadata.labels["version"], pending.metadata.labels["status"]) == ("2", "pending-upgrade")
-    result = _run(kube_lab, cilium_charts)  # the cluster record's values: debug still enabled
+    result = _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)  # the cluster record's values: debug still enabled
     assert ("repair: delete ichor-system/sh.helm.release.v1.cilium.v2 (pending-upgrade, left by a run that was "
             "stopped; uid %s)" % pending.metadata.uid) in result["plan"]
     assert "repaired: deleted ichor-system/sh.helm.release.v1.cilium.v2" in result["plan"]
@@ -380,4 +389,4 @@ def test_a_pending_upgrade_left_by_a_killed_helm_is_repaired_and_the_release_app
     newest = lab.records("ichor-system")[-1]
     assert newest.metadata.uid != pending.metadata.uid and _ours(lab)[-1] == ("2", "deployed", "1.20.4")
     assert _config(lab)["debug"] == "true"
-    assert _run(kube_lab, cilium_charts)["changed"] is False
+    assert _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)["changed"] is False

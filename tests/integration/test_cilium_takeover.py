@@ -2,9 +2,14 @@
 API server, from foreign installs made as users make them (tests/lab/cilium): seed 0103's A5, A6, A7, the empty
 gate of the same chart and values, the kube-proxy and KubePrism rules, and check mode writing nothing."""
 
+import functools
+import hashlib
+import http.server
 import json
 import os
+import shutil
 import tempfile
+import threading
 
 import pytest
 import yaml
@@ -227,6 +232,21 @@ def test_kube_proxy_mode_and_kubeprism(cilium_lab, cilium_charts, kube_lab):
         "cluster spec's cni.kubeProxy)")
 
 
+def test_kube_proxy_disabled_with_no_replacement_is_refused(cilium_lab, cilium_charts, kube_lab, kube_namespace):
+    lab = cilium_lab(nodes=2, kube_proxy=False)
+    lab.helm_install("1.20", ENABLED_VALUES)  # kubeProxyReplacement false, and no kube-proxy DaemonSet
+    lab.wait_ready()
+    reader = _reader(kube_lab, kube_namespace)
+    mark = kube_lab.audit_mark()
+    refused = _refused(kube_lab, cilium_charts, kubeconfig=reader)
+    assert refused.message == ("kube-proxy is disabled and Cilium's kubeProxyReplacement is false: nothing routes "
+                               "Services; switch one of them deliberately first")
+    assert refused.result["gate"] == [] and refused.result["changed"] is False
+    assert kube_lab.mutating_requests(since=mark, user="system:serviceaccount:%s:takeover" % kube_namespace) == []
+    # the operator's claim does not change what runs: the same refusal with the mode given
+    assert _refused(kube_lab, cilium_charts, kube_proxy="replaced").message == refused.message
+
+
 def test_a_changed_kubeprism_endpoint_needs_accept_cilium_changes(cilium_lab, cilium_charts, kube_lab):
     lab = cilium_lab(nodes=2)
     values = merged(TALOS_VALUES, {"k8sServiceHost": "api.lab.example", "k8sServicePort": 6443})
@@ -309,3 +329,30 @@ def test_the_module_in_check_mode_prints_the_gate_with_diff_and_writes_nothing(c
     user = "system:serviceaccount:%s:takeover" % kube_namespace
     assert kube_lab.mutating_requests(since=mark, user=user) == []
     assert not [name for name in os.listdir(tempfile.gettempdir()) if name.startswith("ichor-helm-")]
+
+
+def test_the_chart_is_pulled_from_a_chart_repository_mirror_with_its_digest(cilium_lab, cilium_charts, kube_lab, tmp_path):
+    """chart omitted: helm pulls the set's version from the repository (here a mirror served on loopback, as an
+    air-gapped site keeps one: index.yaml made by helm repo index); the digest is checked on what was pulled."""
+    lab = cilium_lab(nodes=2)
+    lab.helm_install("1.20", TALOS_VALUES)
+    lab.wait_ready()
+    served = tmp_path / "repo"
+    served.mkdir()
+    tgz = shutil.copy(cilium_charts["1.20"]["chart"], str(served / "cilium-1.20.4.tgz"))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = "http://127.0.0.1:%d" % server.server_address[1]
+        kube_lab.helm("repo", "index", str(served), "--url", url)
+        with open(tgz, "rb") as handle:
+            digest = "sha256:" + hashlib.sha256(handle.read()).hexdigest()
+        result = _check(kube_lab, cilium_charts, chart=None, chart_repository=url, chart_digest=digest)
+        assert result["gate"] == [] and result["cilium"]["chart"] == "1.20.4"
+        with pytest.raises(CiliumError) as info:
+            _check(kube_lab, cilium_charts, chart=None, chart_repository=url, chart_digest="sha256:" + "0" * 64)
+        assert str(info.value) == "the chart cilium-1.20.4.tgz has digest %s, not sha256:%s" % (digest, "0" * 64)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -60,8 +60,12 @@ def test_a2_a4_a_helm_installed_cilium_is_taken_over_its_record_backed_up_and_no
         cilium_lab, cilium_charts, kube_lab, cilium_caller):
     lab = cilium_lab(nodes=2)
     lab.helm_install("1.20", merged(TALOS_VALUES, USER_VALUES))
+    # a second revision, as a user's later helm upgrade leaves it: helm keeps both records
+    kube_lab.helm("upgrade", "cilium", cilium_charts["1.20"]["chart"], "-n", "kube-system",
+                  "-f", lab.file("values.json", merged(TALOS_VALUES, USER_VALUES)))
     lab.wait_ready()
-    (foreign,) = lab.records()
+    foreign = sorted(lab.records(), key=lambda s: s.metadata.name)
+    assert [s.metadata.labels["status"] for s in foreign] == ["superseded", "deployed"]
     generation, ds_template, op_template = _templates(lab)
     caller = cilium_caller()
     result = _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)
@@ -78,14 +82,17 @@ def test_a2_a4_a_helm_installed_cilium_is_taken_over_its_record_backed_up_and_no
     # A4: an empty gate restarts nothing: the DaemonSet's generation and both pod templates are unchanged
     after = _templates(lab)
     assert after[0] == generation and after[1] == ds_template and after[2] == op_template
-    # the foreign record: backed up byte for byte into its own Secret, then deleted
+    # each foreign record: backed up byte for byte into its own Secret, then deleted
     assert lab.records() == []
-    (backup,) = _secrets(lab, "ichor-system", "ichor.maesh.dev/backup-of")
-    assert backup.metadata.name == "ichor-cilium-prior.kube-system.sh.helm.release.v1.cilium.v1"
-    assert backup.data == foreign.data and backup.type == "Opaque" and "owner" not in backup.metadata.labels
-    assert backup.metadata.annotations["ichor.maesh.dev/backup-uid"] == foreign.metadata.uid
-    assert result["backups"] == [{"record": "kube-system/sh.helm.release.v1.cilium.v1", "backup": "ichor-system/"
-                                  + backup.metadata.name, "uid": foreign.metadata.uid}]
+    backups = _secrets(lab, "ichor-system", "ichor.maesh.dev/backup-of")
+    assert [b.metadata.name for b in backups] == ["ichor-cilium-prior.kube-system.sh.helm.release.v1.cilium.v1",
+                                                  "ichor-cilium-prior.kube-system.sh.helm.release.v1.cilium.v2"]
+    for backup, record_secret in zip(backups, foreign):
+        assert backup.data == record_secret.data and backup.type == "Opaque" and "owner" not in backup.metadata.labels
+        assert backup.metadata.annotations["ichor.maesh.dev/backup-uid"] == record_secret.metadata.uid
+    assert sorted(result["backups"], key=lambda b: b["record"]) == [
+        {"record": "kube-system/" + r.metadata.name, "backup": "ichor-system/" + b.metadata.name, "uid": r.metadata.uid}
+        for b, r in zip(backups, foreign)]
     assert _cluster_record(lab)["cilium"] == {"release": "ichor-system/cilium", "chart": "1.20.4",
                                               "values": USER_VALUES, "tunnel": "vxlan", "kubeProxy": "replaced"}
     # a second run changes nothing and writes nothing
@@ -157,6 +164,8 @@ def test_a8_helm_killed_after_the_upgrade_started_the_rerun_repairs_and_complete
     proc.wait()
     (pending,) = lab.records("ichor-system")
     assert pending.metadata.labels["status"] == "pending-install"
+    # the objects helm updated before it was killed roll out first (the health precondition waits for nothing)
+    lab.wait_ready()
     result = _run(kube_lab, cilium_charts, kubeconfig=kubeconfig)
     repair = ("repair: delete ichor-system/sh.helm.release.v1.cilium.v1 (pending-install, left by a run that was "
               "stopped; uid %s), then take over" % pending.metadata.uid)
@@ -200,3 +209,35 @@ def test_the_module_takes_over_and_a_rerun_reports_no_change(cilium_lab, cilium_
     assert first["changed"] is True and not first.get("failed") and len(first["backups"]) == 1
     second = playbook(tmp_path, False, **args)[0]
     assert second["changed"] is False and not second.get("failed")
+
+
+def test_a5_an_accepted_gate_takes_over_keeping_the_extra_annotation_and_configmap_and_the_chart_args_win(
+        cilium_lab, cilium_charts, kube_lab, cilium_caller):
+    """What the gate reports is what the takeover does: a live-only annotation is kept (helm's three-way merge leaves
+    fields it never set), an argument the chart does not render is gone, an object outside the chart is untouched."""
+    lab = cilium_lab(nodes=2)
+    lab.helm_install("1.20", TALOS_VALUES)
+    ds = lab.apps.read_namespaced_daemon_set("cilium", "kube-system")
+    chart_args = list(ds.spec.template.spec.containers[0].args)
+    lab.apps.patch_namespaced_daemon_set("cilium", "kube-system", {
+        "metadata": {"annotations": {"example.com/owner": "team-net"}},
+        "spec": {"template": {"spec": {"containers": [{"name": "cilium-agent",
+                                                       "args": chart_args + ["--enable-extra-thing=true"]}]}}}})
+    lab.core.create_namespaced_config_map("kube-system", {"metadata": {"name": "cilium-extra"}, "data": {"a": "b"}})
+    lab.extra.append(("v1", "ConfigMap", "kube-system", "cilium-extra"))
+    lab.wait_ready()
+    extra = lab.core.read_namespaced_config_map("cilium-extra", "kube-system")
+    caller = cilium_caller()
+    result = _run(kube_lab, cilium_charts, accept_cilium_diff=True, kubeconfig=caller.kubeconfig)
+    assert result["changed"] is True
+    assert sorted(e["change"] for e in result["gate"]) == ["differs", "live only, kept"]
+    ds = lab.apps.read_namespaced_daemon_set("cilium", "kube-system")
+    assert ds.metadata.annotations["example.com/owner"] == "team-net"
+    assert ds.metadata.annotations["meta.helm.sh/release-namespace"] == "ichor-system"
+    assert ds.spec.template.spec.containers[0].args == chart_args
+    kept = lab.core.read_namespaced_config_map("cilium-extra", "kube-system")
+    assert (kept.metadata.uid, kept.metadata.resource_version, kept.data) == (
+        extra.metadata.uid, extra.metadata.resource_version, {"a": "b"})
+    # a rerun: the release is ours now, nothing to take over
+    again = _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)
+    assert again["changed"] is False

@@ -253,6 +253,15 @@ def test_install_playbook_under_the_installers_own_service_account(kube_lab, tmp
     # first, as an admin, the default bundle (it holds the installer's ServiceAccount and RBAC)
     proc = ansible_playbook("maesh.ichor.install", "-e", "ichor_kubeconfig=%s" % kube_lab.kubeconfig)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the bundle's subdirectories are applied too: the Cilium release's RBAC (20-cilium-release) is in the cluster
+    admin = KubeClient(kubeconfig=kube_lab.kubeconfig)
+    cilium_release_rbac = os.path.join(DEFAULT_BUNDLE, "20-cilium-release")
+    for name in sorted(os.listdir(cilium_release_rbac)):
+        with open(os.path.join(cilium_release_rbac, name)) as handle:
+            for doc in yaml.safe_load_all(handle):
+                if doc:
+                    meta = doc["metadata"]
+                    assert admin.get(doc["apiVersion"], doc["kind"], meta["name"], meta.get("namespace")) is not None, name
     sa_kubeconfig = kube_lab.service_account_kubeconfig("ichor-system", "ichor-installer",
                                                         path=str(tmp_path / "sa.kubeconfig"))
     extra = tmp_path / "extra"

@@ -322,7 +322,7 @@ def _flow(objects, **params):
     fake = FakeHelm()
     fake_kube = FakeKube(objects)
     with helm.Helm("helm", run_process=fake) as h:
-        h.resolve_chart = lambda chart, digest: (chart, {"version": "1.20.4"})
+        h.resolve_chart = lambda chart, digest, repository: (chart, {"version": "1.20.4"})
         return takeover.Takeover(base, fake_kube, h).preconditions().result, fake_kube
 
 

@@ -130,12 +130,13 @@ class Helm:
         return found
 
     # -- the chart --------------------------------------------------------------------------
-    def resolve_chart(self, chart=None, digest=None):
+    def resolve_chart(self, chart=None, digest=None, repository=None):
         """A local chart (directory or .tgz) at the release set's Cilium, and its Chart.yaml.
 
-        ``chart``: a directory, a .tgz, an ``oci://`` reference, or None for the Cilium repository; remote charts
-        are pulled at the set's version into the private directory. ``digest`` ("sha256:<hex>") is checked against
-        the .tgz. A chart of any other version is refused: the release set pins it (no override).
+        ``chart``: a directory, a .tgz, an ``oci://`` reference, or None for the chart repository ``repository``
+        (the Cilium Helm repository by default, or a mirror of it); remote charts are pulled at the set's version
+        into the private directory. ``digest`` ("sha256:<hex>") is checked against the .tgz. A chart of any other
+        version is refused: the release set pins it (no override).
         """
         if chart and not chart.startswith("oci://"):
             path = os.path.expanduser(chart)
@@ -145,22 +146,23 @@ class Helm:
                 raise CiliumError("chart_digest applies to a packaged chart (.tgz or remote), not to the directory %s" % chart)
         else:
             dest = tempfile.mkdtemp(prefix="chart-", dir=self.dir)
+            repository = repository or REPOSITORY
             if chart:
                 self.run("pull", chart, "--version", release.CILIUM, "-d", dest)
             else:
-                self.run("pull", CHART_NAME, "--repo", REPOSITORY, "--version", release.CILIUM, "-d", dest)
+                self.run("pull", CHART_NAME, "--repo", repository, "--version", release.CILIUM, "-d", dest)
             pulled = [name for name in os.listdir(dest) if name.endswith(".tgz")]
             if len(pulled) != 1:
-                raise CiliumError("helm pull of %s left %s" % (chart or REPOSITORY, pulled or "no chart"))
+                raise CiliumError("helm pull of %s left %s" % (chart or repository, pulled or "no chart"))
             path = os.path.join(dest, pulled[0])
         if digest:
             check_digest(path, digest)
         meta = yaml.safe_load(self.run("show", "chart", path)) or {}
         if meta.get("name") != CHART_NAME:
-            raise CiliumError("the chart %s is %r, not the Cilium chart" % (chart or REPOSITORY, meta.get("name")))
+            raise CiliumError("the chart %s is %r, not the Cilium chart" % (chart or repository or REPOSITORY, meta.get("name")))
         if str(meta.get("version")) != release.CILIUM:
             raise CiliumError("the chart %s is Cilium %s; this collection's release set pins Cilium %s (no override)" % (
-                chart or REPOSITORY, meta.get("version"), release.CILIUM))
+                chart or repository or REPOSITORY, meta.get("version"), release.CILIUM))
         return path, meta
 
     def template(self, chart, release_name, namespace, values, kube_version, api_versions=()):

@@ -61,6 +61,7 @@ def options():
     return dict(
         chart=dict(type="str"),
         chart_digest=dict(type="str"),
+        chart_repository=dict(type="str"),
         helm=dict(type="path", default="helm"),
         install=dict(type="bool", default=False),
         cilium_values=dict(type="dict"),
@@ -166,10 +167,11 @@ class CiliumRelease:
         if unmanaged(self.record_data):
             raise plan.refuse(UNMANAGED)
         helm_version = self.helm.version()
-        self.chart, meta = self.helm.resolve_chart(params.get("chart"), params.get("chart_digest"))
+        self.chart, meta = self.helm.resolve_chart(params.get("chart"), params.get("chart_digest"),
+                                                   params.get("chart_repository"))
         self.chart_version = chart_version = str(meta["version"])
         plan.say("chart: cilium %s (%s), helm %s" % (
-            chart_version, params.get("chart") or helm_mod.REPOSITORY, ".".join(str(p) for p in helm_version)))
+            chart_version, params.get("chart") or params.get("chart_repository") or helm_mod.REPOSITORY, ".".join(str(p) for p in helm_version)))
         own = live_mod.records(kube, RELEASE_NAMESPACE, RELEASE)
         newest = record_mod.newest(own)
         if newest is not None and newest.status in PENDING:

@@ -53,6 +53,7 @@ def options():
     return dict(
         chart=dict(type="str"),
         chart_digest=dict(type="str"),
+        chart_repository=dict(type="str"),
         helm=dict(type="path", default="helm"),
         kube_proxy=dict(type="str", choices=["enabled", "replaced"]),
         kubeprism_port=dict(type="int", default=values_mod.KUBEPRISM_PORT),
@@ -166,11 +167,12 @@ class Takeover:
         """Every read-only check; returns the Plan (its result says what a run would do)."""
         plan, kube, params = self.plan, self.kube, self.params
         helm_version = self.helm.version()
-        chart, meta = self.helm.resolve_chart(params.get("chart"), params.get("chart_digest"))
+        chart, meta = self.helm.resolve_chart(params.get("chart"), params.get("chart_digest"),
+                                              params.get("chart_repository"))
         chart_version = str(meta["version"])
         self.chart = chart
         plan.say("chart: cilium %s (%s), helm %s" % (
-            chart_version, params.get("chart") or helm_mod.REPOSITORY, ".".join(str(p) for p in helm_version)))
+            chart_version, params.get("chart") or params.get("chart_repository") or helm_mod.REPOSITORY, ".".join(str(p) for p in helm_version)))
         running = live_mod.read(kube)
         if running is None:
             raise plan.refuse("no Cilium runs here (no DaemonSet %s/%s): there is nothing to take over" % (

@@ -54,6 +54,12 @@ def caller_rules(docs, namespace):
     raise KeyError("no %s %s in %s" % (kind, rbac.NAME, namespace))
 
 
+def atoms(rule):
+    """Every (apiGroup, resource, verb, resourceName or None) a resource rule grants, in the rule's order."""
+    return [(group, resource, verb, name) for group in rule["apiGroups"] for resource in rule["resources"]
+            for verb in rule["verbs"] for name in (rule.get("resourceNames") or [None])]
+
+
 class Caller:
     def __init__(self, kube_lab, workdir):
         self.kube = kube_lab
@@ -94,13 +100,17 @@ class Caller:
                                            self.kube.server, ca_pem, self.user, token=token, namespace=self.namespace)
         return self
 
-    def allowed(self, namespace, rule, user=None, groups=None):
+    def allowed(self, namespace, rule, user=None, groups=None, every=False):
         """Whether the API server's authorizer lets the caller (or user in groups) do the first atom of rule (a
-        SubjectAccessReview)."""
-        resource, sub = (rule["resources"][0].split("/", 1) + [None])[:2]
-        attrs = k8s.V1ResourceAttributes(namespace=namespace, verb=rule["verbs"][0], group=rule["apiGroups"][0],
-                                         resource=resource, subresource=sub or None,
-                                         name=(rule.get("resourceNames") or [None])[0])
+        SubjectAccessReview each); with every, each atom of it (every group, resource, verb and name)."""
+        chosen = atoms(rule) if every else atoms(rule)[:1]
+        return all(self._review(namespace, atom, user, groups) for atom in chosen)
+
+    def _review(self, namespace, atom, user, groups):
+        group, resource, verb, name = atom
+        resource, sub = (resource.split("/", 1) + [None])[:2]
+        attrs = k8s.V1ResourceAttributes(namespace=namespace, verb=verb, group=group, resource=resource,
+                                         subresource=sub or None, name=name)
         review = k8s.AuthorizationV1Api(self.kube.api).create_subject_access_review(k8s.V1SubjectAccessReview(
             spec=k8s.V1SubjectAccessReviewSpec(user=user or self.user, resource_attributes=attrs, groups=groups or [
                 "system:serviceaccounts", "system:serviceaccounts:%s" % self.namespace, "system:authenticated"])))
