@@ -88,6 +88,8 @@ def _tasks(lab, tmp_path, namespace):
         ("cilium_release", {"chart": os.path.join(cilium_chart_cache(), "cilium-1.20.4.tgz"),
                             "helm": lab.kube.bins["helm"] if hasattr(lab, "kube") else "helm"}),
         ("cluster_facts", {}),
+        # no CNI DaemonSet runs in this lab while the configs select flannel: refused with its plan, writing nothing
+        ("adopt_plan", {"machines": machines, "recover_from": "cp-1"}),
     ]
 
 

@@ -93,23 +93,30 @@ def _text(item, key):
 
 
 async def _config(client, node):
-    """(the live machine config's Talos-side facts or None, why they are missing or "")."""
+    """(the live machine config's Talos-side facts or None, why they are missing or "", its text or None)."""
     try:
         item = await get_resource(client, res.MACHINE_CONFIG, node)
     except errors.TalosCallError as exc:
         if exc.code != "PERMISSION_DENIED":
             raise
-        return None, "the machine config is readable with the os:admin role only; this talosconfig's role cannot"
+        return None, "the machine config is readable with the os:admin role only; this talosconfig's role cannot", None
     if item is None or not isinstance(item.get("spec"), str):
-        return None, "the machine has no config"
+        return None, "the machine has no config", None
     try:
-        return talos_side.facts(item["spec"]), ""
+        return talos_side.facts(item["spec"]), "", item["spec"]
     except ConfigError as exc:
-        return None, "its config cannot be read: %s" % exc
+        return None, "its config cannot be read: %s" % exc, None
 
 
 async def machine_facts(client, node=None):
     """The facts ``talos_facts`` reports for one machine, read concurrently."""
+    facts, unused_text = await machine_read(client, node)
+    return facts
+
+
+async def machine_read(client, node=None):
+    """(machine_facts, the live config's text or None): the text holds the cluster's secrets, so it is never part
+    of the facts; adopt's inspection hands it to the config engine."""
     ver, sysinfo, host, status, identity, info, members, config, cni_files = await asyncio.gather(
         version(client, node),
         get_resource(client, res.SYSTEM_INFORMATION, node),
@@ -152,7 +159,7 @@ async def machine_facts(client, node=None):
         "config": config[0],
         "config_unread": config[1],
         "cni_configs": cni_files,
-    }
+    }, config[2]
 
 
 def facts_result(client, node=None):
@@ -194,13 +201,34 @@ def _cluster_plan_line(name, facts):
         name, _plan_line(facts, facts["node"]), detail, ", ".join(facts["cni_configs"]) or "none")
 
 
-def cluster_facts_result(client, machines, concurrency=CLUSTER_CONCURRENCY):
-    """``talos_facts`` over a cluster (``machines``: [{name, node, role}]): every machine read concurrently on the
-    client's one loop (at most ``concurrency`` at a time), and the versions judged (version_gate).
+def bounded_fan_out(client, read, nodes, concurrency=CLUSTER_CONCURRENCY):
+    """read(client, node) for every node on the client's one loop, at most ``concurrency`` at a time:
+    {node: NodeResult}."""
+    bound = {}
 
-    Read-only. A machine that cannot be read, or a refusing version verdict, fails with one line; the error
-    carries the facts read so far, the verdict and the plan.
-    """
+    async def one(node):
+        if "semaphore" not in bound:  # made on the client's loop
+            bound["semaphore"] = asyncio.Semaphore(max(1, int(concurrency)))
+        async with bound["semaphore"]:
+            return await read(client, node)
+
+    return client.fan_out(one, nodes)
+
+
+class ClusterRead:
+    """Every machine of a cluster read at once (read_cluster): what was read, what was not, and their plan lines."""
+
+    def __init__(self):
+        self.read = []  # (machine entry, facts with its name)
+        self.texts = {}  # name -> live config text (machine_read only): secrets, never returned
+        self.unread = []  # "name: why"
+        self.plan = []
+        self.warnings = []
+
+
+def read_cluster(client, machines, with_config_text=False, concurrency=CLUSTER_CONCURRENCY):
+    """machine_facts (or machine_read, with_config_text) of every machine ([{name, node, role}]) concurrently,
+    bounded; a machine given twice is one line of error."""
     names = [m["name"] for m in machines]
     nodes = [m["node"] for m in machines]
     for what, values in (("name", names), ("node", nodes)):
@@ -208,38 +236,52 @@ def cluster_facts_result(client, machines, concurrency=CLUSTER_CONCURRENCY):
         if twice:
             raise IchorError("machines: each %s once; given more than once: %s" % (what, ", ".join(twice)),
                              result=dict(plan=[]))
-    bound = {}
-
-    async def one(node):
-        if "semaphore" not in bound:  # made on the client's loop
-            bound["semaphore"] = asyncio.Semaphore(max(1, int(concurrency)))
-        async with bound["semaphore"]:
-            return await machine_facts(client, node)
-
-    results = client.fan_out(one, nodes)
-    read, unread, plan, warnings = [], [], [], []
+    results = bounded_fan_out(client, machine_read if with_config_text else machine_facts, nodes, concurrency)
+    out = ClusterRead()
     for m in machines:
         result = results[m["node"]]
         if result.error is not None:
-            unread.append("%s: %s" % (m["name"], result.error))
-            plan.append("%s (%s): not read: %s" % (m["name"], m["node"], result.error))
+            out.unread.append("%s: %s" % (m["name"], result.error))
+            out.plan.append("%s (%s): not read: %s" % (m["name"], m["node"], result.error))
             continue
-        facts = dict(result.message, name=m["name"])
-        read.append(facts)
-        plan.append(_cluster_plan_line(m["name"], facts))
+        message = result.message
+        if with_config_text:
+            message, out.texts[m["name"]] = message
+        facts = dict(message, name=m["name"])
+        out.read.append((m, facts))
+        out.plan.append(_cluster_plan_line(m["name"], facts))
         if m.get("role") and facts["role"] and m["role"] != facts["role"]:
-            warnings.append("%s is a %s in the inventory and a %s in the cluster's discovery membership" % (
+            out.warnings.append("%s is a %s in the inventory and a %s in the cluster's discovery membership" % (
                 m["name"], m["role"], facts["role"]))
+    return out
+
+
+def versions_line(verdict):
+    """The version verdict's plan line."""
+    if verdict["refused"]:
+        return "refused: %s" % verdict["message"]
+    return "versions: every machine read runs Talos %s or later, none newer than the release set's %s" % (
+        version_gate.FLOOR, release.TALOS)
+
+
+def cluster_facts_result(client, machines, concurrency=CLUSTER_CONCURRENCY):
+    """``talos_facts`` over a cluster (``machines``: [{name, node, role}]): every machine read concurrently on the
+    client's one loop (at most ``concurrency`` at a time), and the versions judged (version_gate).
+
+    Read-only. A machine that cannot be read, or a refusing version verdict, fails with one line; the error
+    carries the facts read so far, the verdict and the plan.
+    """
+    found = read_cluster(client, machines, concurrency=concurrency)
+    read = [facts for unused_m, facts in found.read]
     verdict = version_gate.judge([(facts["name"], facts["version"]) for facts in read])
-    plan.append("refused: %s" % verdict["message"] if verdict["refused"] else
-                "versions: every machine read runs Talos %s or later, none newer than the release set's %s" % (
-                    version_gate.FLOOR, release.TALOS))
+    plan = found.plan + [versions_line(verdict)]
     result = dict(changed=False, machines=read, versions=verdict, plan=plan)
-    if warnings:
-        result["warnings"] = warnings
+    if found.warnings:
+        result["warnings"] = found.warnings
     problems = [verdict["message"]] if verdict["refused"] else []
-    if unread:
-        problems.append("%d of %d machines could not be read: %s" % (len(unread), len(machines), "; ".join(unread)))
+    if found.unread:
+        problems.append("%d of %d machines could not be read: %s" % (
+            len(found.unread), len(machines), "; ".join(found.unread)))
     if problems:
         raise IchorError(" ".join(problems), result=result)
     return result

@@ -1,0 +1,367 @@
+"""adopt_plan (adopt's first phase) against the lab: simulated Talos machines started from configs real Talos code made,
+the real API server with its audit log, real helm and the real Cilium chart. Seed 0103's B group as far as the plan
+goes: B1 (flannel and Calico refused without the flag, nothing written anywhere; Cilium plus a second CNI refused with
+it), B4 (KubePrism off refused in enabled and in replaced mode), B8 (v1.11 refused, a mixed cluster naming its
+machines), the unmanaged plan of a flannel cluster (zero drift, every machine held), the takeover plan of a case C
+Cilium, the kube-proxy rule on the lab, and the module through ansible-playbook with no secret in its -vvvv output."""
+
+import json
+import os
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+
+from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.adopt import inspection
+from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module.runner import Connections
+from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, talosconfig
+
+from tests.integration.ansible_env import REPO, ansible_playbook
+from tests.integration.test_cilium_inline import _case_c
+from tests.lab.cilium import fixtures
+from tests.lab.cilium.fixtures import TALOS_VALUES, merged
+
+pytestmark = [pytest.mark.lab, pytest.mark.modules]
+
+cilium_charts = fixtures.cilium_charts
+cilium_lab = fixtures.cilium_lab
+
+CONFIGS = os.path.join(REPO, "tests", "fixtures", "configs")
+# flannel (Talos's default), kube-proxy on, KubePrism on 7445, Kubernetes 1.36.3 (behind the set, as the lab's API server)
+BASIC = os.path.join(CONFIGS, "v1.14", "v1.14.1", "k8s-older")
+KUBEPRISM_OFF = os.path.join(CONFIGS, "v1.13", "v1.14.1", "kubeprism-off")
+SEED_TAIL = ("Ichor will not install or operate it; to adopt the cluster with the CNI left exactly as it is, run again "
+             "with ichor_cni_unmanaged=true.")
+SEED_OLD = ("Talos 1.11.5 is older than the oldest version Ichor adopts (v1.12). Upgrade Talos first, with talosctl or "
+            "your usual tool, and run adopt again.")
+READS = {"Version", "Get", "List"}
+ENABLED_VALUES = merged(TALOS_VALUES, {"kubeProxyReplacement": False})
+
+
+def _machines(lab):
+    return [{"name": m["name"], "node": m["address"], "role": m["role"]} for m in lab.machines]
+
+
+class Reader:
+    """The identity the plan runs as: a ServiceAccount of its own (bound to cluster-admin, so that only what the
+    module does is tested), so the audit log tells its requests from the lab's."""
+
+    def __init__(self, kube_lab, namespace):
+        self.kubeconfig = kube_lab.service_account_kubeconfig(namespace, "adopt", rbac={"cluster_roles": ["cluster-admin"]})
+        self.user = "system:serviceaccount:%s:adopt" % namespace
+        self.kube_lab = kube_lab
+
+    def writes(self, mark):
+        return self.kube_lab.mutating_requests(since=mark, user=self.user)
+
+
+@pytest.fixture
+def reader(kube_lab, kube_namespace):
+    return Reader(kube_lab, kube_namespace)
+
+
+def _params(lab, reader, **extra):
+    cp = [m for m in lab.machines if m["role"] == "controlplane"][0]
+    params = dict(talosconfig=lab.talosconfig, talosconfig_content=None, context=None, endpoint=None,
+                  kubeconfig=reader.kubeconfig, kubeconfig_content=None, kube_context=None, timeout=30.0,
+                  machines=_machines(lab), secrets=None, recover_from=cp["name"], cni_unmanaged=False,
+                  version_contract=None)
+    params.update(extra)
+    return params
+
+
+def _plan(lab, reader, **extra):
+    params = _params(lab, reader, **extra)
+    conn = Connections(params)
+    try:
+        return inspection.run(params, conn, True)
+    finally:
+        conn.close()
+
+
+def _refused(lab, reader, **extra):
+    with pytest.raises(IchorError) as info:
+        _plan(lab, reader, **extra)
+    assert info.value.result["plan"][-1] == "refused: " + info.value.message
+    return info.value
+
+
+def _only_reads(lab):
+    for m in lab.machines:
+        calls = set(lab.control.calls(m["name"])) - {"etcd-peer-port"}
+        assert calls <= READS, "%s got %s" % (m["name"], sorted(calls - READS))
+
+
+class Workloads:
+    """DaemonSets as other tools leave them (removed afterwards)."""
+
+    def __init__(self, kube_lab):
+        self.apps = k8s.AppsV1Api(kube_lab.api)
+        self.core = k8s.CoreV1Api(kube_lab.api)
+        self.made = []
+
+    def daemonset(self, namespace, name, image, labels):
+        try:
+            self.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        except k8s.exceptions.ApiException as exc:
+            if exc.status != 409:
+                raise
+        self.apps.create_namespaced_daemon_set(namespace, {
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+                "containers": [{"name": name, "image": image}]}}}})
+        self.made.append((namespace, name))
+
+    def flannel(self):  # as Talos deploys it
+        self.daemonset("kube-system", "kube-flannel", "ghcr.io/siderolabs/flannel:v0.27.4", {"k8s-app": "flannel"})
+
+    def kube_proxy(self):
+        self.daemonset("kube-system", "kube-proxy", "registry.k8s.io/kube-proxy:v1.36.3", {"k8s-app": "kube-proxy"})
+
+    def cleanup(self):
+        for namespace, name in self.made:
+            self.apps.delete_namespaced_daemon_set(name, namespace)
+
+
+@pytest.fixture
+def workloads(kube_lab):
+    made = Workloads(kube_lab)
+    yield made
+    made.cleanup()
+
+
+def _flannel_cluster(talos_kube_lab, workloads, **kwargs):
+    lab = talos_kube_lab(case=BASIC, controlplanes=kwargs.pop("controlplanes", 1), workers=kwargs.pop("workers", 2),
+                         **kwargs)
+    workloads.flannel()
+    workloads.kube_proxy()
+    return lab
+
+
+def test_b1_flannel_is_refused_without_the_flag_and_nothing_is_written(talos_kube_lab, kube_lab, workloads, reader):
+    lab = _flannel_cluster(talos_kube_lab, workloads)
+    before = dict((m["name"], m["machine_config"]) for m in lab.control.machines())
+    mark = kube_lab.audit_mark()
+    refused = _refused(lab, reader)
+    assert refused.message == "the CNI is flannel (DaemonSet kube-system/kube-flannel, found by its name). " + SEED_TAIL
+    assert refused.result["versions"]["refused"] is False
+    # nothing written: no mutating request of ours, no write call on a machine, every config byte for byte
+    assert reader.writes(mark) == []
+    _only_reads(lab)
+    assert dict((m["name"], m["machine_config"]) for m in lab.control.machines()) == before
+    assert not cluster_record.read(KubeClient(kubeconfig=kube_lab.kubeconfig)).exists
+
+
+def test_b1_unmanaged_a_flannel_cluster_is_planned_with_zero_drift_and_every_machine_held(
+        talos_kube_lab, kube_lab, workloads, reader):
+    lab = _flannel_cluster(talos_kube_lab, workloads)
+    mark = kube_lab.audit_mark()
+    result = _plan(lab, reader, cni_unmanaged=True)
+    assert result["changed"] is False
+    assert (result["cni"]["row"], result["cni"]["mode"], result["cni"]["preset"], result["cni"]["talos_cni"]) == (
+        "flannel", "unmanaged", "unmanaged", "default")
+    assert result["kube_proxy"] == "enabled" and result["contract"] == "v1.14"
+    assert [(m["name"], m["role"], m["held"], m["drift"]["zero"]) for m in result["machines"]] == [
+        (m["name"], m["role"], True, True) for m in lab.machines]
+    assert [m["uuid"] for m in result["machines"]] == [m["uuid"] for m in lab.machines]
+    assert result["consent"] == [] and result["record"]["cni"] == {
+        "preset": "unmanaged", "kubeProxy": "enabled", "unmanaged": {"talosCNI": "default"}}
+    assert result["record"]["detected"] == {"cni": "flannel", "version": None}
+    plan = result["plan"]
+    assert "mode: unmanaged (ichor_cni_unmanaged=true): the CNI is left exactly as it is; talosCNI default" in plan
+    assert "KubePrism: left as each machine has it (unmanaged mode)" in plan
+    assert "class B consent (ichor_accept_changes): nothing" in plan
+    assert plan[-1].startswith("CA rotation advised: ") and result["advice"] == plan[-1]
+    assert reader.writes(mark) == []
+    _only_reads(lab)
+
+
+def test_b1_calico_is_refused_and_cilium_with_a_second_cni_is_refused_even_with_the_flag(
+        talos_kube_lab, kube_lab, workloads, reader):
+    lab = talos_kube_lab(case=BASIC, controlplanes=1, workers=1)
+    workloads.kube_proxy()
+    workloads.daemonset("calico-system", "calico-node", "docker.io/calico/node:v3.30.3", {"k8s-app": "calico-node"})
+    refused = _refused(lab, reader)
+    assert refused.message.startswith("the CNI is calico (") and refused.message.endswith(SEED_TAIL)
+    workloads.daemonset("kube-system", "cilium", "quay.io/cilium/cilium:v1.20.4", {"k8s-app": "cilium"})
+    for unmanaged in (False, True):
+        two = _refused(lab, reader, cni_unmanaged=unmanaged)
+        assert two.message.startswith("two CNIs: ") and "calico" in two.message and "cilium" in two.message
+        assert "refused, also with ichor_cni_unmanaged=true" in two.message
+    _only_reads(lab)
+
+
+def test_two_cni_configs_on_one_machine_are_refused_even_with_the_flag(talos_kube_lab, kube_lab, workloads, reader):
+    lab = _flannel_cluster(talos_kube_lab, workloads, workers=1)
+    worker = [m["name"] for m in lab.machines if m["role"] == "worker"][0]
+    lab.control.set_cni_files(worker, {"05-cilium.conflist": "{}", "10-flannel.conflist": "{}"})
+    refused = _refused(lab, reader, cni_unmanaged=True)
+    assert ("%s carries two CNI configs under /etc/cni/net.d: 05-cilium.conflist and 10-flannel.conflist" % worker) \
+        in refused.message
+
+
+def test_b8_talos_below_v1_12_is_refused_and_a_mixed_cluster_names_its_machines(
+        talos_kube_lab, kube_lab, workloads, reader):
+    lab = _flannel_cluster(talos_kube_lab, workloads, workers=2, overrides=["worker-2:version=v1.11.5"])
+    refused = _refused(lab, reader, cni_unmanaged=True)
+    assert refused.message == SEED_OLD + " Below v1.12: worker-2 (v1.11.5)."
+    assert refused.result["versions"]["older"] == ["worker-2"] and "cni" not in refused.result
+    _only_reads(lab)
+
+
+def test_a_talos_newer_than_the_set_is_refused(talos_kube_lab, kube_lab, workloads, reader):
+    major, minor, unused_patch = release.parse(release.TALOS)
+    newer = "v%d.%d.0" % (major, minor + 1)
+    lab = _flannel_cluster(talos_kube_lab, workloads, workers=1, overrides=["worker-1:version=%s" % newer])
+    refused = _refused(lab, reader, cni_unmanaged=True)
+    assert refused.message == ("Talos on worker-1 is %s, newer than the release set's %s; this collection cannot "
+                               "manage it." % (newer, release.TALOS))
+
+
+def _patched(lab, name, mutate):
+    """Apply a changed copy of a machine's own config (as talosctl patch mc does)."""
+    m = [x for x in lab.machines if x["name"] == name][0]
+    docs = [d for d in yaml.safe_load_all(m["machine_config"]) if d]
+    mutate(docs)
+    with talos_client.TalosClient(talosconfig.load(lab.talosconfig)) as client:
+        machine.apply_config(client, m["address"], yaml.safe_dump_all(docs, sort_keys=False))
+
+
+def test_b4_kubeprism_off_refuses_a_managed_adoption_in_enabled_and_in_replaced_mode(
+        talos_kube_lab, kube_lab, cilium_lab, workloads, reader):
+    lab = talos_kube_lab(case=KUBEPRISM_OFF, controlplanes=1, workers=1)
+    cilium = cilium_lab(nodes=0)  # the Nodes are the Talos machines'
+    # enabled: Talos runs kube-proxy, Cilium's replacement is off
+    workloads.kube_proxy()
+    cilium.helm_install("1.20", ENABLED_VALUES)
+    cilium.wait_ready()
+    mark = kube_lab.audit_mark()
+    refused = _refused(lab, reader)
+    assert refused.message.startswith("KubePrism is off on cp-1, worker-1: a managed Cilium reaches the API server "
+                                      "through KubePrism on port 7445 on every machine")
+    assert refused.message.endswith("nothing was written")
+    assert "kube-proxy: enabled (Talos runs kube-proxy (machine configs), Cilium kubeProxyReplacement false)" in \
+        refused.result["plan"]
+    # replaced: kube-proxy disabled in Talos (cluster.proxy.disabled) and its DaemonSet gone, the replacement on
+    for name in ("cp-1", "worker-1"):
+        _patched(lab, name, lambda docs: docs[0]["cluster"].setdefault("proxy", {}).update(disabled=True))
+    workloads.cleanup()
+    workloads.made = []
+    kube_lab.helm("upgrade", "cilium", cilium_charts_path(cilium), "-n", "kube-system",
+                  "-f", cilium.file("values.json", TALOS_VALUES))
+    cilium.wait_ready()
+    refused = _refused(lab, reader)
+    assert refused.message.startswith("KubePrism is off on cp-1, worker-1: ")
+    assert "kube-proxy: replaced (Talos has disabled kube-proxy (machine configs), Cilium kubeProxyReplacement true)" \
+        in refused.result["plan"]
+    # the same cluster adopted unmanaged: KubePrism left as it is
+    assert _plan(lab, reader, cni_unmanaged=True)["cni"]["mode"] == "unmanaged"
+    assert reader.writes(mark) == []
+
+
+def cilium_charts_path(cilium):
+    return cilium.charts["1.20"]["chart"]
+
+
+def test_the_kube_proxy_rule_on_the_lab_two_owners_refused(
+        talos_kube_lab, kube_lab, cilium_lab, cilium_charts, reader):
+    lab, cilium = _case_c(talos_kube_lab, cilium_lab)  # kube-proxy disabled in Talos, Cilium replaces it
+    kube_lab.kubectl("apply", "-f", "-", input_text=json.dumps({
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
+        "spec": {"selector": {"matchLabels": {"k8s-app": "kube-proxy"}}, "template": {
+            "metadata": {"labels": {"k8s-app": "kube-proxy"}},
+            "spec": {"containers": [{"name": "kube-proxy", "image": "registry.k8s.io/kube-proxy:v1.36.3"}]}}}}))
+    cilium.extra.append(("apps/v1", "DaemonSet", "kube-system", "kube-proxy"))
+    refused = _refused(lab, reader)
+    assert refused.message == ("kube-proxy: the machine configs disable it but its DaemonSet still runs in kube-system; "
+                               "make them agree first")
+
+
+def test_a_case_c_cilium_is_planned_for_the_takeover(talos_kube_lab, kube_lab, cilium_lab, cilium_charts, reader):
+    lab, unused_cilium = _case_c(talos_kube_lab, cilium_lab)
+    for m in lab.machines:  # the set-up applied the inline manifest to the control plane's config
+        lab.control.reset_calls(m["name"])
+    mark = kube_lab.audit_mark()
+    result = _plan(lab, reader)
+    assert (result["cni"]["row"], result["cni"]["mode"], result["cni"]["preset"]) == ("cilium-manifest", "takeover", "cilium")
+    assert result["cni"]["version"] == "1.19.5" and result["kube_proxy"] == "replaced"
+    assert "KubePrism: on port 7445 on every machine" in result["plan"]
+    assert result["contract"] == "v1.13"  # the fixture's configs were made for contract v1.13
+    assert [m["held"] for m in result["machines"]] == [True, True]
+    assert [i["name"] for i in result["cluster_spec"]["inlineManifests"]] == ["cilium"]
+    assert "phase 3: the Cilium takeover (maesh.ichor.cilium_takeover; its check mode plans its preconditions and " \
+        "diff gate)" in result["plan"]
+    assert reader.writes(mark) == []
+    _only_reads(lab)
+
+
+def test_a_contract_override_other_than_the_sets_is_refused(talos_kube_lab, kube_lab, workloads, reader):
+    lab = _flannel_cluster(talos_kube_lab, workloads, workers=1)
+    refused = _refused(lab, reader, cni_unmanaged=True, version_contract="v1.13")
+    assert refused.message == "version_contract v1.13: an override may only name the release set's contract %s" % (
+        release.CONTRACT)
+    assert _plan(lab, reader, cni_unmanaged=True, version_contract=release.CONTRACT)["contract"] == release.CONTRACT
+
+
+def test_another_clusters_bundle_is_refused(talos_kube_lab, kube_lab, workloads, tmp_path, reader):
+    lab = _flannel_cluster(talos_kube_lab, workloads, workers=1)
+    other = os.path.join(CONFIGS, "v1.14", "v1.14.1", "basic", "secrets.yaml")
+    refused = _refused(lab, reader, cni_unmanaged=True, recover_from=None, secrets=other)
+    assert refused.message == ("cp-1: the secrets bundle belongs to another cluster: its Talos CA is not the one in the "
+                               "live config")
+
+
+def test_the_module_in_check_mode_through_ansible_playbook_prints_the_plan_and_no_secret(
+        talos_kube_lab, kube_lab, workloads, tmp_path):
+    lab = _flannel_cluster(talos_kube_lab, workloads, workers=1)
+    bundle = yaml.safe_load(open(os.path.join(BASIC, "secrets.yaml")))
+    markers = [bundle["cluster"]["secret"], bundle["trustdinfo"]["token"], bundle["secrets"]["bootstraptoken"],
+               bundle["secrets"]["secretboxencryptionsecret"]]
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"name": "Plan the adoption", "maesh.ichor.adopt_plan": {
+            "talosconfig": lab.talosconfig, "kubeconfig": kube_lab.kubeconfig, "machines": _machines(lab),
+            "recover_from": "cp-1", "cni_unmanaged": True}, "register": "planned"},
+        {"ansible.builtin.copy": {"content": "{{ planned | to_json }}", "dest": str(tmp_path / "result.json")},
+         "check_mode": False}],
+        "vars": {"ansible_python_interpreter": "{{ ansible_playbook_python }}"}}]
+    path = tmp_path / "play.yml"
+    path.write_text(yaml.safe_dump(play))
+    proc = ansible_playbook(str(path), "-i", "localhost,", "-c", "local", "--check", "--diff", "-vvvv")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["changed"] is False and result["cni"]["mode"] == "unmanaged"
+    assert "PLAN (check mode: nothing was written)" in proc.stdout
+    assert all(marker and marker not in proc.stdout + proc.stderr for marker in markers)
+    assert all(marker not in (tmp_path / "result.json").read_text() for marker in markers)
+
+
+def _adopt(inv, *extra):
+    proc = ansible_playbook("-i", inv, "maesh.ichor.adopt", *extra)
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    return proc
+
+
+def test_the_adopt_playbook_prints_the_plan_and_stops_before_the_write_phases(talos_kube_lab, kube_lab, workloads,
+                                                                              tmp_path):
+    from tests.integration.test_upgrade import _inventory
+    lab = _flannel_cluster(talos_kube_lab, workloads, workers=1)
+    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1")
+    mark = kube_lab.audit_mark()
+    refused = _adopt(inv, "--check", "--diff")
+    assert refused.returncode != 0 and "the CNI is flannel (DaemonSet kube-system/kube-flannel" in refused.stdout
+    planned = _adopt(inv, "--check", "--diff", "-e", "ichor_cni_unmanaged=true")
+    assert planned.returncode == 0, planned.stdout[-4000:]
+    assert "PLAN (check mode: nothing was written)" in planned.stdout
+    assert "mode: unmanaged (ichor_cni_unmanaged=true)" in planned.stdout and "CA rotation advised" in planned.stdout
+    assert "changed=0" in planned.stdout
+    confirmed = _adopt(inv, "-e", "ichor_cni_unmanaged=true", "-e", "ichor_adopt_confirm=true")
+    assert confirmed.returncode != 0
+    assert "adopt's write phases (2: the cluster record" in confirmed.stdout and "nothing was written" in confirmed.stdout
+    assert [e for e in kube_lab.mutating_requests(since=mark, user="lab-admin")
+            if (e.get("objectRef") or {}).get("subresource") != "status"] == []
+    _only_reads(lab)
