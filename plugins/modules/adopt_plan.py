@@ -331,6 +331,19 @@ machines:
     held:
       description: Always true; the write phase holds every machine until its release.
       type: bool
+    spec:
+      description: Its machine spec as adopt reads it from its config (what the write phase records).
+      type: dict
+      contains:
+        role:
+          description: C(controlplane) or C(worker).
+          type: str
+        hostname:
+          description: The hostname its config states, or null.
+          type: str
+        install:
+          description: C(disk), C(image) and C(wipe).
+          type: raw
     reason:
       description: Why it is held, or what releases it.
       type: str

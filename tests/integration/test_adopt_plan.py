@@ -5,8 +5,10 @@ it), B4 (KubePrism off refused in enabled and in replaced mode), B8 (v1.11 refus
 machines), the unmanaged plan of a flannel cluster (zero drift, every machine held), the takeover plan of a case C
 Cilium, the kube-proxy rule on the lab, and the module through ansible-playbook with no secret in its -vvvv output."""
 
+import base64
 import json
 import os
+import stat
 
 import pytest
 import yaml
@@ -16,6 +18,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import inspection
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module.runner import Connections
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
+from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
@@ -346,22 +349,55 @@ def _adopt(inv, *extra):
     return proc
 
 
-def test_the_adopt_playbook_prints_the_plan_and_stops_before_the_write_phases(talos_kube_lab, kube_lab, workloads,
-                                                                              tmp_path):
+@pytest.fixture
+def adoption_cleanup(kube_lab):
+    """Adopt writes into the shared API server: the record, the bundle Secret and the lock go again afterwards."""
+    yield
+    kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
+    for api_version, kind, name in (("v1", "Secret", "ichor-secrets-bundle"), ("v1", "ConfigMap", "ichor-cluster"),
+                                    ("coordination.k8s.io/v1", "Lease", "ichor-cluster-lock")):
+        if kube.get(api_version, kind, name, "ichor-system") is not None:
+            kube.delete(api_version, kind, name, "ichor-system")
+
+
+def test_the_adopt_playbook_plans_then_adopts_a_flannel_cluster_unmanaged_and_a_rerun_changes_nothing(
+        talos_kube_lab, kube_lab, workloads, tmp_path, adoption_cleanup):
     from tests.integration.test_upgrade import _inventory
     lab = _flannel_cluster(talos_kube_lab, workloads, workers=1)
     inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1")
+    kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
     mark = kube_lab.audit_mark()
     refused = _adopt(inv, "--check", "--diff")
     assert refused.returncode != 0 and "the CNI is flannel (DaemonSet kube-system/kube-flannel" in refused.stdout
-    planned = _adopt(inv, "--check", "--diff", "-e", "ichor_cni_unmanaged=true")
+    planned = _adopt(inv, "--check", "--diff", "-e", "ichor_cni_unmanaged=true", "-e", "ichor_adopt_confirm=true")
     assert planned.returncode == 0, planned.stdout[-4000:]
     assert "PLAN (check mode: nothing was written)" in planned.stdout
     assert "mode: unmanaged (ichor_cni_unmanaged=true)" in planned.stdout and "CA rotation advised" in planned.stdout
-    assert "changed=0" in planned.stdout
-    confirmed = _adopt(inv, "-e", "ichor_cni_unmanaged=true", "-e", "ichor_adopt_confirm=true")
-    assert confirmed.returncode != 0
-    assert "adopt's write phases (2: the cluster record" in confirmed.stdout and "nothing was written" in confirmed.stdout
     assert [e for e in kube_lab.mutating_requests(since=mark, user="lab-admin")
             if (e.get("objectRef") or {}).get("subresource") != "status"] == []
+    assert not cluster_record.read(kube).exists
+
+    bundle_file = tmp_path / "keep" / "secrets.yaml"
+    bundle_file.parent.mkdir(mode=0o700)
+    args = ["-e", "ichor_cni_unmanaged=true", "-e", "ichor_adopt_confirm=true", "-e", "ichor_adopt_secrets_file=%s" % bundle_file]
+    adopted = _adopt(inv, *args)
+    assert adopted.returncode == 0, adopted.stdout[-6000:]
+    record = cluster_record.read(kube)
+    assert record.get("adoption")["adopted"] is True and record.get("adoption")["mode"] == "unmanaged"
+    assert record.get("cluster")["cni"] == {"preset": "unmanaged", "kubeProxy": "enabled",
+                                            "unmanaged": {"talosCNI": "default"}}
+    assert record.get("contract") == "v1.14" and record.get("held") == {}
+    assert dict((name, n["uuid"]) for name, n in record.get("nodes").items()) == dict(
+        (m["name"], m["uuid"]) for m in lab.machines)
+    assert "cp-1: released (hold lifted)" in adopted.stdout and "worker-1: released (hold lifted)" in adopted.stdout
+    stored = kube.get("v1", "Secret", "ichor-secrets-bundle", "ichor-system")
+    fixture = secrets.load(os.path.join(BASIC, "secrets.yaml"))
+    assert secrets.parse(base64.b64decode(stored["data"]["bundle.yaml"]).decode()).fingerprint() == fixture.fingerprint()
+    assert stat.S_IMODE(os.stat(bundle_file).st_mode) == 0o600
+    assert secrets.load(str(bundle_file)).fingerprint() == fixture.fingerprint()
+    assert kube.get("coordination.k8s.io/v1", "Lease", "ichor-cluster-lock", "ichor-system") is None
+    _only_reads(lab)  # zero drift: nothing applied to a machine
+    again = _adopt(inv, *args)
+    assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-6000:]
+    assert "cp-1: not held (released earlier); nothing to do" in again.stdout
     _only_reads(lab)

@@ -279,7 +279,9 @@ def test_the_unmanaged_preset_is_refused(cilium_lab, cilium_charts, kube_lab, ci
     lab = cilium_lab(nodes=1)
     caller = cilium_caller()  # the bundle's ServiceAccount, bound to exactly its rules
     kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
-    cluster_record.update(kube, lambda data: data.update(cluster={"cni": {"preset": "unmanaged"}}))
+    # as adopt writes it (the record refuses the preset without the adoption marker)
+    cluster_record.update(kube, lambda data: data.update(cluster={"cni": {"preset": "unmanaged"}},
+                                                         adoption={"adopted": True}))
     try:
         mark = kube_lab.audit_mark()
         refused = _refused(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig, install=True)
@@ -287,7 +289,7 @@ def test_the_unmanaged_preset_is_refused(cilium_lab, cilium_charts, kube_lab, ci
         assert _writes(kube_lab, mark, caller.user) == []
         assert lab.records("ichor-system") == []
     finally:
-        cluster_record.update(kube, lambda data: data.pop("cluster", None))
+        cluster_record.update(kube, lambda data: [data.pop(key, None) for key in ("cluster", "adoption")])
 
 
 def _playbook(tmp_path, check, **args):

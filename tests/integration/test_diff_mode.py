@@ -90,6 +90,11 @@ def _tasks(lab, tmp_path, namespace):
         ("cluster_facts", {}),
         # no CNI DaemonSet runs in this lab while the configs select flannel: refused with its plan, writing nothing
         ("adopt_plan", {"machines": machines, "recover_from": "cp-1"}),
+        ("cluster_lock", {"duration": 60}),
+        # planned and dry-run in check mode; the real run does not hold the lock under this holder: refused, unwritten
+        ("adopt_write", {"machines": machines, "recover_from": "cp-1", "cni_unmanaged": True, "holder": "diff-mode"}),
+        # no adoption recorded in this lab: refused
+        ("adopt_release", {"name": "cp-1", "holder": "diff-mode"}),
     ]
 
 

@@ -103,3 +103,19 @@ def test_a_valid_record_decodes():
     record = use(configmap(json.dumps(valid_record())))
     assert record.get("talos") == "v1.14.5" and record.resource_version == "42"
     assert cluster_record.decode({"metadata": {"resourceVersion": "7"}}).data == {"schema": 1}
+
+
+def test_the_unmanaged_preset_needs_the_adoption_marker():
+    """Seed 0103 1.1a: preset unmanaged exists for adoption alone; a record that says it without adopt's marker is
+    refused in one line."""
+    unmarked = {"schema": 1, "cluster": {"cni": {"preset": "unmanaged"}}}
+    with pytest.raises(cluster_record.RecordError) as exc:
+        cluster_record.decode(configmap(json.dumps(unmarked)))
+    assert exc.value.message == (
+        "ConfigMap ichor-system/ichor-cluster: the cluster spec's cni.preset is unmanaged, but the record has no "
+        "adoption marker (adoption.adopted): only adopt writes that mode; fix or delete the record")
+    marked = dict(unmarked, adoption={"adopted": True})
+    assert cluster_record.decode(configmap(json.dumps(marked))).get("adoption") == {"adopted": True}
+    for field in ("adoption", "nodes", "held"):
+        with pytest.raises(cluster_record.RecordError, match="field %r of key 'record' is not a mapping" % field):
+            cluster_record.decode(configmap(json.dumps({"schema": 1, field: [1]})))

@@ -105,6 +105,16 @@ def _params(spec, everything=False):
                 if everything or definition.get("required") or option in NO_LOG)
 
 
+def _valid(module):
+    """Valid options of a module: its required ones, and the first option of each required_one_of group."""
+    arguments = ARGUMENTS[module]
+    params = _params(arguments["argument_spec"])
+    for group in arguments.get("required_one_of") or ():
+        if not any(option in params for option in group):
+            params[group[0]] = _value(group[0], arguments["argument_spec"][group[0]])
+    return params
+
+
 class _Failed(Exception):
     """fail_json was called: the message as the module returns it (no_log values masked)."""
 
@@ -141,7 +151,7 @@ def run_module(module, params):
 
 @pytest.mark.parametrize("module", MODULES)
 def test_valid_options_validate(module):
-    outcome, what = run_module(module, _params(ARGUMENTS[module]["argument_spec"]))
+    outcome, what = run_module(module, _valid(module))
     assert outcome == "handed", "%s: %s" % (module, what)
 
 
@@ -210,7 +220,7 @@ MAX_DEPTH = 100
 
 def test_fuzz_module_options(fuzz):
     run = fuzz("module-options")
-    valid = dict((module, _params(ARGUMENTS[module]["argument_spec"])) for module in MODULES)
+    valid = dict((module, _valid(module)) for module in MODULES)
     for index, rng in run.cases():
         module = MODULES[index % len(MODULES)]
         params = mutate_tree(valid[module], rng)
@@ -221,7 +231,7 @@ def test_fuzz_module_options(fuzz):
 
 
 def _with(module, path, value):
-    params = _params(ARGUMENTS[module]["argument_spec"])
+    params = _valid(module)
     parts = path.split(".")
     target = params
     for part in parts[:-1]:

@@ -41,9 +41,14 @@ def options():
 def run(params, conn, check_mode=True):
     """The plan (a result dict); IchorError with the result so far when adopt must not go on. Read-only in every
     mode: ``check_mode`` changes nothing."""
+    return inspect(params, conn)[0]
+
+
+def inspect(params, conn):
+    """(the plan, the secrets bundle it was made with: never part of a result)."""
     result = dict(changed=False, plan=[])
     try:
-        _inspect(params, conn, result)
+        bundle = _inspect(params, conn, result)
     except rules.Refusal as exc:
         result["plan"].append("refused: %s" % exc)
         raise IchorError(str(exc), result=result)
@@ -53,7 +58,7 @@ def run(params, conn, check_mode=True):
     except IchorError as exc:
         exc.result = result
         raise
-    return result
+    return result, bundle
 
 
 def _inspect(params, conn, result):
@@ -102,6 +107,7 @@ def _inspect(params, conn, result):
     result["record"] = _record(result, outcome, kube_proxy, cluster_record.read(kube))
     plan.append(rules.CA_ADVICE)
     result["advice"] = rules.CA_ADVICE
+    return bundle
 
 
 def _role(facts):
@@ -226,7 +232,8 @@ def _drift(params, result, read, docs, bundle, preset, kube_proxy):
                                 contract, adoption.unmapped)
         counts = found.counts()
         entry = {"name": name, "node": f["node"], "role": _role(f), "uuid": f["uuid"], "talos": f["version"],
-                 "probed": settled.get(name), "contract": contract, "drift": found.to_dict(), "held": True}
+                 "probed": settled.get(name), "contract": contract, "drift": found.to_dict(), "held": True,
+                 "spec": specs_by_name[name]}
         if found.blocked:
             entry["reason"] = "class C: " + "; ".join(g["hint"] for g in found.hints())
         elif found.of_class("B"):

@@ -100,8 +100,9 @@ def wait_back(conn, node, timeout, clock):
 
 
 def _specs(params):
-    """(bundle, cluster spec, machine spec, the contract given explicitly or None)."""
-    bundle = secrets.validate(secrets.load(params["secrets"]))
+    """(bundle, cluster spec, machine spec, the contract given explicitly or None). ``bundle``: a bundle already
+    loaded (adopt's release reads it from the cluster), else the file ``secrets``."""
+    bundle = secrets.validate(params.get("bundle") or secrets.load(params["secrets"]))
     given = params["cluster"]
     explicit = given.get("versionContract")
     cluster = specs.cluster(dict(given, versionContract=explicit or given.get("talosVersion")))

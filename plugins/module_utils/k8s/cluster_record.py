@@ -47,7 +47,8 @@ class ClusterRecord:
 
 # What the record's readers take for granted, checked once here: field -> (type, what it is).
 FIELDS = {"talos": (str, "a version"), "kubernetes": (str, "a version"), "contract": (str, "a version"),
-          "cluster": (dict, "a mapping"), "machines": (list, "a list of mappings")}
+          "cluster": (dict, "a mapping"), "machines": (list, "a list of mappings"), "adoption": (dict, "a mapping"),
+          "nodes": (dict, "a mapping"), "held": (dict, "a mapping")}
 # The record is small; a ConfigMap holds at most 1 MiB and nothing Ichor writes nests deeper than a few levels.
 MAX_SIZE = 1024 * 1024
 MAX_DEPTH = 32
@@ -84,6 +85,11 @@ def _check_fields(data):
             wrong = not all(isinstance(item, dict) for item in value)
         if wrong:
             raise _refuse("field %r of key %r is not %s" % (field, KEY, what))
+    preset = ((data.get("cluster") or {}).get("cni") or {}).get("preset")
+    if preset == "unmanaged" and not (data.get("adoption") or {}).get("adopted"):
+        # seed 0103 1.1a: the hands-off mode exists for adoption alone, never for a cluster made here
+        raise _refuse("the cluster spec's cni.preset is unmanaged, but the record has no adoption marker (adoption."
+                      "adopted): only adopt writes that mode")
 
 
 def decode(configmap):
@@ -151,6 +157,7 @@ def update(client, mutate, dry_run=False):
     after = copy.deepcopy(record.data)
     mutate(after)
     after["schema"] = SCHEMA
+    _check_fields(after)  # what is written must read back: the same rules as decode()
     if after == before and record.exists:
         return before, after, False
     new = ClusterRecord(after, record.resource_version)
