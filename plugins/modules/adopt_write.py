@@ -23,7 +23,9 @@ description:
     configs), the adoption (its marker, the mode, the CNI detected, the Cilium inline manifest entry, the CA-rotation
     advice), each machine's UUID, address, role and spec, and a hold on every machine the record did not know yet
     (the release phase lifts the holds machine by machine)."
-  - A second run with the same inputs changes nothing; a machine already released is not held again.
+  - The cluster spec and the adoption are written once, by the first adoption (later steps own them, and a rerun after
+    the Cilium hand-over must not read the cluster as a new adoption); a later run adds a machine new to the record,
+    held. A second run with the same inputs changes nothing; a machine already released is not held again.
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

@@ -401,3 +401,52 @@ def test_the_adopt_playbook_plans_then_adopts_a_flannel_cluster_unmanaged_and_a_
     assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-6000:]
     assert "cp-1: not held (released earlier); nothing to do" in again.stdout
     _only_reads(lab)
+
+
+def test_a_case_c_cilium_is_adopted_taken_over_and_its_inline_entry_released_machine_by_machine(
+        talos_kube_lab, kube_lab, cilium_lab, cilium_charts, tmp_path, adoption_cleanup):
+    """B6 and A1 through the playbook: phase 2 holds every machine and applies nothing; phase 3 takes the inline
+    manifest Cilium over (an upgrade from 1.19); phase 4 releases the control plane (its class B change, the inline
+    entry leaving its config, consented) and the worker (zero drift), one at a time; a rerun changes nothing."""
+    from tests.integration.test_upgrade import _inventory
+    lab, cilium = _case_c(talos_kube_lab, cilium_lab)
+    for m in lab.machines:
+        lab.control.reset_calls(m["name"])
+    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_adopt_cilium_chart=cilium_charts["1.20"]["chart"],
+                     ichor_adopt_helm=kube_lab.bins["helm"], ichor_adopt_cilium_values=TALOS_VALUES)
+    kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
+    # the takeover's gate is not empty (an upgrade from 1.19): the plan refuses without consent, writing nothing
+    refused = _adopt(inv, "--check", "--diff")
+    assert refused.returncode != 0 and "set accept_cilium_diff to accept" in refused.stdout, refused.stdout[-6000:]
+    planned = _adopt(inv, "--check", "--diff", "-e", "ichor_accept_cilium_diff=true")
+    assert planned.returncode == 0, planned.stdout[-6000:]
+    assert "phase 3: the Cilium takeover" in planned.stdout and "upgrade: Cilium 1.19.5 -> 1.20.4" in planned.stdout
+    assert not cluster_record.read(kube).exists
+    _only_reads(lab)
+    # a takeover that fails after the write phase: the run fails saying so, every machine stays held, nothing applied
+    from tests.integration.test_cilium_release import _failing_helm
+    broken, unused_count = _failing_helm(tmp_path, kube_lab.bins["helm"], failures=1000)
+    args = ["-e", "ichor_adopt_confirm=true", "-e", "ichor_accept_cilium_diff=true"]
+    stopped = _adopt(inv, *args + ["-e", "ichor_adopt_helm=%s" % broken])
+    assert stopped.returncode != 0 and "the Cilium takeover did not complete" in stopped.stdout, stopped.stdout[-6000:]
+    assert "the machines stay held" in stopped.stdout
+    assert sorted(cluster_record.read(kube).get("held")) == ["cp-1", "worker-1"]
+    assert [c for m in lab.machines for c in lab.control.calls(m["name"]) if c == "ApplyConfiguration"] == []
+    assert kube.get("coordination.k8s.io/v1", "Lease", "ichor-cluster-lock", "ichor-system") is None
+    # the rerun continues where it stopped: taken over, then released one at a time, control plane first
+    args += ["-e", "ichor_accept_changes=true"]
+    adopted = _adopt(inv, *args)
+    assert adopted.returncode == 0, adopted.stdout[-8000:]
+    record = cluster_record.read(kube)
+    assert record.get("held") == {} and record.get("cilium")["release"] == "ichor-system/cilium"
+    assert record.get("cilium")["inlineManifests"] == ["cilium"]
+    assert adopted.stdout.index("cp-1: released (hold lifted)") < adopted.stdout.index("worker-1: released (hold lifted)")
+    applied = dict((m["name"], lab.control.calls(m["name"]).get("ApplyConfiguration", 0)) for m in lab.machines)
+    assert applied["cp-1"] >= 1 and applied["worker-1"] == 0, applied
+    cp = [m for m in lab.control.machines() if m["name"] == "cp-1"][0]
+    docs = [d for d in yaml.safe_load_all(cp["machine_config"]) if d]
+    assert not (docs[0].get("cluster") or {}).get("inlineManifests"), "the Cilium inline entry is still in cp-1's config"
+    image = kube.get("apps/v1", "DaemonSet", "cilium", "kube-system")["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image == "quay.io/cilium/cilium:v1.20.4"
+    again = _adopt(inv, *args)
+    assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-8000:]

@@ -9,7 +9,8 @@ secrets bundle as Secret ``ichor-secrets-bundle`` in ichor-system (an existing o
 and the cluster record: the versions running (where none are stored yet), the cluster spec (inline manifests by
 name: their contents stay in the machine configs), the adoption (marker, mode, the CNI detected, the Cilium inline
 entry, the CA-rotation advice), each machine's identity and spec, and a hold on every machine the record did not
-know yet. A second run changes nothing: machines already released stay released.
+know yet. The spec and the adoption are written once; a second run changes nothing: machines already released stay
+released.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -94,24 +95,26 @@ def _stored_spec(spec):
 
 
 def _record(data, result):
-    """Mutate the record's data: what adopt writes (idempotent; a released machine is not held again)."""
+    """Mutate the record's data: what adopt writes. The first adoption's spec and adoption stay as written (later
+    runs and the rollout own them: a rerun after the hand-over must not read the cluster as adopted again);
+    a machine new to the record is added and held; a released machine is not held again."""
     preview = result["record"]
     for key in ("talos", "kubernetes", "contract"):
         if not data.get(key) and preview.get(key):
             data[key] = preview[key]
-    spec = _stored_spec(dict(result["cluster_spec"], versionContract=result["contract"]))
-    data["cluster"] = spec
-    adoption = data.get("adoption") or {}
-    data["adoption"] = {
-        "adopted": True, "at": adoption.get("at") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "mode": result["cni"]["mode"], "detected": preview["detected"],
-        "inlineManifest": [item["name"] for item in spec["inlineManifests"]],
-        "caRotationAdvised": adoption.get("caRotationAdvised", True)}
+    if not data.get("cluster"):
+        data["cluster"] = _stored_spec(dict(result["cluster_spec"], versionContract=result["contract"]))
+    if not (data.get("adoption") or {}).get("adopted"):
+        data["adoption"] = {
+            "adopted": True, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "mode": result["cni"]["mode"],
+            "detected": preview["detected"],
+            "inlineManifest": [item["name"] for item in data["cluster"].get("inlineManifests") or []],
+            "caRotationAdvised": True}
     nodes = data.get("nodes") or {}
     held = data.get("held") or {}
     for m in result["machines"]:
         if m["name"] not in nodes:
             held[m["name"]] = m["reason"]
-        nodes[m["name"]] = {"uuid": m["uuid"], "node": m["node"], "role": m["role"], "spec": m["spec"]}
+            nodes[m["name"]] = {"uuid": m["uuid"], "node": m["node"], "role": m["role"], "spec": m["spec"]}
     data["nodes"] = nodes
     data["held"] = held
