@@ -35,10 +35,13 @@ description:
     that would fail.
   - A secrets bundle of another cluster, a corrupt bundle file, a live config that is not YAML and a contract out of
     range each fail with one line and nothing applied.
+  - Given the cluster's kubeconfig, a machine that adopt holds (the cluster record's hold, until adopt's release
+    phase lifts it) is refused with nothing sent to it.
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
   - maesh.ichor.talos
+  - maesh.ichor.kubernetes
   - maesh.ichor.cluster_spec
 attributes:
   check_mode:
@@ -324,8 +327,8 @@ def main():
         allow_reboot=dict(type="bool", default=True),
     )
     options.update(specs.wait(300))
-    module = specs.module(specs.spec(options, talos=True), supports_check_mode=True)
-    runner.run(module, lambda conn: machine_config.run(module.params, conn, module.check_mode))
+    module = specs.module(specs.spec(options, talos=True, kube=True), supports_check_mode=True)
+    runner.run(module, lambda conn: machine_config.module_run(module.params, conn, module.check_mode))
 
 
 if __name__ == "__main__":

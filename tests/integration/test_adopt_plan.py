@@ -450,3 +450,60 @@ def test_a_case_c_cilium_is_adopted_taken_over_and_its_inline_entry_released_mac
     assert image == "quay.io/cilium/cilium:v1.20.4"
     again = _adopt(inv, *args)
     assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-8000:]
+
+
+def test_the_rollout_and_talos_machine_config_refuse_a_machine_adopt_holds(
+        talos_kube_lab, kube_lab, workloads, tmp_path, adoption_cleanup):
+    from ansible_collections.maesh.ichor.plugins.module_utils.adopt import release as adopt_release
+    from ansible_collections.maesh.ichor.plugins.module_utils.adopt import write as adopt_write
+    from ansible_collections.maesh.ichor.plugins.module_utils.k8s import lock
+    lab = _flannel_cluster(talos_kube_lab, workloads, workers=1)
+    kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
+    lock.acquire(kube, "holds-test", 600)
+    admin = Reader.__new__(Reader)
+    admin.kubeconfig = kube_lab.kubeconfig
+    params = dict(_params(lab, admin, cni_unmanaged=True), holder="holds-test")
+    conn = Connections(params)
+    try:
+        written = adopt_write.run(params, conn, False)
+    finally:
+        conn.close()
+    assert written["held"] == ["cp-1", "worker-1"]
+    machines = _machines(lab)
+    cluster = {"name": "k8s-older", "endpoint": "https://k8s-older.example.com:6443", "kubernetesVersion": "1.36.3",
+               "versionContract": "v1.14", "cni": {"preset": "unmanaged", "kubeProxy": "enabled",
+                                                   "unmanaged": {"talosCNI": "default"}}}
+    tasks = [
+        ("release_check", {"machines": machines}),
+        ("talos_upgrade", {"node": machines[1]["node"], "hostname": "worker-1", "role": "worker"}),
+        ("talos_machine_config", {"node": machines[1]["node"], "secrets": os.path.join(BASIC, "secrets.yaml"),
+                                  "cluster": cluster, "machine": {"role": "worker", "install": {
+                                      "disk": "/dev/sda", "image": "ghcr.io/siderolabs/installer:v1.14.1"}}}),
+    ]
+    play = [{"hosts": "localhost", "gather_facts": False, "vars": {"ansible_python_interpreter": "{{ ansible_playbook_python }}"},
+             "module_defaults": {"group/maesh.ichor.talos": {"talosconfig": lab.talosconfig},
+                                 "group/maesh.ichor.k8s": {"kubeconfig": kube_lab.kubeconfig}},
+             "tasks": [{"name": name, "maesh.ichor." + name: args, "register": "r%d" % i, "ignore_errors": True}
+                       for i, (name, args) in enumerate(tasks)] + [
+                 {"ansible.builtin.copy": {"content": "{{ [r0, r1, r2] | to_json }}", "dest": str(tmp_path / "r.json")},
+                  "check_mode": False}]}]
+    path = tmp_path / "play.yml"
+    path.write_text(yaml.safe_dump(play))
+    proc = ansible_playbook(str(path), "-i", "localhost,", "-c", "local")
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout[-4000:]
+    results = json.loads((tmp_path / "r.json").read_text())
+    held = ("%s held by adopt: adopt's release phase lifts the hold first (maesh.ichor.adopt with "
+            "ichor_adopt_confirm=true); nothing was written")
+    assert [r.get("msg") for r in results] == [held % "cp-1, worker-1", held % "worker-1", held % "worker-1"], results
+    _only_reads(lab)
+    # released (zero drift), the same modules go on
+    for name in ("cp-1", "worker-1"):
+        conn = Connections(dict(params, name=name, accept_changes=False, wait_timeout=60.0))
+        try:
+            assert adopt_release.run(dict(params, name=name, accept_changes=False, wait_timeout=60.0), conn, False)["released"]
+        finally:
+            conn.close()
+    proc = ansible_playbook(str(path), "-i", "localhost,", "-c", "local", "--check")
+    results = json.loads((tmp_path / "r.json").read_text())
+    assert not any(r.get("failed") for r in results), results
+    lock.release(kube, "holds-test")

@@ -87,9 +87,16 @@ def _tops(names):
 
 
 def test_the_talos_only_modules_are_the_ones_without_kubernetes_options():
-    # the set the checks below run on: never empty, and the three that take only the Talos options are in it
-    assert {"talos_facts", "talos_secrets", "talos_machine_config"} <= set(TALOS_ONLY)
+    # the set the checks below run on: never empty, and the two that take only the Talos options are in it
+    assert {"talos_facts", "talos_secrets"} <= set(TALOS_ONLY)
     assert not set(TALOS_ONLY) & set(KUBE_MODULES)
+
+
+def test_talos_machine_config_without_a_kubeconfig_imports_no_kubernetes_client():
+    # it takes the Kubernetes options only to refuse a machine adopt holds: without them it is Talos-only
+    assert "talos_machine_config" in KUBE_MODULES
+    seen = probe("talos_machine_config", forbidden=KUBE_ONLY)
+    assert not seen["import"], seen["import"]
 
 
 @pytest.mark.parametrize("module", TALOS_ONLY)

@@ -50,6 +50,19 @@ def run(params, conn, check_mode, clock=None):
         raise
 
 
+def module_run(params, conn, check_mode):
+    """The ``talos_machine_config`` module: ``run``, refused first for a machine adopt holds when the module was
+    given the cluster's kubeconfig (adopt's own release applies through ``run``)."""
+    if conn.has_kube():
+        from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+        try:
+            cluster_record.refuse_held(cluster_record.read(conn.kube()), set([params["node"]]))
+        except IchorError as exc:
+            exc.result = dict(changed=False, plan=[], apply_mode="none")
+            raise
+    return run(params, conn, check_mode)
+
+
 def read_live(client, node):
     """(running Talos version, live documents) of a configured machine."""
     ver = client.run(talos_machine.version(client, node))["tag"]

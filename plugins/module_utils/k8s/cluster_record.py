@@ -140,6 +140,29 @@ def encode(record):
             "data": {KEY: json.dumps(record.data, sort_keys=True, indent=2)}}
 
 
+HELD = ("%s held by adopt: adopt's release phase lifts the hold first (maesh.ichor.adopt with ichor_adopt_confirm=true); "
+        "nothing was written")
+
+
+def held(record, names):
+    """The machines of ``names`` (names or addresses) the record holds (adopt's hold, seed 0103 1.7), sorted."""
+    holds = record.get("held") or {}
+    nodes = record.get("nodes") or {}
+    found = set()
+    for name in holds:
+        entry = nodes.get(name) or {}
+        if name in names or entry.get("node") in names:
+            found.add(name)
+    return sorted(found)
+
+
+def refuse_held(record, names):
+    """RecordError naming the held machines among ``names``; nothing when none is held."""
+    found = held(record, names)
+    if found:
+        raise RecordError(HELD % ", ".join(found))
+
+
 def read(client):
     """Read the record (an empty one when the ConfigMap does not exist)."""
     configmap = client.get("v1", "ConfigMap", NAME, NAMESPACE)

@@ -84,6 +84,8 @@ def handed_over(record):
 def config_model(live, cluster=None, secrets_path=None, record=None):
     """The engine's model of the cluster: the given spec and bundle, or what the live configs state; the
     inline entries the cluster record says were handed over are left out."""
+    if record is not None:  # the rollout renders whole configs: never onto a machine adopt still holds
+        cluster_record.refuse_held(record, set(m.name for m in live) | set(m.node for m in live))
     bundle = secrets.load(secrets_path) if secrets_path else None
     return rollout.model(live, cluster=given(cluster) or None, bundle=bundle, handed_over=handed_over(record))
 

@@ -21,7 +21,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common import images, poll
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import redact_text
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import nodes
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, nodes
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, etcd, machine
@@ -174,6 +174,12 @@ def run(params, conn, check_mode, clock=None):
         raise
     client = conn.talos()
     kube = conn.kube() if conn.has_kube() else None
+    if kube is not None:  # never upgrade a machine adopt still holds
+        try:
+            cluster_record.refuse_held(cluster_record.read(kube), set([node, params.get("hostname")]))
+        except IchorError as exc:
+            exc.result = dict(plan=[], before="", after="")
+            raise
     before = ""
     try:
         facts = client.run(machine.machine_facts(client, node))
