@@ -192,6 +192,10 @@ cni:
     image:
       description: The image it runs.
       type: str
+    unmanaged:
+      description: The cluster was adopted with its CNI left alone (the record's preset is C(unmanaged)); its Cilium, if any, is not judged and has no step.
+      type: bool
+      returned: when the preset is unmanaged
 plan:
   description: The Versions table and the next step, as lines.
   returned: always

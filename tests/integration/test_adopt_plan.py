@@ -507,3 +507,82 @@ def test_the_rollout_and_talos_machine_config_refuse_a_machine_adopt_holds(
     results = json.loads((tmp_path / "r.json").read_text())
     assert not any(r.get("failed") for r in results), results
     lock.release(kube, "holds-test")
+
+
+@pytest.mark.parametrize("case,talos,contract", [
+    ("v1.12/v1.12.7/basic", "v1.12.7", "v1.12"),
+    ("v1.13/v1.13.9/basic", "v1.13.9", "v1.13"),
+    ("v1.14/v1.14.1/k8s-older", "v1.14.1", "v1.14"),
+])
+def test_d1_d4_a_flannel_cluster_adopted_unmanaged_at_each_contract_keeps_its_configs_and_rolls_without_cilium(
+        talos_kube_lab, kube_lab, workloads, tmp_path, adoption_cleanup, case, talos, contract):
+    """D1: the configs are byte-identical after the adoption (the first render changes nothing on the node); D4: the
+    rollout that follows plans the Talos and Kubernetes steps and no Cilium step (the preset is unmanaged)."""
+    from ansible_collections.maesh.ichor.plugins.module_utils.rollout import check
+    from tests.integration.test_upgrade import _inventory
+    lab = talos_kube_lab(case=os.path.join(CONFIGS, case), controlplanes=1, workers=1, version=talos)
+    workloads.flannel()
+    workloads.kube_proxy()
+    before = dict((m["name"], m["machine_config"]) for m in lab.control.machines())
+    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_cni_unmanaged=True)
+    adopted = _adopt(inv, "-e", "ichor_adopt_confirm=true")
+    assert adopted.returncode == 0, adopted.stdout[-6000:]
+    assert "version contract: %s" % contract in adopted.stdout
+    record = cluster_record.read(KubeClient(kubeconfig=kube_lab.kubeconfig))
+    assert (record.get("contract"), record.get("held"), record.get("adoption")["mode"]) == (contract, {}, "unmanaged")
+    assert dict((m["name"], m["machine_config"]) for m in lab.control.machines()) == before
+    _only_reads(lab)
+    assert "changed=0" in _adopt(inv, "-e", "ichor_adopt_confirm=true").stdout
+    params = dict(talosconfig=lab.talosconfig, talosconfig_content=None, context=None, endpoint=None,
+                  kubeconfig=kube_lab.kubeconfig, kubeconfig_content=None, kube_context=None, timeout=30.0,
+                  machines=_machines(lab), cluster=None, secrets=None, desired={})
+    conn = Connections(params)
+    try:
+        judged = check.run(params, conn, True)
+    finally:
+        conn.close()
+    steps = [s["step"] for s in judged["steps"]]
+    assert steps[0] == "talos" and "cilium" not in steps, steps
+
+
+def test_d3_a_cilium_adopted_unmanaged_is_left_alone_by_the_cilium_modules_and_the_rollout(
+        talos_kube_lab, kube_lab, cilium_lab, cilium_charts, tmp_path, adoption_cleanup):
+    """D3: no Helm record touched, cilium_release refused with the seed's words, no Cilium step although 1.19 is
+    behind the set."""
+    from ansible_collections.maesh.ichor.plugins.module_utils.cilium import release as cilium_release
+    from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import Refused
+    from ansible_collections.maesh.ichor.plugins.module_utils.rollout import check
+    from tests.integration.test_upgrade import _inventory
+    lab, cilium = _case_c(talos_kube_lab, cilium_lab)
+    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_cni_unmanaged=True)
+    adopted = _adopt(inv, "-e", "ichor_adopt_confirm=true")
+    assert adopted.returncode == 0, adopted.stdout[-6000:]
+    # the Cilium inline entry stays in the config: render cannot express it unmanaged (class C), so cp-1 stays held
+    record = cluster_record.read(KubeClient(kubeconfig=kube_lab.kubeconfig))
+    assert record.get("adoption")["mode"] == "unmanaged" and list(record.get("held")) == ["cp-1"]
+    assert "class C" in record.get("held")["cp-1"] and cilium.records("ichor-system") == []
+    params = dict(chart=cilium_charts["1.20"]["chart"], chart_digest=None, helm=kube_lab.bins["helm"],
+                  kubeconfig=kube_lab.kubeconfig, kubeconfig_content=None, kube_context=None, timeout=30.0,
+                  install=False, cilium_values=None, kube_proxy=None, tunnel=None, kubeprism_port=7445,
+                  control_planes=None, wait=True, wait_timeout=60.0)
+    conn = Connections(params)
+    try:
+        with pytest.raises(Refused) as info:
+            cilium_release.run(params, conn, True)
+    finally:
+        conn.close()
+    assert info.value.message == "the CNI is not managed by Ichor (spec.cni.preset: unmanaged)"
+    from tests.integration.test_cilium_inline import CASE as CILIUM_INLINE
+    params = dict(talosconfig=lab.talosconfig, talosconfig_content=None, context=None, endpoint=None,
+                  kubeconfig=kube_lab.kubeconfig, kubeconfig_content=None, kube_context=None, timeout=30.0,
+                  machines=_machines(lab), cluster=None, secrets=os.path.join(CILIUM_INLINE, "secrets.yaml"), desired={})
+    conn = Connections(params)
+    try:
+        with pytest.raises(IchorError, match="^cp-1 held by adopt"):
+            check.run(params, conn, True)
+        params["machines"] = [m for m in _machines(lab) if m["name"] != "cp-1"]  # the rollout of what is released
+        judged = check.run(params, conn, True)
+    finally:
+        conn.close()
+    assert judged["cni"]["unmanaged"] is True and "cilium" not in [s["step"] for s in judged["steps"]]
+    assert [r["component"] for r in judged["versions"]] == ["Talos", "Version contract", "Kubernetes"]

@@ -19,6 +19,12 @@ class Refused(IchorError):
     """The cluster cannot be rolled to the set; nothing is written. One line with the reason."""
 
 
+def judges_cilium(cni):
+    """Whether the rollout judges the Cilium the detector found: only a managed one (a cluster adopted with its CNI
+    unmanaged keeps whatever Cilium it runs, seed 0103 1.1a; state.read marks it)."""
+    return bool(cni and cni.get("name") == "cilium" and cni.get("version") and not cni.get("unmanaged"))
+
+
 def lowest(versions):
     versions = [v for v in versions if v]
     return min(versions, key=release.parse) if versions else None
@@ -34,7 +40,7 @@ def versions_table(machines, kubernetes, contract, cni):
                  "state": label[release.judge(contract, release.CONTRACT)]})
     rows.append({"component": "Kubernetes", "running": kubernetes, "target": release.KUBERNETES,
                  "state": label[release.judge(kubernetes, release.KUBERNETES)]})
-    if cni and cni.get("name") == "cilium" and cni.get("version"):
+    if judges_cilium(cni):
         rows.append({"component": "Cilium", "running": cni["version"], "target": release.CILIUM,
                      "state": label[release.judge(cni["version"], release.CILIUM)]})
     return rows
@@ -62,7 +68,7 @@ def check_not_newer(machines, kubernetes_by_source, contract, cni):
                           % (source, version, release.KUBERNETES))
     if contract and release.judge(contract, release.CONTRACT) == "newer":
         raise Refused("the version contract is %s, newer than the release set's %s" % (contract, release.CONTRACT))
-    if cni and cni.get("name") == "cilium" and cni.get("version") and release.judge(cni["version"], release.CILIUM) == "newer":
+    if judges_cilium(cni) and release.judge(cni["version"], release.CILIUM) == "newer":
         raise Refused("Cilium is %s, newer than the release set's chart %s; this collection cannot manage it"
                       % (cni["version"], release.CILIUM))
 
@@ -102,7 +108,7 @@ def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pend
             raise Refused("Kubernetes %s is more than one minor behind the release set's %s; Kubernetes moves one "
                           "minor at a time: bring it to %d.%d first" % (
                               kubernetes, release.KUBERNETES, release.minor(release.KUBERNETES)[0], release.minor(release.KUBERNETES)[1] - 1))
-    if cni and cni.get("name") == "cilium" and cni.get("version"):
+    if judges_cilium(cni):
         if release.judge(cni["version"], release.CILIUM) == "behind" and not release.one_minor_step(cni["version"], release.CILIUM):
             raise Refused("Cilium %s is more than one minor behind the chart %s; Cilium moves one minor at a time: "
                           "upgrade it to %d.%d first with the tool that installed it" % (
@@ -129,7 +135,7 @@ def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pend
                           n, kubernetes, release.KUBERNETES) for n in cps]
                       + ["upgrade kube-proxy to %s" % release.KUBERNETES,
                          "upgrade the kubelets of every machine to %s (no reboot)" % release.KUBERNETES]})
-    if cni and cni.get("name") == "cilium" and cni.get("version") and release.judge(cni["version"], release.CILIUM) == "behind":
+    if judges_cilium(cni) and release.judge(cni["version"], release.CILIUM) == "behind":
         steps.append({"step": "cilium", "machines": [],
                       "lines": ["upgrade the Cilium release from %s to chart %s" % (cni["version"], release.CILIUM)]})
     return steps

@@ -102,8 +102,12 @@ def read(talos, kube, machines):
         version = ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion")
         if version:
             kubernetes["%s kubelet" % node["metadata"]["name"]] = version
+    record = cluster_record.read(kube)
+    found_cni = cni.detect(kube)
+    if ((record.get("cluster") or {}).get("cni") or {}).get("preset") == "unmanaged":
+        found_cni["unmanaged"] = True  # adopted with its CNI left alone: no Cilium judgement, no Cilium step
     return {"machines": [{"name": m["name"], "role": m["role"], "talos": m["talos"]} for m in ordered],
-            "kubernetes": kubernetes, "cni": cni.detect(kube), "record": cluster_record.read(kube), "rows": ordered}
+            "kubernetes": kubernetes, "cni": found_cni, "record": record, "rows": ordered}
 
 
 def stored_versions(record):
