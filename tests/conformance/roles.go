@@ -80,6 +80,17 @@ func (rn *runner) readerRefusals(ctx context.Context, cp1, target labMachine) {
 
 			return err
 		}},
+		{"EtcdSnapshot", cp1, func(c context.Context) error {
+			r, err := rc.EtcdSnapshot(c, &machineapi.EtcdSnapshotRequest{})
+			if err != nil {
+				return err
+			}
+
+			_, err = io.ReadAll(r)
+			r.Close() //nolint:errcheck
+
+			return err
+		}},
 		{"EtcdLeaveCluster", cp1, func(c context.Context) error {
 			return rc.EtcdLeaveCluster(c, &machineapi.EtcdLeaveClusterRequest{})
 		}},

@@ -95,6 +95,9 @@ func (rn *runner) writePhase(ctx context.Context) {
 	// 3. Kubeconfig.
 	rn.r.Check(fmt.Sprintf("write %s Kubeconfig", cp1.Name), rn.kubeconfig(ctx, c, cp1))
 
+	// 3b. EtcdSnapshot, read whole through machinery's client (a stream of common.Data).
+	rn.r.Check(fmt.Sprintf("write %s EtcdSnapshot", cp1.Name), rn.etcdSnapshot(ctx, c, cp1))
+
 	// 4. Reboot.
 	if okReboot {
 		rn.r.Check(fmt.Sprintf("write %s Reboot", wReboot.Name), rn.reboot(ctx, c, wReboot))
@@ -241,6 +244,31 @@ func (rn *runner) bootstrap(ctx context.Context, c *client.Client, cp labMachine
 	rn.refresh(ctx)
 
 	return rn.checkEtcdMembers(ctx, access{name: "via", c: c, node: m.Address}, m, map[uint64]string{m.EtcdMemberID: m.Hostname})
+}
+
+func (rn *runner) etcdSnapshot(ctx context.Context, c *client.Client, cp labMachine) error {
+	cctx, cancel := rn.nodeCall(ctx, cp)
+	defer cancel()
+
+	r, err := c.EtcdSnapshot(cctx, &machineapi.EtcdSnapshotRequest{})
+	if err != nil {
+		return callErr("EtcdSnapshot", err)
+	}
+
+	raw, err := io.ReadAll(r)
+	r.Close() //nolint:errcheck
+
+	if err != nil {
+		return callErr("EtcdSnapshot stream", err)
+	}
+
+	if len(raw) == 0 {
+		return errors.New("EtcdSnapshot streamed no bytes")
+	}
+
+	rn.r.Info(fmt.Sprintf("EtcdSnapshot of %s: %d bytes", cp.Name, len(raw)))
+
+	return nil
 }
 
 func (rn *runner) kubeconfig(ctx context.Context, c *client.Client, cp labMachine) error {

@@ -42,7 +42,7 @@ SEED_TAIL = ("Ichor will not install or operate it; to adopt the cluster with th
              "with ichor_cni_unmanaged=true.")
 SEED_OLD = ("Talos 1.11.5 is older than the oldest version Ichor adopts (v1.12). Upgrade Talos first, with talosctl or "
             "your usual tool, and run adopt again.")
-READS = {"Version", "Get", "List"}
+READS = {"Version", "Get", "List", "EtcdMemberList", "EtcdStatus"}  # reads only
 ENABLED_VALUES = merged(TALOS_VALUES, {"kubeProxyReplacement": False})
 
 
@@ -94,10 +94,10 @@ def _refused(lab, reader, **extra):
     return info.value
 
 
-def _only_reads(lab):
+def _only_reads(lab, also=()):
     for m in lab.machines:
         calls = set(lab.control.calls(m["name"])) - {"etcd-peer-port"}
-        assert calls <= READS, "%s got %s" % (m["name"], sorted(calls - READS))
+        assert calls <= READS | set(also), "%s got %s" % (m["name"], sorted(calls - READS))
 
 
 class Workloads:
@@ -379,7 +379,9 @@ def test_the_adopt_playbook_plans_then_adopts_a_flannel_cluster_unmanaged_and_a_
 
     bundle_file = tmp_path / "keep" / "secrets.yaml"
     bundle_file.parent.mkdir(mode=0o700)
-    args = ["-e", "ichor_cni_unmanaged=true", "-e", "ichor_adopt_confirm=true", "-e", "ichor_adopt_secrets_file=%s" % bundle_file]
+    snapshots = tmp_path / "keep" / "etcd"
+    args = ["-e", "ichor_cni_unmanaged=true", "-e", "ichor_adopt_confirm=true", "-e", "ichor_adopt_secrets_file=%s" % bundle_file,
+            "-e", "ichor_adopt_etcd_snapshot_dir=%s" % snapshots]
     adopted = _adopt(inv, *args)
     assert adopted.returncode == 0, adopted.stdout[-6000:]
     record = cluster_record.read(kube)
@@ -396,11 +398,16 @@ def test_the_adopt_playbook_plans_then_adopts_a_flannel_cluster_unmanaged_and_a_
     assert stat.S_IMODE(os.stat(bundle_file).st_mode) == 0o600
     assert secrets.load(str(bundle_file)).fingerprint() == fixture.fingerprint()
     assert kube.get("coordination.k8s.io/v1", "Lease", "ichor-cluster-lock", "ichor-system") is None
-    _only_reads(lab)  # zero drift: nothing applied to a machine
+    # phase 4 began with an etcd snapshot of the control plane, a 0600 file named after the cluster
+    (snapshot,) = list(snapshots.iterdir())
+    assert snapshot.name.startswith("k8s-older-") and stat.S_IMODE(os.stat(snapshot).st_mode) == 0o600
+    assert lab.control.calls("cp-1").get("EtcdSnapshot") == 1
+    _only_reads(lab, also=("EtcdSnapshot",))  # zero drift: nothing applied to a machine
     again = _adopt(inv, *args)
     assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-6000:]
     assert "cp-1: not held (released earlier); nothing to do" in again.stdout
-    _only_reads(lab)
+    assert len(list(snapshots.iterdir())) == 1  # nothing held: no second snapshot
+    _only_reads(lab, also=("EtcdSnapshot",))
 
 
 def test_a_case_c_cilium_is_adopted_taken_over_and_its_inline_entry_released_machine_by_machine(
@@ -413,7 +420,8 @@ def test_a_case_c_cilium_is_adopted_taken_over_and_its_inline_entry_released_mac
     for m in lab.machines:
         lab.control.reset_calls(m["name"])
     inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_adopt_cilium_chart=cilium_charts["1.20"]["chart"],
-                     ichor_adopt_helm=kube_lab.bins["helm"], ichor_adopt_cilium_values=TALOS_VALUES)
+                     ichor_adopt_helm=kube_lab.bins["helm"], ichor_adopt_cilium_values=TALOS_VALUES,
+                     ichor_adopt_etcd_snapshot_dir=str(tmp_path / "etcd"))
     kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
     # the takeover's gate is not empty (an upgrade from 1.19): the plan refuses without consent, writing nothing
     refused = _adopt(inv, "--check", "--diff")
@@ -524,14 +532,15 @@ def test_d1_d4_a_flannel_cluster_adopted_unmanaged_at_each_contract_keeps_its_co
     workloads.flannel()
     workloads.kube_proxy()
     before = dict((m["name"], m["machine_config"]) for m in lab.control.machines())
-    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_cni_unmanaged=True)
+    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_cni_unmanaged=True,
+                     ichor_adopt_etcd_snapshot_dir=str(tmp_path / "etcd"))
     adopted = _adopt(inv, "-e", "ichor_adopt_confirm=true")
     assert adopted.returncode == 0, adopted.stdout[-6000:]
     assert "version contract: %s" % contract in adopted.stdout
     record = cluster_record.read(KubeClient(kubeconfig=kube_lab.kubeconfig))
     assert (record.get("contract"), record.get("held"), record.get("adoption")["mode"]) == (contract, {}, "unmanaged")
     assert dict((m["name"], m["machine_config"]) for m in lab.control.machines()) == before
-    _only_reads(lab)
+    _only_reads(lab, also=("EtcdSnapshot",))
     assert "changed=0" in _adopt(inv, "-e", "ichor_adopt_confirm=true").stdout
     params = dict(talosconfig=lab.talosconfig, talosconfig_content=None, context=None, endpoint=None,
                   kubeconfig=kube_lab.kubeconfig, kubeconfig_content=None, kube_context=None, timeout=30.0,
@@ -554,7 +563,8 @@ def test_d3_a_cilium_adopted_unmanaged_is_left_alone_by_the_cilium_modules_and_t
     from ansible_collections.maesh.ichor.plugins.module_utils.rollout import check
     from tests.integration.test_upgrade import _inventory
     lab, cilium = _case_c(talos_kube_lab, cilium_lab)
-    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_cni_unmanaged=True)
+    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_cni_unmanaged=True,
+                     ichor_adopt_etcd_snapshot_dir=str(tmp_path / "etcd"))
     adopted = _adopt(inv, "-e", "ichor_adopt_confirm=true")
     assert adopted.returncode == 0, adopted.stdout[-6000:]
     # the Cilium inline entry stays in the config: render cannot express it unmanaged (class C), so cp-1 stays held
@@ -609,7 +619,8 @@ def test_b7_a_non_cilium_inline_manifest_blocks_its_machine_and_nothing_is_appli
     lab = talos_kube_lab(case=os.path.join(CONFIGS, "v1.13", "v1.14.1", "inline-other"), controlplanes=1, workers=1)
     workloads.flannel()
     workloads.kube_proxy()
-    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_cni_unmanaged=True)
+    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_cni_unmanaged=True,
+                     ichor_adopt_etcd_snapshot_dir=str(tmp_path / "etcd"))
     adopted = _adopt(inv, "-e", "ichor_adopt_confirm=true", "-e", "ichor_accept_changes=true")
     assert adopted.returncode == 0, adopted.stdout[-6000:]
     record = cluster_record.read(KubeClient(kubeconfig=kube_lab.kubeconfig))

@@ -95,6 +95,7 @@ def _tasks(lab, tmp_path, namespace):
         ("adopt_write", {"machines": machines, "recover_from": "cp-1", "cni_unmanaged": True, "holder": "diff-mode"}),
         # no adoption recorded in this lab: refused
         ("adopt_release", {"name": "cp-1", "holder": "diff-mode"}),
+        ("etcd_snapshot", {"node": cp, "path": str(tmp_path / "etcd" / "snapshot.db")}),
     ]
 
 

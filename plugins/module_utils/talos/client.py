@@ -62,6 +62,7 @@ _CALLS = {
     "Reset": ("/machine.MachineService/Reset", "machine.ResetRequest", "machine.ResetResponse", UNARY),
     "Bootstrap": ("/machine.MachineService/Bootstrap", "machine.BootstrapRequest", "machine.BootstrapResponse", UNARY),
     "Kubeconfig": ("/machine.MachineService/Kubeconfig", "empty", "common.Data", STREAM),
+    "EtcdSnapshot": ("/machine.MachineService/EtcdSnapshot", "machine.EtcdSnapshotRequest", "common.Data", STREAM),
     # a directory listing, as talosctl ls asks for it (COSI's List is "List" below)
     "FileList": ("/machine.MachineService/List", "machine.ListRequest", "machine.FileInfo", STREAM),
     "EtcdMemberList": ("/machine.MachineService/EtcdMemberList", "machine.EtcdMemberListRequest",

@@ -2,6 +2,7 @@
 
 import asyncio
 import io
+import json
 import logging
 import tarfile
 import time
@@ -28,6 +29,7 @@ ADMIN = frozenset({"os:admin"})
 OPERATOR = frozenset({"os:admin", "os:operator"})
 READER = frozenset({"os:admin", "os:operator", "os:reader"})
 ETCD_READ = READER | {"os:etcd:backup"}
+ETCD_BACKUP = OPERATOR | {"os:etcd:backup"}
 
 KNOWN_ROLES = {"os:admin", "os:operator", "os:reader", "os:etcd:backup", "os:impersonator",
                "os:image:verifier", "os:meta:writer"}
@@ -66,6 +68,7 @@ def _methods():
         MS + "EtcdLeaveCluster": (U, m.EtcdLeaveClusterRequest, m.EtcdLeaveClusterResponse,
                                   ADMIN, None),
         MS + "EtcdStatus": (U, e.Empty, m.EtcdStatusResponse, ETCD_READ, None),
+        MS + "EtcdSnapshot": (S, m.EtcdSnapshotRequest, c.Data, ETCD_BACKUP, None),
         MS + "Hostname": (U, e.Empty, m.HostnameResponse, READER, "reader"),
         MS + "Kubeconfig": (S, e.Empty, c.Data, ADMIN, None),
         MS + "List": (S, m.ListRequest, m.FileInfo, READER, None),
@@ -414,6 +417,27 @@ async def etcd_status(node, req, caller):
                             raft_applied_index=c.raft_index, member_id=node.m.etcd_member_id,
                             is_learner=False, storage_version="3.6.0")
     return mp.EtcdStatusResponse(messages=[mp.EtcdStatus(member_status=s)])
+
+
+# A real snapshot is the member's bbolt database; the lab's is a stand-in of the same use: a header naming the
+# cluster's etcd state at this moment, padded so that it spans several chunks, as a database of some size does.
+SNAPSHOT_CHUNK = 32 * 1024
+SNAPSHOT_SIZE = 96 * 1024 + 123
+
+
+def etcd_snapshot_bytes(c, m):
+    header = json.dumps({"kind": "maesh-ichor lab etcd snapshot", "member": m.etcd_member_id,
+                         "members": sorted(c.etcd_members.values()), "raft_index": c.raft_index,
+                         "raft_term": c.raft_term}, sort_keys=True).encode()
+    body = (header + b"\n") * (SNAPSHOT_SIZE // (len(header) + 1) + 1)
+    return body[:SNAPSHOT_SIZE]
+
+
+async def etcd_snapshot(node, req, caller):
+    c = P.common()
+    cluster = _etcd_cluster(node, "etcd snapshot")
+    data = etcd_snapshot_bytes(cluster, node.m)
+    return [c.Data(bytes=data[i:i + SNAPSHOT_CHUNK]) for i in range(0, len(data), SNAPSHOT_CHUNK)]
 
 
 async def etcd_leave_cluster(node, req, caller):
@@ -1006,6 +1030,7 @@ IMPLS = {
     MS + "EtcdStatus": etcd_status,
     MS + "Hostname": hostname,
     MS + "Kubeconfig": kubeconfig,
+    MS + "EtcdSnapshot": etcd_snapshot,
     MS + "List": list_files,
     MS + "Reboot": reboot,
     MS + "Reset": reset,

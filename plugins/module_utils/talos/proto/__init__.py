@@ -14,8 +14,8 @@ common_pb2
 machine_pb2
     messages of proto/machine/machine.proto; package machine, MachineService subset:
     ApplyConfiguration, Bootstrap, EtcdMemberList, EtcdRemoveMemberByID, EtcdLeaveCluster,
-    EtcdStatus, Hostname, Kubeconfig, List, Reboot, Reset, ServiceList, Shutdown, Upgrade
-    (legacy), Version.
+    EtcdStatus, EtcdSnapshot, Hostname, Kubeconfig, List, Reboot, Reset, ServiceList, Shutdown,
+    Upgrade (legacy), Version.
 machine_grpc
     grpclib stubs (<Service>Stub) and server bases (<Service>Base) for
     proto/machine/machine.proto: MachineService.

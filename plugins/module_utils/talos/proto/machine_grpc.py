@@ -70,6 +70,10 @@ class MachineServiceBase(abc.ABC):
         pass
 
     @abc.abstractmethod
+    async def EtcdSnapshot(self, stream: 'grpclib.server.Stream[machine_pb2.EtcdSnapshotRequest, common_pb2.Data]') -> None:
+        pass
+
+    @abc.abstractmethod
     async def Hostname(self, stream: 'grpclib.server.Stream[google.protobuf.empty_pb2.Empty, machine_pb2.HostnameResponse]') -> None:
         pass
 
@@ -142,6 +146,12 @@ class MachineServiceBase(abc.ABC):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 google.protobuf.empty_pb2.Empty,
                 machine_pb2.EtcdStatusResponse,
+            ),
+            '/machine.MachineService/EtcdSnapshot': grpclib.const.Handler(
+                self.EtcdSnapshot,
+                grpclib.const.Cardinality.UNARY_STREAM,
+                machine_pb2.EtcdSnapshotRequest,
+                common_pb2.Data,
             ),
             '/machine.MachineService/Hostname': grpclib.const.Handler(
                 self.Hostname,
@@ -238,6 +248,12 @@ class MachineServiceStub:
             '/machine.MachineService/EtcdStatus',
             google.protobuf.empty_pb2.Empty,
             machine_pb2.EtcdStatusResponse,
+        )
+        self.EtcdSnapshot = grpclib.client.UnaryStreamMethod(
+            channel,
+            '/machine.MachineService/EtcdSnapshot',
+            machine_pb2.EtcdSnapshotRequest,
+            common_pb2.Data,
         )
         self.Hostname = grpclib.client.UnaryUnaryMethod(
             channel,

@@ -120,87 +120,90 @@ if HAS_PROTOBUF:
         b'\x10HostnameResponse\x12#\n\x08messages\x18\x01 '
         b'\x03(\x0b2\x11.machine.Hostname",\n\x15EtcdMe'
         b'mberListRequest\x12\x13\n\x0bquery_local\x18\x01'
-        b' \x01(\x08"f\n\nEtcdMember\x12\n\n\x02id\x18\x02 \x01(\x04\x12\x10'
-        b'\n\x08hostname\x18\x03 \x01(\t\x12\x11\n\tpeer_urls\x18\x04 '
-        b'\x03(\t\x12\x13\n\x0bclient_urls\x18\x05 \x03(\t\x12\x12\n\nis_l'
-        b'earner\x18\x06 \x01(\x08"o\n\x0bEtcdMembers\x12"\n\x08m'
-        b'etadata\x18\x01 \x01(\x0b2\x10.common.Metadata\x12'
-        b'\x16\n\x0elegacy_members\x18\x02 \x03(\t\x12$\n\x07membe'
-        b'rs\x18\x03 \x03(\x0b2\x13.machine.EtcdMember"@\n'
-        b'\x16EtcdMemberListResponse\x12&\n\x08messa'
-        b'ges\x18\x01 \x03(\x0b2\x14.machine.EtcdMembers"'
-        b'0\n\x1bEtcdRemoveMemberByIDRequest\x12\x11'
-        b'\n\tmember_id\x18\x01 \x01(\x04":\n\x14EtcdRemoveM'
-        b'emberByID\x12"\n\x08metadata\x18\x01 \x01(\x0b2\x10.co'
-        b'mmon.Metadata"O\n\x1cEtcdRemoveMembe'
-        b'rByIDResponse\x12/\n\x08messages\x18\x01 \x03(\x0b2'
-        b'\x1d.machine.EtcdRemoveMemberByID"\x19'
-        b'\n\x17EtcdLeaveClusterRequest"6\n\x10Etc'
-        b'dLeaveCluster\x12"\n\x08metadata\x18\x01 \x01(\x0b2'
-        b'\x10.common.Metadata"G\n\x18EtcdLeaveCl'
-        b'usterResponse\x12+\n\x08messages\x18\x01 \x03(\x0b2'
-        b'\x19.machine.EtcdLeaveCluster"\xf8\x01\n\x10E'
-        b'tcdMemberStatus\x12\x18\n\x10protocol_vers'
-        b'ion\x18\x01 \x01(\t\x12\x0f\n\x07db_size\x18\x02 \x01(\x03\x12\x16\n\x0edb'
-        b'_size_in_use\x18\x03 \x01(\x03\x12\x0e\n\x06leader\x18\x04 \x01'
-        b'(\x04\x12\x12\n\nraft_index\x18\x05 \x01(\x04\x12\x11\n\traft_t'
-        b'erm\x18\x06 \x01(\x04\x12\x1a\n\x12raft_applied_index\x18'
-        b'\x07 \x01(\x04\x12\x0e\n\x06errors\x18\x08 \x03(\t\x12\x12\n\nis_lear'
-        b'ner\x18\t \x01(\x08\x12\x11\n\tmember_id\x18\n \x01(\x04\x12\x17\n\x0f'
-        b'storage_version\x18\x0b \x01(\t"b\n\nEtcdSta'
-        b'tus\x12"\n\x08metadata\x18\x01 \x01(\x0b2\x10.common.M'
-        b'etadata\x120\n\rmember_status\x18\x02 \x01(\x0b2\x19'
-        b'.machine.EtcdMemberStatus";\n\x12Etc'
-        b'dStatusResponse\x12%\n\x08messages\x18\x01 \x03('
-        b'\x0b2\x13.machine.EtcdStatus"\xb7\x01\n\x0bListR'
-        b'equest\x12\x0c\n\x04root\x18\x01 \x01(\t\x12\x0f\n\x07recurse\x18'
-        b'\x02 \x01(\x08\x12\x17\n\x0frecursion_depth\x18\x03 \x01(\x05\x12('
-        b'\n\x05types\x18\x04 \x03(\x0e2\x19.machine.ListRequ'
-        b'est.Type\x12\x15\n\rreport_xattrs\x18\x05 \x01(\x08"'
-        b'/\n\x04Type\x12\x0b\n\x07REGULAR\x10\x00\x12\r\n\tDIRECTOR'
-        b'Y\x10\x01\x12\x0b\n\x07SYMLINK\x10\x02"#\n\x05Xattr\x12\x0c\n\x04nam'
-        b'e\x18\x01 \x01(\t\x12\x0c\n\x04data\x18\x02 \x01(\x0c"\xe8\x01\n\x08FileIn'
-        b'fo\x12"\n\x08metadata\x18\x01 \x01(\x0b2\x10.common.Me'
-        b'tadata\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01'
-        b'(\x03\x12\x0c\n\x04mode\x18\x04 \x01(\r\x12\x10\n\x08modified\x18\x05 \x01'
-        b'(\x03\x12\x0e\n\x06is_dir\x18\x06 \x01(\x08\x12\r\n\x05error\x18\x07 \x01('
-        b'\t\x12\x0c\n\x04link\x18\x08 \x01(\t\x12\x15\n\rrelative_name'
-        b'\x18\t \x01(\t\x12\x0b\n\x03uid\x18\n \x01(\r\x12\x0b\n\x03gid\x18\x0b \x01(\r'
-        b'\x12\x1e\n\x06xattrs\x18\x0c \x03(\x0b2\x0e.machine.Xattr'
-        b'2\xa8\x08\n\x0eMachineService\x12]\n\x12ApplyConf'
-        b'iguration\x12".machine.ApplyConfigu'
-        b'rationRequest\x1a#.machine.ApplyCon'
-        b'figurationResponse\x12B\n\tBootstrap\x12'
-        b'\x19.machine.BootstrapRequest\x1a\x1a.mac'
-        b'hine.BootstrapResponse\x12Q\n\x0eEtcdMe'
-        b'mberList\x12\x1e.machine.EtcdMemberLis'
-        b'tRequest\x1a\x1f.machine.EtcdMemberLis'
-        b'tResponse\x12c\n\x14EtcdRemoveMemberByI'
-        b'D\x12$.machine.EtcdRemoveMemberByID'
-        b'Request\x1a%.machine.EtcdRemoveMemb'
-        b'erByIDResponse\x12W\n\x10EtcdLeaveClust'
-        b'er\x12 .machine.EtcdLeaveClusterReq'
-        b'uest\x1a!.machine.EtcdLeaveClusterR'
-        b'esponse\x12A\n\nEtcdStatus\x12\x16.google.p'
-        b'rotobuf.Empty\x1a\x1b.machine.EtcdStat'
-        b'usResponse\x12=\n\x08Hostname\x12\x16.google.'
-        b'protobuf.Empty\x1a\x19.machine.Hostnam'
-        b'eResponse\x124\n\nKubeconfig\x12\x16.google'
-        b'.protobuf.Empty\x1a\x0c.common.Data0\x01\x12'
-        b'1\n\x04List\x12\x14.machine.ListRequest\x1a\x11.'
-        b'machine.FileInfo0\x01\x129\n\x06Reboot\x12\x16.m'
-        b'achine.RebootRequest\x1a\x17.machine.R'
-        b'ebootResponse\x126\n\x05Reset\x12\x15.machine'
-        b'.ResetRequest\x1a\x16.machine.ResetRes'
-        b'ponse\x12C\n\x0bServiceList\x12\x16.google.pr'
-        b'otobuf.Empty\x1a\x1c.machine.ServiceLi'
-        b'stResponse\x12?\n\x08Shutdown\x12\x18.machine'
-        b'.ShutdownRequest\x1a\x19.machine.Shutd'
-        b'ownResponse\x12A\n\x07Upgrade\x12\x17.machine'
-        b'.UpgradeRequest\x1a\x18.machine.Upgrad'
-        b'eResponse"\x03\x88\x02\x01\x12;\n\x07Version\x12\x16.goog'
-        b'le.protobuf.Empty\x1a\x18.machine.Vers'
-        b'ionResponseb\x06proto3'
+        b' \x01(\x08"\x15\n\x13EtcdSnapshotRequest"f\n\nE'
+        b'tcdMember\x12\n\n\x02id\x18\x02 \x01(\x04\x12\x10\n\x08hostnam'
+        b'e\x18\x03 \x01(\t\x12\x11\n\tpeer_urls\x18\x04 \x03(\t\x12\x13\n\x0bcl'
+        b'ient_urls\x18\x05 \x03(\t\x12\x12\n\nis_learner\x18\x06 '
+        b'\x01(\x08"o\n\x0bEtcdMembers\x12"\n\x08metadata\x18\x01'
+        b' \x01(\x0b2\x10.common.Metadata\x12\x16\n\x0elegacy'
+        b'_members\x18\x02 \x03(\t\x12$\n\x07members\x18\x03 \x03(\x0b2'
+        b'\x13.machine.EtcdMember"@\n\x16EtcdMemb'
+        b'erListResponse\x12&\n\x08messages\x18\x01 \x03(\x0b'
+        b'2\x14.machine.EtcdMembers"0\n\x1bEtcdRe'
+        b'moveMemberByIDRequest\x12\x11\n\tmember_'
+        b'id\x18\x01 \x01(\x04":\n\x14EtcdRemoveMemberByID'
+        b'\x12"\n\x08metadata\x18\x01 \x01(\x0b2\x10.common.Meta'
+        b'data"O\n\x1cEtcdRemoveMemberByIDResp'
+        b'onse\x12/\n\x08messages\x18\x01 \x03(\x0b2\x1d.machine'
+        b'.EtcdRemoveMemberByID"\x19\n\x17EtcdLea'
+        b'veClusterRequest"6\n\x10EtcdLeaveClu'
+        b'ster\x12"\n\x08metadata\x18\x01 \x01(\x0b2\x10.common.'
+        b'Metadata"G\n\x18EtcdLeaveClusterResp'
+        b'onse\x12+\n\x08messages\x18\x01 \x03(\x0b2\x19.machine'
+        b'.EtcdLeaveCluster"\xf8\x01\n\x10EtcdMember'
+        b'Status\x12\x18\n\x10protocol_version\x18\x01 \x01(\t'
+        b'\x12\x0f\n\x07db_size\x18\x02 \x01(\x03\x12\x16\n\x0edb_size_in_'
+        b'use\x18\x03 \x01(\x03\x12\x0e\n\x06leader\x18\x04 \x01(\x04\x12\x12\n\nraf'
+        b't_index\x18\x05 \x01(\x04\x12\x11\n\traft_term\x18\x06 \x01(\x04'
+        b'\x12\x1a\n\x12raft_applied_index\x18\x07 \x01(\x04\x12\x0e\n\x06'
+        b'errors\x18\x08 \x03(\t\x12\x12\n\nis_learner\x18\t \x01(\x08'
+        b'\x12\x11\n\tmember_id\x18\n \x01(\x04\x12\x17\n\x0fstorage_v'
+        b'ersion\x18\x0b \x01(\t"b\n\nEtcdStatus\x12"\n\x08me'
+        b'tadata\x18\x01 \x01(\x0b2\x10.common.Metadata\x120'
+        b'\n\rmember_status\x18\x02 \x01(\x0b2\x19.machine.'
+        b'EtcdMemberStatus";\n\x12EtcdStatusRe'
+        b'sponse\x12%\n\x08messages\x18\x01 \x03(\x0b2\x13.machi'
+        b'ne.EtcdStatus"\xb7\x01\n\x0bListRequest\x12\x0c\n'
+        b'\x04root\x18\x01 \x01(\t\x12\x0f\n\x07recurse\x18\x02 \x01(\x08\x12\x17\n\x0f'
+        b'recursion_depth\x18\x03 \x01(\x05\x12(\n\x05types\x18\x04'
+        b' \x03(\x0e2\x19.machine.ListRequest.Type\x12'
+        b'\x15\n\rreport_xattrs\x18\x05 \x01(\x08"/\n\x04Type\x12\x0b'
+        b'\n\x07REGULAR\x10\x00\x12\r\n\tDIRECTORY\x10\x01\x12\x0b\n\x07SY'
+        b'MLINK\x10\x02"#\n\x05Xattr\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c'
+        b'\n\x04data\x18\x02 \x01(\x0c"\xe8\x01\n\x08FileInfo\x12"\n\x08met'
+        b'adata\x18\x01 \x01(\x0b2\x10.common.Metadata\x12\x0c\n'
+        b'\x04name\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x03\x12\x0c\n\x04mod'
+        b'e\x18\x04 \x01(\r\x12\x10\n\x08modified\x18\x05 \x01(\x03\x12\x0e\n\x06is_'
+        b'dir\x18\x06 \x01(\x08\x12\r\n\x05error\x18\x07 \x01(\t\x12\x0c\n\x04link'
+        b'\x18\x08 \x01(\t\x12\x15\n\rrelative_name\x18\t \x01(\t\x12\x0b\n'
+        b'\x03uid\x18\n \x01(\r\x12\x0b\n\x03gid\x18\x0b \x01(\r\x12\x1e\n\x06xattr'
+        b's\x18\x0c \x03(\x0b2\x0e.machine.Xattr2\xe6\x08\n\x0eMach'
+        b'ineService\x12]\n\x12ApplyConfiguration'
+        b'\x12".machine.ApplyConfigurationReq'
+        b'uest\x1a#.machine.ApplyConfiguratio'
+        b'nResponse\x12B\n\tBootstrap\x12\x19.machine'
+        b'.BootstrapRequest\x1a\x1a.machine.Boot'
+        b'strapResponse\x12Q\n\x0eEtcdMemberList\x12'
+        b'\x1e.machine.EtcdMemberListRequest\x1a'
+        b'\x1f.machine.EtcdMemberListResponse'
+        b'\x12c\n\x14EtcdRemoveMemberByID\x12$.machi'
+        b'ne.EtcdRemoveMemberByIDRequest\x1a%'
+        b'.machine.EtcdRemoveMemberByIDRes'
+        b'ponse\x12W\n\x10EtcdLeaveCluster\x12 .mach'
+        b'ine.EtcdLeaveClusterRequest\x1a!.ma'
+        b'chine.EtcdLeaveClusterResponse\x12A'
+        b'\n\nEtcdStatus\x12\x16.google.protobuf.E'
+        b'mpty\x1a\x1b.machine.EtcdStatusRespons'
+        b'e\x12<\n\x0cEtcdSnapshot\x12\x1c.machine.Etcd'
+        b'SnapshotRequest\x1a\x0c.common.Data0\x01\x12'
+        b'=\n\x08Hostname\x12\x16.google.protobuf.Em'
+        b'pty\x1a\x19.machine.HostnameResponse\x124'
+        b'\n\nKubeconfig\x12\x16.google.protobuf.E'
+        b'mpty\x1a\x0c.common.Data0\x01\x121\n\x04List\x12\x14.m'
+        b'achine.ListRequest\x1a\x11.machine.Fil'
+        b'eInfo0\x01\x129\n\x06Reboot\x12\x16.machine.Rebo'
+        b'otRequest\x1a\x17.machine.RebootRespon'
+        b'se\x126\n\x05Reset\x12\x15.machine.ResetReque'
+        b'st\x1a\x16.machine.ResetResponse\x12C\n\x0bSe'
+        b'rviceList\x12\x16.google.protobuf.Empt'
+        b'y\x1a\x1c.machine.ServiceListResponse\x12'
+        b'?\n\x08Shutdown\x12\x18.machine.ShutdownRe'
+        b'quest\x1a\x19.machine.ShutdownResponse'
+        b'\x12A\n\x07Upgrade\x12\x17.machine.UpgradeReq'
+        b'uest\x1a\x18.machine.UpgradeResponse"\x03'
+        b'\x88\x02\x01\x12;\n\x07Version\x12\x16.google.protobuf'
+        b'.Empty\x1a\x18.machine.VersionResponse'
+        b'b\x06proto3'
     )
 
     _globals = globals()
@@ -286,38 +289,40 @@ if HAS_PROTOBUF:
         _globals['_HOSTNAMERESPONSE']._serialized_end = 2966
         _globals['_ETCDMEMBERLISTREQUEST']._serialized_start = 2968
         _globals['_ETCDMEMBERLISTREQUEST']._serialized_end = 3012
-        _globals['_ETCDMEMBER']._serialized_start = 3014
-        _globals['_ETCDMEMBER']._serialized_end = 3116
-        _globals['_ETCDMEMBERS']._serialized_start = 3118
-        _globals['_ETCDMEMBERS']._serialized_end = 3229
-        _globals['_ETCDMEMBERLISTRESPONSE']._serialized_start = 3231
-        _globals['_ETCDMEMBERLISTRESPONSE']._serialized_end = 3295
-        _globals['_ETCDREMOVEMEMBERBYIDREQUEST']._serialized_start = 3297
-        _globals['_ETCDREMOVEMEMBERBYIDREQUEST']._serialized_end = 3345
-        _globals['_ETCDREMOVEMEMBERBYID']._serialized_start = 3347
-        _globals['_ETCDREMOVEMEMBERBYID']._serialized_end = 3405
-        _globals['_ETCDREMOVEMEMBERBYIDRESPONSE']._serialized_start = 3407
-        _globals['_ETCDREMOVEMEMBERBYIDRESPONSE']._serialized_end = 3486
-        _globals['_ETCDLEAVECLUSTERREQUEST']._serialized_start = 3488
-        _globals['_ETCDLEAVECLUSTERREQUEST']._serialized_end = 3513
-        _globals['_ETCDLEAVECLUSTER']._serialized_start = 3515
-        _globals['_ETCDLEAVECLUSTER']._serialized_end = 3569
-        _globals['_ETCDLEAVECLUSTERRESPONSE']._serialized_start = 3571
-        _globals['_ETCDLEAVECLUSTERRESPONSE']._serialized_end = 3642
-        _globals['_ETCDMEMBERSTATUS']._serialized_start = 3645
-        _globals['_ETCDMEMBERSTATUS']._serialized_end = 3893
-        _globals['_ETCDSTATUS']._serialized_start = 3895
-        _globals['_ETCDSTATUS']._serialized_end = 3993
-        _globals['_ETCDSTATUSRESPONSE']._serialized_start = 3995
-        _globals['_ETCDSTATUSRESPONSE']._serialized_end = 4054
-        _globals['_LISTREQUEST']._serialized_start = 4057
-        _globals['_LISTREQUEST']._serialized_end = 4240
-        _globals['_LISTREQUEST_TYPE']._serialized_start = 4193
-        _globals['_LISTREQUEST_TYPE']._serialized_end = 4240
-        _globals['_XATTR']._serialized_start = 4242
-        _globals['_XATTR']._serialized_end = 4277
-        _globals['_FILEINFO']._serialized_start = 4280
-        _globals['_FILEINFO']._serialized_end = 4512
-        _globals['_MACHINESERVICE']._serialized_start = 4515
-        _globals['_MACHINESERVICE']._serialized_end = 5579
+        _globals['_ETCDSNAPSHOTREQUEST']._serialized_start = 3014
+        _globals['_ETCDSNAPSHOTREQUEST']._serialized_end = 3035
+        _globals['_ETCDMEMBER']._serialized_start = 3037
+        _globals['_ETCDMEMBER']._serialized_end = 3139
+        _globals['_ETCDMEMBERS']._serialized_start = 3141
+        _globals['_ETCDMEMBERS']._serialized_end = 3252
+        _globals['_ETCDMEMBERLISTRESPONSE']._serialized_start = 3254
+        _globals['_ETCDMEMBERLISTRESPONSE']._serialized_end = 3318
+        _globals['_ETCDREMOVEMEMBERBYIDREQUEST']._serialized_start = 3320
+        _globals['_ETCDREMOVEMEMBERBYIDREQUEST']._serialized_end = 3368
+        _globals['_ETCDREMOVEMEMBERBYID']._serialized_start = 3370
+        _globals['_ETCDREMOVEMEMBERBYID']._serialized_end = 3428
+        _globals['_ETCDREMOVEMEMBERBYIDRESPONSE']._serialized_start = 3430
+        _globals['_ETCDREMOVEMEMBERBYIDRESPONSE']._serialized_end = 3509
+        _globals['_ETCDLEAVECLUSTERREQUEST']._serialized_start = 3511
+        _globals['_ETCDLEAVECLUSTERREQUEST']._serialized_end = 3536
+        _globals['_ETCDLEAVECLUSTER']._serialized_start = 3538
+        _globals['_ETCDLEAVECLUSTER']._serialized_end = 3592
+        _globals['_ETCDLEAVECLUSTERRESPONSE']._serialized_start = 3594
+        _globals['_ETCDLEAVECLUSTERRESPONSE']._serialized_end = 3665
+        _globals['_ETCDMEMBERSTATUS']._serialized_start = 3668
+        _globals['_ETCDMEMBERSTATUS']._serialized_end = 3916
+        _globals['_ETCDSTATUS']._serialized_start = 3918
+        _globals['_ETCDSTATUS']._serialized_end = 4016
+        _globals['_ETCDSTATUSRESPONSE']._serialized_start = 4018
+        _globals['_ETCDSTATUSRESPONSE']._serialized_end = 4077
+        _globals['_LISTREQUEST']._serialized_start = 4080
+        _globals['_LISTREQUEST']._serialized_end = 4263
+        _globals['_LISTREQUEST_TYPE']._serialized_start = 4216
+        _globals['_LISTREQUEST_TYPE']._serialized_end = 4263
+        _globals['_XATTR']._serialized_start = 4265
+        _globals['_XATTR']._serialized_end = 4300
+        _globals['_FILEINFO']._serialized_start = 4303
+        _globals['_FILEINFO']._serialized_end = 4535
+        _globals['_MACHINESERVICE']._serialized_start = 4538
+        _globals['_MACHINESERVICE']._serialized_end = 5664
     # @@protoc_insertion_point(module_scope)

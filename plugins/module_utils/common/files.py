@@ -1,0 +1,54 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Files that hold what only their owner may read (a secrets bundle, an etcd snapshot): written as a new 0600 file
+in the target's directory and renamed over the target, so whatever was there (its mode, a link) is replaced, never
+written through; a directory others can write, or that belongs to another user, is refused."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import stat
+import tempfile
+
+from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
+
+
+def private_directory(path):
+    """The directory of ``path``, made 0700 when missing; IchorError when others could swap the file in it."""
+    directory = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o700)
+    st = os.stat(directory)
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise IchorError("refusing %s: its directory %s is writable by others (mode %04o); choose a directory only "
+                         "its owner can write" % (path, directory, mode))
+    if st.st_uid not in (0, os.geteuid()):
+        raise IchorError("refusing %s: its directory %s belongs to uid %d, not to this user (uid %d) or root" % (
+            path, directory, st.st_uid, os.geteuid()))
+    return directory
+
+
+def write_private(path, chunks):
+    """Write ``chunks`` (bytes, or an iterable of bytes) to ``path`` as a new 0600 file; returns the bytes written."""
+    path = os.path.abspath(os.path.expanduser(path))
+    directory = private_directory(path)
+    fd, temp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=directory)
+    written = 0
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            for chunk in ([chunks] if isinstance(chunks, bytes) else chunks):
+                handle.write(chunk)
+                written += len(chunk)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp, 0o600)
+        os.rename(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+    return written
