@@ -25,8 +25,8 @@ import os
 import re
 import secrets as pysecrets
 import string
-import tempfile
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import files
 from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import Secret
@@ -182,25 +182,8 @@ def load(path):
 
 
 def write(bundle, path):
-    """Write the bundle with mode 0600 (atomically: temp file in the same directory, then rename)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o700)
-    data = bundle.to_yaml().encode("utf-8")
-    handle, tmp = tempfile.mkstemp(prefix=".secrets-", dir=directory)
-    try:
-        os.fchmod(handle, 0o600)
-        os.write(handle, data)
-        os.fsync(handle)
-        os.close(handle)
-        handle = None
-        os.rename(tmp, path)
-        os.chmod(path, 0o600)
-    finally:
-        if handle is not None:
-            os.close(handle)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """Write the bundle as a new 0600 file renamed over ``path`` (common.files; a shared directory is refused)."""
+    files.write_private(path, bundle.to_yaml().encode("utf-8"))
 
 
 # ---------------------------------------------------------------------------- generate

@@ -13,10 +13,10 @@ import base64
 import json
 import os
 import stat
-import tempfile
 import time
 import uuid
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import files
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.errors import InstallerError
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.objects import MARK_KEY, MARK_VALUE, restorable
 
@@ -113,20 +113,10 @@ def _directory(path, missing_ok=False):
 
 
 def write_file(path, text):
-    """Write a new 0600 file next to ``path`` and rename it over ``path``: whatever was there (its mode, its
-    owner, a link) is replaced, never written through."""
-    directory = _directory(path)
-    fd, temp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.rename(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
+    """Write a new 0600 file next to ``path`` and rename it over ``path`` (common.files): whatever was there (its mode,
+    its owner, a link) is replaced, never written through."""
+    _directory(path)  # the installer's own refusal, naming the snapshot file
+    files.write_private(path, text.encode("utf-8"))
 
 
 def read_file(path):
