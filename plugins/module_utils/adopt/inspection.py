@@ -276,7 +276,7 @@ def _record(result, outcome, kube_proxy, existing):
               "held": [e["name"] for e in result["machines"]]}
     result["plan"].append("phase 2 would write: the cluster record ichor-system/ichor-cluster (%s; preset %s, "
                           "kubeProxy %s, every machine held), the secrets bundle Secret ichor-system/ichor-secrets-bundle, "
-                          "the installer bundle" % ("it exists: updated" if existing is not None else "new",
+                          "the installer bundle" % ("it exists: updated" if existing.exists else "new",
                                                     outcome["preset"], kube_proxy))
     if outcome["mode"] == rules.TAKEOVER:
         result["plan"].append("phase 3: the Cilium takeover (maesh.ichor.cilium_takeover; its check mode plans its "

@@ -83,7 +83,8 @@ def cni_outcome(k8s, talos_cnis, cni_configs, unmanaged):
         raise Refusal("two CNIs: %s. Ichor cannot say what it would leave alone: refused, also with %s; remove one of "
                       "them first" % ("; ".join(found), FLAG))
     talos_cni = "none" if talos == "none" else "default"
-    lines = ["CNI: %s (%s)" % (row, "; ".join(evidence))]
+    lines = ["CNI: %s (%s)" % (row, "; ".join([found_by(k8s["cni"].get("daemonsets"))] + evidence[1:])
+                               if k8s["cni"].get("daemonsets") else "; ".join(evidence))]
     if unmanaged:
         lines.append("mode: unmanaged (%s): the CNI is left exactly as it is; talosCNI %s" % (FLAG, talos_cni))
         return dict(row=row, mode=UNMANAGED, preset="unmanaged", talos_cni=talos_cni, lines=lines)
