@@ -68,8 +68,8 @@ def test_a_worker_a_shared_directory_and_a_reader_are_refused(talos_cluster, tmp
 def test_the_module_through_ansible_playbook(talos_cluster, tmp_path):
     cp = [m for m in talos_cluster.machines if m["role"] == "controlplane"][0]
     path = tmp_path / "snap" / "etcd.db"
-    task = {"name": "Snapshot", "maesh.ichor.etcd_snapshot": {"talosconfig": talos_cluster.talosconfig,
-                                                               "node": cp["address"], "path": str(path)}}
+    args = {"talosconfig": talos_cluster.talosconfig, "node": cp["address"], "path": str(path)}
+    task = {"name": "Snapshot", "maesh.ichor.etcd_snapshot": args}
     play = [{"hosts": "localhost", "gather_facts": False, "tasks": [task],
              "vars": {"ansible_python_interpreter": "{{ ansible_playbook_python }}"}}]
     playbook = tmp_path / "play.yml"
