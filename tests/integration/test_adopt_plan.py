@@ -8,7 +8,9 @@ Cilium, the kube-proxy rule on the lab, and the module through ansible-playbook 
 import base64
 import json
 import os
+import shutil
 import stat
+import sys
 
 import pytest
 import yaml
@@ -628,3 +630,56 @@ def test_b7_a_non_cilium_inline_manifest_blocks_its_machine_and_nothing_is_appli
     assert "cp-1: stays held (cp-1" in adopted.stdout or "cp-1: stays held" in adopted.stdout
     assert "worker-1: released (hold lifted)" in adopted.stdout
     assert lab.control.calls("cp-1").get("ApplyConfiguration", 0) == 0
+
+
+def test_adopt_through_ansible_runner_as_awx_runs_it_leaks_no_credential(
+        talos_kube_lab, kube_lab, workloads, tmp_path, adoption_cleanup):
+    """AWX's way: a private data dir, the talosconfig and kubeconfig injected as 0600 files by credential types (their
+    paths in env/envvars), survey answers as !unsafe extravars; adopt plans, then adopts; the runner's artifacts and
+    stdout hold no credential and no bundle secret."""
+    import ansible_runner
+    from tests.integration.ansible_env import ansible_env
+    from tests.integration.test_reclaim import files_text, marked_talosconfig
+    from tests.integration.test_upgrade import _inventory
+    lab = _flannel_cluster(talos_kube_lab, workloads, workers=1)
+    private = tmp_path / "runner"
+    for sub in ("project", "env", "inventory"):
+        (private / sub).mkdir(parents=True)
+    (private / "project" / "adopt.yml").write_text(
+        "---\n- name: Adopt\n  ansible.builtin.import_playbook: maesh.ichor.adopt\n")
+    inv = yaml.safe_load(open(_inventory(lab, tmp_path)))
+    for key in ("ichor_talosconfig", "ichor_kubeconfig"):
+        inv["all"]["vars"].pop(key, None)  # the credentials come from AWX's injectors, not the inventory
+    (private / "inventory" / "hosts.yml").write_text(yaml.safe_dump(inv))
+    talosconfig = str(private / "env" / "tmp_ichor_talosconfig")
+    markers = marked_talosconfig(lab, talosconfig)
+    kubeconfig = str(private / "env" / "tmp_ichor_kubeconfig")
+    shutil.copy(kube_lab.kubeconfig, kubeconfig)
+    os.chmod(kubeconfig, 0o600)
+    kube_token = [line.split(":", 1)[1].strip() for line in open(kubeconfig) if "token:" in line or "client-key-data" in line]
+    bundle = yaml.safe_load(open(os.path.join(BASIC, "secrets.yaml")))
+    markers += [m for m in kube_token if len(m) > 16] + [bundle["cluster"]["secret"], bundle["trustdinfo"]["token"]]
+    env = ansible_env()
+    envvars = dict((k, env[k]) for k in ("ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_CALLBACKS_ENABLED", "ANSIBLE_LOCAL_TEMP",
+                                         "ANSIBLE_NOCOLOR"))
+    envvars.update(PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+                   TALOSCONFIG=talosconfig, KUBECONFIG=kubeconfig)
+    (private / "env" / "envvars").write_text(yaml.safe_dump(envvars))
+    results = []
+    for survey in ({"ichor_adopt_recover_from": "cp-1", "ichor_cni_unmanaged": True},
+                   {"ichor_adopt_recover_from": "cp-1", "ichor_cni_unmanaged": True, "ichor_adopt_confirm": True,
+                    "ichor_adopt_etcd_snapshot_dir": str(tmp_path / "etcd")}):
+        with open(str(private / "env" / "extravars"), "w") as handle:
+            for key, value in survey.items():
+                handle.write("%s: !unsafe %s\n" % (key, json.dumps(value)))
+            handle.write("awx_user_name: alice\nawx_job_id: 7\n")
+        run = ansible_runner.run(private_data_dir=str(private), playbook="adopt.yml", quiet=True)
+        results.append((run.rc, run.stdout.read()))
+    assert [rc for rc, unused_out in results] == [0, 0], results[-1][1][-4000:]
+    assert "PLAN" in results[0][1] and "worker-1: released (hold lifted)" in results[1][1]
+    assert cluster_record.read(KubeClient(kubeconfig=kube_lab.kubeconfig)).get("held") == {}
+    texts = files_text(private, skip=(os.path.abspath(talosconfig), os.path.abspath(kubeconfig)))
+    assert any("artifacts" in path for path in texts)
+    for path, text in texts.items():
+        for marker in markers:
+            assert marker not in text, (path, marker[:12])
