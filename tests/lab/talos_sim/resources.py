@@ -1,7 +1,9 @@
 """COSI resources of a simulated machine (proto_spec via the spec messages, yaml_spec with Go names)."""
 
+import functools
 import hashlib
 import ipaddress
+import json
 import time
 
 import yaml
@@ -46,7 +48,19 @@ def _pretty(size):
 
 
 def _yaml(d):
-    return yaml.safe_dump(d, default_flow_style=False, sort_keys=False)
+    # every Get and List builds the machine's resources anew (a fresh snapshot); the YAML of the same spec is the
+    # same text, so it is dumped once: with a hundred machines the dumps were most of a Get's time
+    return _dumped(json.dumps(d))
+
+
+@functools.lru_cache(maxsize=4096)
+def _dumped(text):
+    return yaml.safe_dump(json.loads(text), default_flow_style=False, sort_keys=False)
+
+
+@functools.lru_cache(maxsize=256)
+def _config_yaml(config):
+    return yaml.safe_dump(config.decode("utf-8", "replace"), default_style="|")
 
 
 class Resource:
@@ -177,6 +191,7 @@ def _definition(rtype, namespace, sensitive):
                     namespace="meta")
 
 
+@functools.lru_cache(maxsize=256)
 def _kubeprism_port(config):
     """KubePrism's port as the machine config sets it (typed KubePrismConfig, else
     machine.features.kubePrism), or None when it is off (neither: off, as in Talos)."""
@@ -195,6 +210,7 @@ def _kubeprism_port(config):
     return None
 
 
+@functools.lru_cache(maxsize=256)
 def _discovery_enabled(config):
     """Whether the machine config turns cluster discovery on, as Talos reads it: the legacy
     cluster.discovery.enabled, else a registry document of the typed form (DiscoveryServiceConfig,
@@ -229,8 +245,7 @@ def build(lab, m):
         # Talos marshals this spec to YAML as one string: yaml_spec is a YAML string scalar
         out.append(Resource("MachineConfigs.config.talos.dev", "v1alpha1", "",
                             rc.MachineConfigSpec(yaml_marshalled=m.config).SerializeToString(),
-                            yaml.safe_dump(m.config.decode("utf-8", "replace"),
-                                           default_style="|")))
+                            _config_yaml(m.config)))
 
     if configured and m.cluster_id:
         out.append(Resource("Infos.cluster.talos.dev", "current", "cluster.InfoController",
