@@ -683,3 +683,32 @@ def test_adopt_through_ansible_runner_as_awx_runs_it_leaks_no_credential(
     for path, text in texts.items():
         for marker in markers:
             assert marker not in text, (path, marker[:12])
+
+
+def test_b3_the_recovered_bundle_mints_a_client_certificate_the_machines_accept(
+        talos_kube_lab, kube_lab, workloads, tmp_path, adoption_cleanup):
+    """The bundle adopt recovers (stored in Secret ichor-secrets-bundle) holds the cluster's Talos CA: an os:admin
+    certificate issued from it is accepted by every machine, as the collection's later runs rely on. A wrong bundle is
+    refused before anything is written."""
+    from tests.lab import pki
+    from tests.integration.test_upgrade import _inventory
+    lab = _flannel_cluster(talos_kube_lab, workloads, workers=1)
+    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_cni_unmanaged=True,
+                     ichor_adopt_etcd_snapshot_dir=str(tmp_path / "etcd"))
+    assert _adopt(inv, "-e", "ichor_adopt_confirm=true").returncode == 0
+    stored = KubeClient(kubeconfig=kube_lab.kubeconfig).get("v1", "Secret", "ichor-secrets-bundle", "ichor-system")
+    bundle = secrets.parse(base64.b64decode(stored["data"]["bundle.yaml"]).decode())
+    ca = pki.KeyPair(pki.load_cert_pem(bundle.crt("os").encode()), pki.load_key_pem(bundle.key("os").encode()))
+    client_pair = pki.issue_client(ca, roles=("os:admin",), common_name="maesh-ichor")
+    minted = str(tmp_path / "minted-talosconfig")
+    endpoints = [m["address"] for m in lab.machines if m["role"] == "controlplane"]
+    pki.write_talosconfig(minted, {"minted": {"endpoints": endpoints, "nodes": [], "ca": ca, "client": client_pair}},
+                          "minted")
+    with talos_client.TalosClient(talosconfig.load(minted)) as client:
+        answers = client.fan_out(lambda node: machine.version(client, node), [m["address"] for m in lab.machines])
+    assert all(a.error is None and a.message["tag"] == m["version"] for a, m in
+               zip([answers[m["address"]] for m in lab.machines], lab.machines)), answers
+    # another cluster's bundle: refused, nothing written
+    wrong = os.path.join(CONFIGS, "v1.14", "v1.14.1", "basic", "secrets.yaml")
+    refused = _adopt(inv, "-e", "ichor_adopt_recover_from=", "-e", "ichor_secrets=%s" % wrong, "--check")
+    assert refused.returncode != 0 and "the secrets bundle belongs to another cluster" in refused.stdout
