@@ -8,6 +8,7 @@ import http.server
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import threading
 
@@ -356,3 +357,53 @@ def test_the_chart_is_pulled_from_a_chart_repository_mirror_with_its_digest(cili
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def oci_registry(tmp_path):
+    """An OCI registry on loopback over TLS (tests/lab/cilium/registry: go-containerregistry's), its CA trusted by the
+    helm the module runs through SSL_CERT_FILE, as a site's own CA would be."""
+    from tests.lab import pki
+    binary = subprocess.run(["bash", os.path.join(os.path.dirname(fixtures.__file__), "registry", "build.sh")],
+                            capture_output=True, text=True, check=True, timeout=600).stdout.strip().splitlines()[-1]
+    ca = pki.new_ca()
+    crt, key = pki.issue_server(ca, "localhost", ["127.0.0.1"]).write(str(tmp_path), "registry")
+    ca_file = str(tmp_path / "registry-ca.pem")
+    with open(ca_file, "wb") as handle:
+        handle.write(ca.cert_pem)
+    proc = subprocess.Popen([binary, "127.0.0.1:0", crt, key], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    try:
+        line = proc.stdout.readline().strip()
+        assert line.startswith("listening "), line
+        saved = os.environ.get("SSL_CERT_FILE")
+        os.environ["SSL_CERT_FILE"] = ca_file
+        try:
+            yield {"address": line.split(" ", 1)[1], "ca_file": ca_file}
+        finally:
+            if saved is None:
+                os.environ.pop("SSL_CERT_FILE", None)
+            else:
+                os.environ["SSL_CERT_FILE"] = saved
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_the_chart_is_pulled_from_an_oci_registry_with_its_digest(cilium_lab, cilium_charts, kube_lab, oci_registry):
+    """chart: oci://...: helm pulls the set's version from the registry (pushed there with helm push, as a site
+    mirrors the chart); the digest is checked on what was pulled."""
+    lab = cilium_lab(nodes=2)
+    lab.helm_install("1.20", TALOS_VALUES)
+    lab.wait_ready()
+    tgz = cilium_charts["1.20"]["chart"]
+    kube_lab.helm("push", tgz, "oci://%s/charts" % oci_registry["address"], "--ca-file", oci_registry["ca_file"])
+    with open(tgz, "rb") as handle:
+        digest = "sha256:" + hashlib.sha256(handle.read()).hexdigest()
+    reference = "oci://%s/charts/cilium" % oci_registry["address"]
+    result = _check(kube_lab, cilium_charts, chart=reference, chart_digest=digest)
+    assert result["gate"] == [] and result["cilium"]["chart"] == "1.20.4"
+    assert "chart: cilium 1.20.4 (%s), helm " % reference in "\n".join(result["plan"])
+    with pytest.raises(CiliumError) as info:
+        _check(kube_lab, cilium_charts, chart=reference, chart_digest="sha256:" + "0" * 64)
+    assert str(info.value).startswith("the chart cilium-1.20.4.tgz has digest %s, not sha256:" % digest)
