@@ -241,3 +241,34 @@ def test_a5_an_accepted_gate_takes_over_keeping_the_extra_annotation_and_configm
     # a rerun: the release is ours now, nothing to take over
     again = _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)
     assert again["changed"] is False
+
+
+def test_the_talos_capability_and_cgroup_keys_are_made_to_match_the_talos_guide(
+        cilium_lab, cilium_charts, kube_lab, cilium_caller):
+    """Owned keys the takeover sets to the Talos guide's values without accept_cilium_changes (they are the guide's,
+    not a choice): a Cilium installed with cgroup auto-mount on and a capability missing is planned as 'match', and
+    the takeover leaves the guide's cgroup root and capabilities running."""
+    lab = cilium_lab(nodes=2)
+    off_guide = merged(TALOS_VALUES, {"cgroup": {"autoMount": {"enabled": True}, "hostRoot": "/run/cilium/cgroupv2"}})
+    off_guide["securityContext"]["capabilities"]["ciliumAgent"] = [
+        c for c in TALOS_VALUES["securityContext"]["capabilities"]["ciliumAgent"] if c != "SYS_RESOURCE"]
+    lab.helm_install("1.20", off_guide)
+    lab.wait_ready()
+    caller = cilium_caller()
+    planned = _run(kube_lab, cilium_charts, check=True, accept_cilium_diff=True, kubeconfig=caller.kubeconfig)
+    rows = dict((row["key"], row) for row in planned["owned"])
+    assert rows["cgroup.autoMount.enabled"]["action"] == "match" and rows["cgroup.hostRoot"]["action"] == "match"
+    assert rows["securityContext.capabilities.ciliumAgent"]["action"] == "match"
+    assert "owned cgroup.hostRoot: /run/cilium/cgroupv2 -> /sys/fs/cgroup (made to match the Talos guide)" in planned["plan"]
+    taken = _run(kube_lab, cilium_charts, accept_cilium_diff=True, kubeconfig=caller.kubeconfig)
+    assert taken["changed"] is True
+    assert lab.core.read_namespaced_config_map("cilium-config", "kube-system").data["cgroup-root"] == "/sys/fs/cgroup"
+    ds = lab.apps.read_namespaced_daemon_set("cilium", "kube-system")
+    agent = [c for c in ds.spec.template.spec.containers if c.name == "cilium-agent"][0]
+    assert "SYS_RESOURCE" in agent.security_context.capabilities.add
+    # helm's take-ownership merge keeps what only the live object has, and the gate said so before consent: the
+    # auto-mount init container the guide does not render stays until its owner removes it
+    kept = [e for e in planned["gate"] if e["object"] == "DaemonSet kube-system/cilium"
+            and e["path"].startswith("spec.template.spec.initContainers[mount-cgroup]")]
+    assert kept and all(e["change"] == "live only, kept" for e in kept), kept
+    assert "mount-cgroup" in [c.name for c in ds.spec.template.spec.init_containers or []]
