@@ -712,3 +712,32 @@ def test_b3_the_recovered_bundle_mints_a_client_certificate_the_machines_accept(
     wrong = os.path.join(CONFIGS, "v1.14", "v1.14.1", "basic", "secrets.yaml")
     refused = _adopt(inv, "-e", "ichor_adopt_recover_from=", "-e", "ichor_secrets=%s" % wrong, "--check")
     assert refused.returncode != 0 and "the secrets bundle belongs to another cluster" in refused.stdout
+
+
+def test_a_machine_new_to_an_adopted_cluster_is_held_then_released_never_reset(
+        talos_kube_lab, kube_lab, workloads, tmp_path, adoption_cleanup):
+    """ADR 0128 through adopt: a machine that carries the cluster's CAs but is not in the record (added after the
+    adoption) is added by the next run, held, then released with the same render; nothing resets it, and the machines
+    adopted before keep their release."""
+    from tests.integration.test_upgrade import _inventory
+    lab = _flannel_cluster(talos_kube_lab, workloads, workers=2)
+    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_cni_unmanaged=True,
+                     ichor_adopt_etcd_snapshot_dir=str(tmp_path / "etcd"))
+    data = yaml.safe_load(open(inv))
+    later = data["all"]["children"]["worker"]["hosts"].pop("worker-2")
+    with open(inv, "w") as handle:
+        yaml.safe_dump(data, handle)
+    assert _adopt(inv, "-e", "ichor_adopt_confirm=true").returncode == 0
+    kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
+    assert sorted(cluster_record.read(kube).get("nodes")) == ["cp-1", "worker-1"]
+    data["all"]["children"]["worker"]["hosts"]["worker-2"] = later
+    with open(inv, "w") as handle:
+        yaml.safe_dump(data, handle)
+    planned = _adopt(inv, "--check", "--diff")
+    assert planned.returncode == 0 and "worker-2: zero drift" in planned.stdout, planned.stdout[-4000:]
+    grown = _adopt(inv, "-e", "ichor_adopt_confirm=true")
+    assert grown.returncode == 0, grown.stdout[-4000:]
+    assert "worker-2: released (hold lifted)" in grown.stdout and "worker-1: not held (released earlier)" in grown.stdout
+    record = cluster_record.read(kube)
+    assert sorted(record.get("nodes")) == ["cp-1", "worker-1", "worker-2"] and record.get("held") == {}
+    assert all(set(lab.control.calls(m["name"])) - {"etcd-peer-port"} <= READS | {"EtcdSnapshot"} for m in lab.machines)
