@@ -741,3 +741,38 @@ def test_a_machine_new_to_an_adopted_cluster_is_held_then_released_never_reset(
     record = cluster_record.read(kube)
     assert sorted(record.get("nodes")) == ["cp-1", "worker-1", "worker-2"] and record.get("held") == {}
     assert all(set(lab.control.calls(m["name"])) - {"etcd-peer-port"} <= READS | {"EtcdSnapshot"} for m in lab.machines)
+
+
+def test_no_cni_our_cilium_is_installed_first_then_the_cluster_is_adopted_managed(
+        talos_kube_lab, kube_lab, cilium_lab, cilium_charts, workloads, tmp_path, adoption_cleanup):
+    """ADR 0104: cni.name none, no CNI DaemonSet anywhere, every Node NotReady: the plan installs the collection's
+    Cilium (phase 3, cilium_release install) and adopts the cluster managed; a rerun changes nothing."""
+    from tests.integration.test_upgrade import _inventory
+    from tests.lab.agent import LabAgent
+    lab = talos_kube_lab(case=os.path.join(CONFIGS, "v1.13", "v1.14.1", "cni-none"), controlplanes=1, workers=1)
+    workloads.kube_proxy()
+    # no CNI: the kubelets report NotReady; workloads are still made ready (the lab's stand-in for what runs)
+    lab.agent.stop(remove_nodes=False)
+    core = k8s.CoreV1Api(kube_lab.api)
+    for m in lab.machines:
+        core.patch_node_status(m["hostname"], {"status": {"conditions": [
+            {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "network plugin not ready"}]}})
+    runner = LabAgent(kube_lab.api_client(), talos_lab=None, owner="no-cni").start()
+    cilium = cilium_lab(nodes=0)
+    cilium.render("1.20", TALOS_VALUES, namespace="ichor-system")  # what the install leaves, for teardown
+    try:
+        inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_adopt_cilium_chart=cilium_charts["1.20"]["chart"],
+                         ichor_adopt_helm=kube_lab.bins["helm"], ichor_adopt_etcd_snapshot_dir=str(tmp_path / "etcd"))
+        planned = _adopt(inv, "--check", "--diff")
+        assert planned.returncode == 0, planned.stdout[-4000:]
+        assert "mode: managed, no CNI: the collection's Cilium is installed first (ADR 0104)" in planned.stdout
+        adopted = _adopt(inv, "-e", "ichor_adopt_confirm=true", "-e", "ichor_accept_changes=true")
+        assert adopted.returncode == 0, adopted.stdout[-6000:]
+        record = cluster_record.read(KubeClient(kubeconfig=kube_lab.kubeconfig))
+        assert record.get("adoption")["mode"] == "install" and record.get("cilium")["release"] == "ichor-system/cilium"
+        assert record.get("held") == {} and record.get("cluster")["cni"]["preset"] == "cilium"
+        assert [s.metadata.labels["status"] for s in cilium.records("ichor-system")] == ["deployed"]
+        again = _adopt(inv, "-e", "ichor_adopt_confirm=true", "-e", "ichor_accept_changes=true")
+        assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-6000:]
+    finally:
+        runner.stop(remove_nodes=False)
