@@ -171,7 +171,7 @@ cni:
       type: list
       elements: str
     version:
-      description: The running Cilium's version, or null.
+      description: The running CNI's version, from its agent image's tag (null when the tag is no version).
       type: str
 kube_proxy:
   description: The cluster spec's C(cni.kubeProxy), C(enabled) or C(replaced).

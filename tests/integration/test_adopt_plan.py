@@ -176,7 +176,7 @@ def test_b1_unmanaged_a_flannel_cluster_is_planned_with_zero_drift_and_every_mac
     assert [m["uuid"] for m in result["machines"]] == [m["uuid"] for m in lab.machines]
     assert result["consent"] == [] and result["record"]["cni"] == {
         "preset": "unmanaged", "kubeProxy": "enabled", "unmanaged": {"talosCNI": "default"}}
-    assert result["record"]["detected"] == {"cni": "flannel", "version": None}
+    assert result["record"]["detected"] == {"cni": "flannel", "version": "0.27.4"}
     plan = result["plan"]
     assert "mode: unmanaged (ichor_cni_unmanaged=true): the CNI is left exactly as it is; talosCNI default" in plan
     assert "KubePrism: left as each machine has it (unmanaged mode)" in plan
@@ -776,3 +776,49 @@ def test_no_cni_our_cilium_is_installed_first_then_the_cluster_is_adopted_manage
         assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-6000:]
     finally:
         runner.stop(remove_nodes=False)
+
+
+@pytest.mark.parametrize("case,daemonset,replacement,expected", [
+    ("k8s-older", True, "false", "enabled"),
+    ("kube-proxy-disabled", False, "true", "replaced"),
+    ("kube-proxy-disabled", False, "false", "nothing routes Services"),
+    ("k8s-older", True, "true", "two owners of Service routing"),
+    ("k8s-older", False, "false", "no kube-proxy DaemonSet runs"),
+])
+def test_b2_the_kube_proxy_matrix_on_the_lab(talos_kube_lab, kube_lab, workloads, reader, case, daemonset, replacement,
+                                             expected):
+    """Talos's kube-proxy (the machine configs, and whether its DaemonSet runs) against Cilium's kube-proxy-replacement
+    (cilium-config): agreeing sides map to the spec's cni.kubeProxy, the others are refused with the reason."""
+    lab = talos_kube_lab(case=os.path.join(CONFIGS, "v1.13", "v1.14.1", case), controlplanes=1, workers=1)
+    workloads.daemonset("kube-system", "cilium", "quay.io/cilium/cilium:v1.20.4", {"k8s-app": "cilium"})
+    if daemonset:
+        workloads.kube_proxy()
+    core = k8s.CoreV1Api(kube_lab.api)
+    core.create_namespaced_config_map("kube-system", {"metadata": {"name": "cilium-config"},
+                                                      "data": {"kube-proxy-replacement": replacement}})
+    try:
+        if expected in ("enabled", "replaced"):
+            assert _plan(lab, reader)["kube_proxy"] == expected
+        else:
+            refused = _refused(lab, reader)
+            assert expected in refused.message, refused.message
+            assert "contract" not in refused.result  # refused before the bundle and the drift
+    finally:
+        core.delete_namespaced_config_map("cilium-config", "kube-system")
+
+
+def test_d2_a_calico_cluster_adopted_unmanaged_records_calico_and_keeps_its_configs(
+        talos_kube_lab, kube_lab, workloads, tmp_path, adoption_cleanup):
+    from tests.integration.test_upgrade import _inventory
+    lab = talos_kube_lab(case=BASIC, controlplanes=1, workers=1)
+    workloads.kube_proxy()
+    workloads.daemonset("calico-system", "calico-node", "docker.io/calico/node:v3.30.3", {"k8s-app": "calico-node"})
+    before = dict((m["name"], m["machine_config"]) for m in lab.control.machines())
+    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_cni_unmanaged=True,
+                     ichor_adopt_etcd_snapshot_dir=str(tmp_path / "etcd"))
+    adopted = _adopt(inv, "-e", "ichor_adopt_confirm=true")
+    assert adopted.returncode == 0, adopted.stdout[-4000:]
+    record = cluster_record.read(KubeClient(kubeconfig=kube_lab.kubeconfig))
+    assert record.get("adoption")["detected"] == {"cni": "calico", "version": "3.30.3"}
+    assert record.get("cluster")["cni"]["preset"] == "unmanaged" and record.get("held") == {}
+    assert dict((m["name"], m["machine_config"]) for m in lab.control.machines()) == before
