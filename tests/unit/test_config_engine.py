@@ -655,3 +655,31 @@ def test_environment_values_are_masked_their_names_shown():
     assert "v1alpha1:machine.env.https_proxy" in paths and "v1alpha1:cluster.apiServer.env.HTTP_PROXY" in paths
     shown = json.dumps(result.to_dict()) + "\n".join(result.lines()) + documents.emit(drift.mask_docs(docs))
     assert "ENV-MARKER-7f3a" not in shown and "https_proxy" in shown and "<redacted>" in shown
+
+
+# CNI-relevant paths: the CNI selection, flannel's document, kube-proxy and KubePrism, in either form.
+_CNI_RELEVANT = re.compile(r"^(v1alpha1:cluster\.network\.cni|v1alpha1:cluster\.proxy|v1alpha1:machine\.features\.kubePrism"
+                           r"|KubeFlannelCNIConfig|KubeProxyConfig|KubePrismConfig)")
+
+
+# a custom CNI with manifest URLs is class C (seed 0103 1.1), never rendered: every other case
+RENDERED_CNI_CASES = [d for d in ALL_CASE_DIRS if json.loads(_read(os.path.join(d, "case.json")))["cni"]["name"] != "custom"]
+
+
+@pytest.mark.parametrize("case_dir", RENDERED_CNI_CASES, ids=_id)
+def test_an_unmanaged_render_leaves_every_cni_relevant_path_as_the_node_has_it(case_dir):
+    """Seed 0103 1.1a: adopted with its CNI unmanaged, a cluster's renders leave the CNI selection, flannel's document,
+    kube-proxy and KubePrism byte for byte as the live config states them, at the contract it was made for."""
+    case, bundle, unused_cluster, unused_machine, live = load_case(case_dir)
+    adopted = adopt.read([(role, live[role], case["talos_version"]) for role in ROLES], preset="unmanaged")
+    cluster_spec = dict(adopted.cluster, versionContract=case["contract"], inlineManifests=[])
+    for role, machine_spec in zip(ROLES, adopted.machines):
+        rendered = render.render(bundle, cluster_spec, machine_spec, case["contract"])
+        flat_live, flat_rendered = {}, {}
+        for docs, flat in ((live[role], flat_live), (rendered, flat_rendered)):
+            for doc in docs:
+                flat.update(documents.paths(doc))
+        for path in sorted(set(flat_live) | set(flat_rendered)):
+            # the kube-proxy image is Kubernetes', not the CNI's (another registry's is class C: images-air-gapped)
+            if _CNI_RELEVANT.match(path) and not path.endswith(".image") and path != "KubeProxyConfig:image":
+                assert json.dumps(flat_rendered.get(path)) == json.dumps(flat_live.get(path)), (role, path)
