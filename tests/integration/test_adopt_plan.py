@@ -584,6 +584,15 @@ def test_d3_a_cilium_adopted_unmanaged_is_left_alone_by_the_cilium_modules_and_t
     finally:
         conn.close()
     assert info.value.message == "the CNI is not managed by Ichor (spec.cni.preset: unmanaged)"
+    from ansible_collections.maesh.ichor.plugins.module_utils.cilium import takeover
+    params.update(accept_cilium_changes=False, accept_cilium_diff=True)
+    conn = Connections(params)
+    try:
+        with pytest.raises(Refused) as info:
+            takeover.run(params, conn, True)
+    finally:
+        conn.close()
+    assert info.value.message == "the CNI is not managed by Ichor (spec.cni.preset: unmanaged)"
     from tests.integration.test_cilium_inline import CASE as CILIUM_INLINE
     params = dict(talosconfig=lab.talosconfig, talosconfig_content=None, context=None, endpoint=None,
                   kubeconfig=kube_lab.kubeconfig, kubeconfig_content=None, kube_context=None, timeout=30.0,

@@ -34,6 +34,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.cilium import helm as 
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import live as live_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import machines as machines_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record as record_mod
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import release as release_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import values as values_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError, Refused
 from ansible_collections.maesh.ichor.plugins.module_utils.common import poll
@@ -166,6 +167,8 @@ class Takeover:
     def preconditions(self):
         """Every read-only check; returns the Plan (its result says what a run would do)."""
         plan, kube, params = self.plan, self.kube, self.params
+        if release_mod.unmanaged(cluster_record.read(kube).data):  # adopted with its CNI left alone (seed 0103 1.1a)
+            raise plan.refuse(release_mod.UNMANAGED)
         helm_version = self.helm.version()
         chart, meta = self.helm.resolve_chart(params.get("chart"), params.get("chart_digest"),
                                               params.get("chart_repository"))
