@@ -831,3 +831,29 @@ def test_d2_a_calico_cluster_adopted_unmanaged_records_calico_and_keeps_its_conf
     assert record.get("adoption")["detected"] == {"cni": "calico", "version": "3.30.3"}
     assert record.get("cluster")["cni"]["preset"] == "unmanaged" and record.get("held") == {}
     assert dict((m["name"], m["machine_config"]) for m in lab.control.machines()) == before
+
+
+def test_d4_an_unmanaged_flannel_cluster_is_rolled_to_the_set_through_talos_config_and_kubernetes_steps_only(
+        talos_kube_lab, kube_lab, workloads, tmp_path, adoption_cleanup):
+    """D4: after an unmanaged adoption the rollout runs the Talos, config and Kubernetes steps to the release set and
+    no Cilium step; flannel's DaemonSet and the CNI-relevant paths of every config stay as they were."""
+    from tests.integration.test_upgrade import V113_K8S_135, _assert_at_the_set, _inventory, _upgrade
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9")
+    workloads.flannel()
+    workloads.kube_proxy()
+    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_cni_unmanaged=True,
+                     ichor_adopt_etcd_snapshot_dir=str(tmp_path / "etcd"))
+    assert _adopt(inv, "-e", "ichor_adopt_confirm=true").returncode == 0
+    flannel = k8s.AppsV1Api(kube_lab.api).read_namespaced_daemon_set("kube-flannel", "kube-system")
+    rolled = _upgrade(inv, "-e", "ichor_upgrade_follow=true")
+    assert rolled.returncode == 0, rolled.stdout[-6000:]
+    tasks = [line.split(":", 1)[-1].split("]")[0].strip() for line in rolled.stdout.splitlines() if line.startswith("TASK [")]
+    assert "Upgrade the Cilium release to the release set's chart" not in tasks
+    assert "Upgrade Kubernetes (control planes, kube-proxy, kubelets; no reboot)" in tasks
+    _assert_at_the_set(lab, inv)
+    after = k8s.AppsV1Api(kube_lab.api).read_namespaced_daemon_set("kube-flannel", "kube-system")
+    assert (after.metadata.generation, after.spec.template.spec.containers[0].image) == (
+        flannel.metadata.generation, flannel.spec.template.spec.containers[0].image)
+    for m in lab.control.machines():
+        docs = [d for d in yaml.safe_load_all(m["machine_config"]) if d]
+        assert not any(d.get("kind") == "KubeFlannelCNIConfig" and d.get("$patch") == "delete" for d in docs), m["name"]
