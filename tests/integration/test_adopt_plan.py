@@ -31,7 +31,8 @@ from tests.integration.test_cilium_inline import _case_c
 from tests.lab.cilium import fixtures
 from tests.lab.cilium.fixtures import TALOS_VALUES, merged
 
-pytestmark = [pytest.mark.lab, pytest.mark.modules]
+# the ansible-core floor (2.16) runs the tests marked modules: the module, the playbook and the AWX run below
+pytestmark = [pytest.mark.lab]
 
 cilium_charts = fixtures.cilium_charts
 cilium_lab = fixtures.cilium_lab
@@ -321,6 +322,7 @@ def test_another_clusters_bundle_is_refused(talos_kube_lab, kube_lab, workloads,
                                "live config")
 
 
+@pytest.mark.modules
 def test_the_module_in_check_mode_through_ansible_playbook_prints_the_plan_and_no_secret(
         talos_kube_lab, kube_lab, workloads, tmp_path):
     lab = _flannel_cluster(talos_kube_lab, workloads, workers=1)
@@ -362,6 +364,7 @@ def adoption_cleanup(kube_lab):
             kube.delete(api_version, kind, name, "ichor-system")
 
 
+@pytest.mark.modules
 def test_the_adopt_playbook_plans_then_adopts_a_flannel_cluster_unmanaged_and_a_rerun_changes_nothing(
         talos_kube_lab, kube_lab, workloads, tmp_path, adoption_cleanup):
     from tests.integration.test_upgrade import _inventory
@@ -462,6 +465,7 @@ def test_a_case_c_cilium_is_adopted_taken_over_and_its_inline_entry_released_mac
     assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-8000:]
 
 
+@pytest.mark.modules
 def test_the_rollout_and_talos_machine_config_refuse_a_machine_adopt_holds(
         talos_kube_lab, kube_lab, workloads, tmp_path, adoption_cleanup):
     from ansible_collections.maesh.ichor.plugins.module_utils.adopt import release as adopt_release
@@ -641,6 +645,7 @@ def test_b7_a_non_cilium_inline_manifest_blocks_its_machine_and_nothing_is_appli
     assert lab.control.calls("cp-1").get("ApplyConfiguration", 0) == 0
 
 
+@pytest.mark.modules
 def test_adopt_through_ansible_runner_as_awx_runs_it_leaks_no_credential(
         talos_kube_lab, kube_lab, workloads, tmp_path, adoption_cleanup):
     """AWX's way: a private data dir, the talosconfig and kubeconfig injected as 0600 files by credential types (their
