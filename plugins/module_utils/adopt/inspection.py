@@ -92,10 +92,10 @@ def _inspect(params, conn, result):
                                              k8s["kube_proxy"]["present"], _replacement(k8s))
     plan.append(line)
     plan.append(rules.kubeprism(mode, dict((f["name"], f["config"]["kubeprism"]) for f in read)))
-    cilium = k8s["cni"]["daemonsets"] or [{}]  # one CNI here: two were refused
+    agents = k8s["cni"]["daemonsets"] or [{}]  # one CNI here: two were refused
     result["cni"] = {"row": outcome["row"], "mode": mode, "preset": outcome["preset"], "talos_cni": outcome["talos_cni"],
                      "names": k8s["cni"]["names"], "evidence": k8s["cni"]["evidence"],
-                     "version": (k8s["cilium"] or {}).get("version") or cilium[0].get("version")}
+                     "version": (k8s["cilium"] or {}).get("version") or agents[0].get("version")}
     result["kube_proxy"] = kube_proxy
 
     bundle = _bundle(params, read, docs)

@@ -16,13 +16,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import base64
-
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import rules
-from ansible_collections.maesh.ichor.plugins.module_utils.adopt.write import BUNDLE_KEY, BUNDLE_SECRET
+from ansible_collections.maesh.ichor.plugins.module_utils.adopt.write import BUNDLE_SECRET, stored_bundle
 from ansible_collections.maesh.ichor.plugins.module_utils.common import poll
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
-from ansible_collections.maesh.ichor.plugins.module_utils.config import machine_config, secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.config import machine_config
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, lock, nodes
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import state
@@ -48,11 +46,11 @@ def _bundle(kube):
     secret = kube.get("v1", "Secret", BUNDLE_SECRET, cluster_record.NAMESPACE)
     if secret is None:
         raise IchorError("Secret %s/%s is missing: run adopt's write phase first" % (cluster_record.NAMESPACE, BUNDLE_SECRET))
-    try:
-        return secrets.parse(base64.b64decode((secret.get("data") or {}).get(BUNDLE_KEY) or "").decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise IchorError("Secret %s/%s holds no readable bundle (%s)" % (cluster_record.NAMESPACE, BUNDLE_SECRET,
-                                                                         type(exc).__name__))
+    bundle = stored_bundle(secret)
+    if bundle is None:
+        raise IchorError("Secret %s/%s holds no readable secrets bundle: run adopt's write phase again after removing "
+                         "it" % (cluster_record.NAMESPACE, BUNDLE_SECRET))
+    return bundle
 
 
 def _render_spec(record):

@@ -55,16 +55,21 @@ def run(params, conn, check_mode):
     return result
 
 
+def stored_bundle(secret):
+    """The bundle Secret ichor-secrets-bundle holds, or None when it holds none that can be read."""
+    try:
+        return secrets.parse(base64.b64decode((secret.get("data") or {}).get(BUNDLE_KEY) or "").decode("utf-8"))
+    except (ConfigError, ValueError, UnicodeDecodeError):
+        return None
+
+
 def _bundle_secret(kube, bundle, result, check_mode):
     """Secret ichor-system/ichor-secrets-bundle: created when missing, left when it holds this bundle, refused when it
     holds another. Its data never reaches a result."""
     live = kube.get("v1", "Secret", BUNDLE_SECRET, cluster_record.NAMESPACE)
     where = "%s/%s" % (cluster_record.NAMESPACE, BUNDLE_SECRET)
     if live is not None:
-        try:
-            stored = secrets.parse(base64.b64decode((live.get("data") or {}).get(BUNDLE_KEY) or "").decode("utf-8"))
-        except (ConfigError, ValueError, UnicodeDecodeError):
-            stored = None
+        stored = stored_bundle(live)
         if stored is None or stored.fingerprint() != bundle.fingerprint():
             raise IchorError("Secret %s holds %s, not this cluster's (Talos CA %s): nothing written; remove it only if "
                              "you know it is stale" % (where, "no readable bundle" if stored is None else
