@@ -27,13 +27,14 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, 
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 
 from tests.integration.ansible_env import REPO
-from tests.lab.cilium import fixtures
+from tests.lab.cilium import fixtures, rbac_fixtures
 from tests.lab.cilium.fixtures import TALOS_VALUES
 
 pytestmark = [pytest.mark.lab, pytest.mark.modules]
 
 cilium_charts = fixtures.cilium_charts
 cilium_lab = fixtures.cilium_lab
+cilium_caller = rbac_fixtures.cilium_caller
 
 CASE = REPO + "/tests/fixtures/configs/v1.13/v1.14.1/cilium-inline"  # contract v1.13, Kubernetes 1.36.3
 
@@ -107,9 +108,11 @@ def _case_c(talos_kube_lab, cilium_lab):
 
 
 def test_a1_an_inline_manifest_cilium_is_taken_over_and_its_entry_leaves_every_config(
-        talos_kube_lab, cilium_lab, cilium_charts, kube_lab):
+        talos_kube_lab, cilium_lab, cilium_charts, kube_lab, cilium_caller):
     lab, cilium = _case_c(talos_kube_lab, cilium_lab)
     kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
+    # the takeover runs as the installer bundle's ServiceAccount (exactly its rules); the rollout steps as the admin
+    caller = dict(kubeconfig=cilium_caller().kubeconfig)
     params = _params(lab, kube_lab, cilium_charts)
     assert [_cilium_entries(docs) for docs in _configs(lab).values()] == [["cilium"], []]
 
@@ -119,14 +122,14 @@ def test_a1_an_inline_manifest_cilium_is_taken_over_and_its_entry_leaves_every_c
     assert "kind: KubeInlineManifestConfig\nname: cilium" in planned["diff"][0]["after"]
 
     # the plan: the entry found by content, KubePrism answering on every machine; nothing written anywhere
-    plan = _run(takeover.run, params, True)
+    plan = _run(takeover.run, dict(params, **caller), True)
     assert plan["inline_manifests"] == [{"machine": "cp-1", "name": "cilium", "in": "cluster.inlineManifests"}]
     assert "inline manifest: cilium in the config of cp-1 holds the DaemonSet kube-system/cilium" in plan["plan"]
     assert [line for line in plan["health"] if line.startswith("KubePrism")] == [
         "KubePrism on cp-1: localhost:7445 healthy", "KubePrism on worker-1: localhost:7445 healthy"]
     assert plan["step"] == "upgrade" and not cluster_record.read(kube).exists
 
-    result = _run(takeover.run, params, False)
+    result = _run(takeover.run, dict(params, **caller), False)
     assert result["changed"] is True
     record = cluster_record.read(kube).get("cilium")
     assert (record["release"], record["inlineManifests"]) == ("ichor-system/cilium", ["cilium"])
@@ -156,7 +159,7 @@ def test_a1_an_inline_manifest_cilium_is_taken_over_and_its_entry_leaves_every_c
         assert documents.find(docs, "KubeletConfig").body["image"].endswith(release.KUBERNETES), name
         assert _cilium_entries(docs) == [] and documents.find(docs, "KubeInlineManifestConfig") is None, name
     assert _daemonset(kube) == (image, generation)
-    again = _run(takeover.run, params, False)
+    again = _run(takeover.run, dict(params, **caller), False)
     assert again["changed"] is False and cilium.records() == []
 
 

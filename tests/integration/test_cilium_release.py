@@ -10,6 +10,7 @@ import os
 import signal
 import stat
 import subprocess
+import tarfile
 import time
 
 import pytest
@@ -392,3 +393,29 @@ def test_a_pending_upgrade_left_by_a_killed_helm_is_repaired_and_the_release_app
     assert newest.metadata.uid != pending.metadata.uid and _ours(lab)[-1] == ("2", "deployed", "1.20.4")
     assert _config(lab)["debug"] == "true"
     assert _run(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)["changed"] is False
+
+
+def test_a_release_of_a_newer_chart_is_refused_as_a_downgrade(cilium_lab, cilium_charts, kube_lab, tmp_path,
+                                                              cilium_caller):
+    """A release of ours at a chart newer than the set's (a later maesh.ichor ran here) is never moved back."""
+    lab = cilium_lab(nodes=2)
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    with tarfile.open(cilium_charts["1.20"]["chart"]) as archive:
+        archive.extractall(str(tmp_path / "source"), filter="data")
+    kube_lab.helm("package", str(tmp_path / "source" / "cilium"), "-d", str(newer), "--version", "1.21.0",
+                  "--app-version", "1.21.0")
+    chart = str(newer / "cilium-1.21.0.tgz")
+    values = merged(TALOS_VALUES, {"namespaceOverride": "kube-system"})
+    lab.apply_crds("1.20")
+    lab.render("1.20", values, namespace="ichor-system")  # for teardown
+    kube_lab.helm("install", "cilium", chart, "--namespace", "ichor-system", "--create-namespace", "--take-ownership",
+                  "-f", lab.file("values.json", values))
+    lab.wait_ready()
+    caller = cilium_caller()
+    mark = kube_lab.audit_mark()
+    refused = _refused(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)
+    assert refused.message.startswith("the Cilium release runs chart 1.21.0, newer than this collection's 1.20.4: "
+                                      "refusing a downgrade"), refused.message
+    assert _writes(kube_lab, mark, caller.user) == []
+    assert [v for v, unused_status, unused_chart in _ours(lab)] == ["1"]

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record, takeover
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 
 from tests.integration.test_cilium_takeover import Conn, _params, playbook
@@ -272,3 +273,23 @@ def test_the_talos_capability_and_cgroup_keys_are_made_to_match_the_talos_guide(
             and e["path"].startswith("spec.template.spec.initContainers[mount-cgroup]")]
     assert kept and all(e["change"] == "live only, kept" for e in kept), kept
     assert "mount-cgroup" in [c.name for c in ds.spec.template.spec.init_containers or []]
+
+
+def test_a_foreign_record_is_deleted_only_while_it_is_the_secret_that_was_read(cilium_lab, kube_lab):
+    """The UID precondition on the real API server: a record Secret replaced since it was read (same name, another
+    UID) is refused with the takeover's message and stays; the one read is deleted."""
+    lab = cilium_lab(nodes=1)
+    lab.helm_install("1.20", TALOS_VALUES)
+    kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
+    read = record.Record(kube.get("v1", "Secret", "sh.helm.release.v1.cilium.v1", "kube-system"))
+    secret = lab.core.read_namespaced_secret("sh.helm.release.v1.cilium.v1", "kube-system")
+    lab.core.delete_namespaced_secret(secret.metadata.name, "kube-system")
+    lab.core.create_namespaced_secret("kube-system", {"metadata": {"name": secret.metadata.name,
+                                                                   "labels": secret.metadata.labels},
+                                                      "type": secret.type, "data": secret.data})
+    with pytest.raises(CiliumError, match="changed since this run read it"):
+        takeover._delete(kube, read)  # pylint: disable=protected-access
+    again = lab.core.read_namespaced_secret(secret.metadata.name, "kube-system")
+    assert again.metadata.uid != secret.metadata.uid
+    takeover._delete(kube, record.Record(kube.get("v1", "Secret", secret.metadata.name, "kube-system")))  # pylint: disable=protected-access
+    assert lab.records() == []
