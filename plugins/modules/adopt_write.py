@@ -31,6 +31,7 @@ author:
 extends_documentation_fragment:
   - maesh.ichor.talos
   - maesh.ichor.kubernetes
+  - maesh.ichor.adopt
 attributes:
   check_mode:
     support: full
@@ -39,47 +40,6 @@ attributes:
     support: full
     description: The cluster record before and after (it holds no secret; the bundle Secret is named, never shown).
 options:
-  machines:
-    description:
-      - The cluster's machines; usually built from the inventory groups with the C(maesh.ichor.machines) filter (the
-        C(maesh.ichor.talos) inventory plugin reads them from the cluster's discovery membership).
-    type: list
-    elements: dict
-    required: true
-    suboptions:
-      name:
-        description: The machine's name (its Kubernetes Node name).
-        type: str
-        required: true
-      node:
-        description: The machine's Talos API address (its C(ansible_host)).
-        type: str
-        required: true
-      role:
-        description: The machine's role as the inventory says it; the discovery membership's is what counts.
-        type: str
-        required: true
-        choices: [controlplane, worker]
-  secrets:
-    description:
-      - Path of the cluster's secrets bundle (C(talosctl gen secrets) form). Exactly one of O(secrets) and
-        O(recover_from) is given.
-    type: path
-  recover_from:
-    description:
-      - A control plane (its name or address among O(machines)) whose live config the secrets bundle is recovered
-        from, in memory; it is never returned or written by this module.
-    type: str
-  cni_unmanaged:
-    description:
-      - Adopt the cluster with its CNI left exactly as it is (the C(ichor_cni_unmanaged) variable of the adopt role).
-        Two CNIs are refused even so.
-    type: bool
-    default: false
-  version_contract:
-    description:
-      - Override the probed version contract; only the release set's contract is accepted.
-    type: str
   holder:
     description: The holder id this run took the cluster lock under (M(maesh.ichor.cluster_lock)'s RV(maesh.ichor.cluster_lock#module:holder)).
     type: str

@@ -1,0 +1,55 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class ModuleDocFragment:
+    # What adopt's inspection reads a cluster with: adopt_plan and adopt_write (adopt.inspection.options()).
+    DOCUMENTATION = r"""
+options:
+  machines:
+    description:
+      - The cluster's machines; usually built from the inventory groups with the C(maesh.ichor.machines) filter (the
+        C(maesh.ichor.talos) inventory plugin reads them from the cluster's discovery membership).
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: The machine's name (its Kubernetes Node name).
+        type: str
+        required: true
+      node:
+        description: The machine's Talos API address (its C(ansible_host)).
+        type: str
+        required: true
+      role:
+        description: The machine's role as the inventory says it; the discovery membership's is what counts.
+        type: str
+        required: true
+        choices: [controlplane, worker]
+  secrets:
+    description:
+      - Path of the cluster's secrets bundle (C(talosctl gen secrets) form). Exactly one of O(secrets) and
+        O(recover_from) is given.
+    type: path
+  recover_from:
+    description:
+      - A control plane (its name or address among O(machines)) whose live config the secrets bundle is recovered
+        from, in memory; it is never returned or written by this module.
+    type: str
+  cni_unmanaged:
+    description:
+      - Adopt the cluster with its CNI left exactly as it is (the C(ichor_cni_unmanaged) variable of the adopt role).
+        Two CNIs are refused even so.
+    type: bool
+    default: false
+  version_contract:
+    description:
+      - Override the probed version contract; only the release set's contract is accepted.
+    type: str
+"""
