@@ -773,7 +773,8 @@ def test_no_cni_our_cilium_is_installed_first_then_the_cluster_is_adopted_manage
             {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "network plugin not ready"}]}})
     runner = LabAgent(kube_lab.api_client(), talos_lab=None, owner="no-cni").start()
     cilium = cilium_lab(nodes=0)
-    cilium.render("1.20", TALOS_VALUES, namespace="ichor-system")  # what the install leaves, for teardown
+    # what the install leaves (its objects in kube-system: namespaceOverride), for teardown
+    cilium.render("1.20", merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system")
     try:
         inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_adopt_cilium_chart=cilium_charts["1.20"]["chart"],
                          ichor_adopt_helm=kube_lab.bins["helm"], ichor_adopt_etcd_snapshot_dir=str(tmp_path / "etcd"))
