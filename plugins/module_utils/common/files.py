@@ -16,19 +16,27 @@ import tempfile
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 
 
+def others_can_replace(what, directory, st):
+    """Why someone other than this user or root could replace ``what`` (a file, as a message names it) in
+    ``directory`` (``st``: its os.stat), or None."""
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return ("refusing %s: its directory %s is writable by others (mode %04o); choose a directory only its owner "
+                "can write" % (what, directory, mode))
+    if st.st_uid not in (0, os.geteuid()):
+        return "refusing %s: its directory %s belongs to uid %d, not to this user (uid %d) or root" % (
+            what, directory, st.st_uid, os.geteuid())
+    return None
+
+
 def private_directory(path):
     """The directory of ``path``, made 0700 when missing; IchorError when others could swap the file in it."""
     directory = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o700)
-    st = os.stat(directory)
-    mode = stat.S_IMODE(st.st_mode)
-    if mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise IchorError("refusing %s: its directory %s is writable by others (mode %04o); choose a directory only "
-                         "its owner can write" % (path, directory, mode))
-    if st.st_uid not in (0, os.geteuid()):
-        raise IchorError("refusing %s: its directory %s belongs to uid %d, not to this user (uid %d) or root" % (
-            path, directory, st.st_uid, os.geteuid()))
+    problem = others_can_replace(path, directory, os.stat(directory))
+    if problem:
+        raise IchorError(problem)
     return directory
 
 

@@ -102,13 +102,9 @@ def _directory(path, missing_ok=False):
         raise InstallerError("the snapshot file's directory %s cannot be used (%s)" % (directory, exc.strerror))
     if not stat.S_ISDIR(st.st_mode):
         raise InstallerError("the snapshot file's directory %s is not a directory" % directory)
-    mode = stat.S_IMODE(st.st_mode)
-    if mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise InstallerError("refusing the snapshot file %s: its directory %s is writable by others (mode %04o); "
-                             "choose a directory only its owner can write" % (path, directory, mode))
-    if st.st_uid not in (0, os.geteuid()):
-        raise InstallerError("refusing the snapshot file %s: its directory %s belongs to uid %d, not to this user "
-                             "(uid %d) or root" % (path, directory, st.st_uid, os.geteuid()))
+    problem = files.others_can_replace("the snapshot file %s" % path, directory, st)
+    if problem:
+        raise InstallerError(problem)
     return directory
 
 
