@@ -92,11 +92,11 @@ def _run(params, conn, check_mode, result, clock):
     mc_params = dict(node=entry["node"], bundle=_bundle(kube), secrets=None, cluster=cluster, machine=entry["spec"],
                      maintenance=False, accept_class_b=params["accept_changes"], allow_reboot=True, wait=True,
                      wait_timeout=params["wait_timeout"])
-    try:
-        judged = machine_config.run(mc_params, conn, True, clock)
+    try:  # one pass: the gates refuse before anything is applied, in check mode as in the real run
+        judged = machine_config.run(mc_params, conn, check_mode, clock)
     except ConfigError as exc:
         found = (getattr(exc, "result", None) or {}).get("drift")
-        if found is None:
+        if found is None or exc.result.get("changed"):  # not a gate (an apply that did not read back): fail
             raise
         result.update(drift=found, reason=str(exc))
         plan.extend(exc.result.get("plan") or [])
@@ -110,8 +110,6 @@ def _run(params, conn, check_mode, result, clock):
             plan.append("%s: would be applied, waited for (config read back, Node Ready), then released" % name)
             result.update(changed=True, released=True)
             return result
-        done = machine_config.run(mc_params, conn, False, clock)
-        plan.extend(line for line in done["plan"] if line not in judged["plan"])
         _node_ready(kube, name, params["wait_timeout"], clock)
         plan.append("%s: Node Ready" % name)
     before, after, changed = cluster_record.update(
