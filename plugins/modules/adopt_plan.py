@@ -137,6 +137,23 @@ kube_proxy:
   description: The cluster spec's C(cni.kubeProxy), C(enabled) or C(replaced).
   returned: when kube-proxy was judged
   type: str
+network_policies:
+  description:
+    - The network-policy gate as phase 2's installer will find it (seed 0103, 1.1a) - the collection's
+      CiliumNetworkPolicies are applied only when Cilium runs and its CRD exists, in either mode.
+  returned: when kube-proxy was judged
+  type: dict
+  contains:
+    applied:
+      description: Whether the installer will apply them.
+      type: bool
+      sample: false
+    reason:
+      description: Why, as the plan says it.
+      type: str
+      sample: >-
+        maesh.ichor's network policies are not applied: the CNI is calico, and they are CiliumNetworkPolicies;
+        the ichor-system namespace is not isolated by the collection
 contract:
   description: The cluster's version contract (probed and settled, or the override).
   returned: when the drift was computed

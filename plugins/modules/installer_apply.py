@@ -48,6 +48,16 @@ options:
     type: list
     elements: path
     required: true
+  network_policies:
+    description:
+      - Directories or files of the collection's CiliumNetworkPolicies, applied with the bundle only when a Cilium
+        agent DaemonSet runs in the cluster (any namespace) and the CRD C(ciliumnetworkpolicies.cilium.io) exists
+        (the network-policy gate of seed 0103, read live on every run). Otherwise they are left out and the plan says
+        why; C(ichor-system) is then not isolated by the collection.
+      - Give M(maesh.ichor.installer_apply) and M(maesh.ichor.installer_prune) of a run the same list.
+    type: list
+    elements: path
+    default: []
 """
 
 EXAMPLES = r"""
@@ -78,6 +88,23 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+network_policies:
+  description: The network-policy gate's answer, when O(network_policies) was given.
+  returned: when O(network_policies) is not empty
+  type: dict
+  contains:
+    applied:
+      description: Whether the policies are part of this run's bundle.
+      returned: always
+      type: bool
+      sample: false
+    reason:
+      description: Why (the CNI found, or the missing CRD).
+      returned: always
+      type: str
+      sample: >-
+        maesh.ichor's network policies are not applied: the CNI is flannel, and they are CiliumNetworkPolicies;
+        the ichor-system namespace is not isolated by the collection
 run_id:
   description:
     - This run's id (when it started, UTC, and a random part), carried by the snapshot it writes. Give it to

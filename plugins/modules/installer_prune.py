@@ -46,6 +46,13 @@ options:
     type: list
     elements: path
     required: true
+  network_policies:
+    description:
+      - The same network policies given to M(maesh.ichor.installer_apply); the gate is read again, so the inventory
+        holds them only when they are applied.
+    type: list
+    elements: path
+    default: []
   run_id:
     description: The id M(maesh.ichor.installer_apply) of the same run returned (RV(maesh.ichor.installer_apply#module:run_id)).
     type: str
@@ -62,6 +69,21 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+network_policies:
+  description: The network-policy gate's answer, when O(network_policies) was given.
+  returned: when O(network_policies) is not empty
+  type: dict
+  contains:
+    applied:
+      description: Whether the policies are part of this run's bundle.
+      returned: always
+      type: bool
+      sample: true
+    reason:
+      description: Why (the CNI found, or the missing CRD).
+      returned: always
+      type: str
+      sample: "maesh.ichor's network policies are applied: Cilium runs and the CRD ciliumnetworkpolicies.cilium.io exists"
 plan:
   description: One line per object pruned or kept (with why), and warnings.
   returned: always

@@ -97,6 +97,12 @@ def _refused(lab, reader, **extra):
     return info.value
 
 
+def _policies(kube_lab):
+    """The CiliumNetworkPolicies in ichor-system ([] when the CRD is not there at all)."""
+    found = kube_lab.kubectl("get", "ciliumnetworkpolicies.cilium.io", "-n", "ichor-system", "-o", "name", check=False)
+    return sorted(line.split("/", 1)[1] for line in found.stdout.split()) if found.returncode == 0 else []
+
+
 def _only_reads(lab, also=()):
     for m in lab.machines:
         calls = set(lab.control.calls(m["name"])) - {"etcd-peer-port"}
@@ -465,6 +471,54 @@ def test_a_case_c_cilium_is_adopted_taken_over_and_its_inline_entry_released_mac
     assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-8000:]
 
 
+def test_b6_three_control_planes_are_released_one_at_a_time_each_back_before_the_next_is_touched(
+        talos_kube_lab, kube_lab, cilium_lab, cilium_charts, tmp_path, adoption_cleanup):
+    """B6 on three control planes: each carries the Cilium inline entry (a class B change, consented), each apply
+    reboots it (the lab's apply_needs_reboot), and the simulator's timeline shows cp-2's apply only after cp-1 booted
+    again, cp-3's after cp-2's, the worker last; no apply reaches a machine before phase 3 completed."""
+    from tests.integration.test_cilium_inline import CASE as CILIUM_INLINE, _talos
+    from tests.integration.test_upgrade import _inventory
+    lab = talos_kube_lab(case=CILIUM_INLINE, controlplanes=3, workers=1, version=release.TALOS)
+    cilium = cilium_lab(nodes=0)
+    cilium.template_apply("1.19", TALOS_VALUES)
+    cilium.wait_ready()
+    cilium.render("1.20", TALOS_VALUES)  # what the takeover installs, for teardown
+    manifest = open(cilium.manifests[0]).read()
+    controlplanes = [m for m in lab.machines if m["role"] == "controlplane"]
+    with _talos(lab) as client:
+        for cp in controlplanes:  # the entry becomes the rendered chart on every control plane
+            docs = [d for d in yaml.safe_load_all(cp["machine_config"]) if d]
+            (entry,) = docs[0]["cluster"]["inlineManifests"]
+            entry["contents"] = manifest
+            machine.apply_config(client, cp["address"], yaml.safe_dump_all(docs, sort_keys=False))
+    for cp in controlplanes:
+        lab.control.set_faults(cp["name"], apply_needs_reboot=True)
+    lab.control.reset_timeline()
+    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_adopt_cilium_chart=cilium_charts["1.20"]["chart"],
+                     ichor_adopt_helm=kube_lab.bins["helm"], ichor_adopt_cilium_values=TALOS_VALUES,
+                     ichor_adopt_etcd_snapshot_dir=str(tmp_path / "etcd"))
+    adopted = _adopt(inv, "-e", "ichor_adopt_confirm=true", "-e", "ichor_accept_cilium_diff=true",
+                     "-e", "ichor_accept_changes=true")
+    assert adopted.returncode == 0, adopted.stdout[-8000:]
+    assert cluster_record.read(KubeClient(kubeconfig=kube_lab.kubeconfig)).get("held") == {}
+    timeline = lab.control.timeline()
+    applies = [(i, name) for i, (name, what) in enumerate(timeline) if what == "ApplyConfiguration"]
+    order = []  # each machine's applies (the immediate try a reboot-needing change refuses, then the one that reboots)
+    for i, name in applies:
+        if not order or order[-1][0] != name:
+            order.append((name, []))
+        order[-1][1].append(i)
+    assert [name for name, unused in order] == ["cp-1", "cp-2", "cp-3"], applies
+    for (name, mine), (following, theirs) in zip(order, order[1:]):
+        between = [what for n, what in timeline[mine[-1]:theirs[0]] if n == name]
+        assert "down:rebooting" in between and between.index("boot") > between.index("down:rebooting"), (
+            "%s was applied before %s came back: %s" % (following, name, between))
+    # nothing was applied before the takeover's Helm release existed: the applies follow phase 3's etcd snapshot
+    snapshot = [i for i, (name, what) in enumerate(timeline) if what == "EtcdSnapshot"]
+    assert snapshot and snapshot[0] < applies[0][0]
+    assert adopted.stdout.index("cp-3: released (hold lifted)") < adopted.stdout.index("worker-1: released (hold lifted)")
+
+
 @pytest.mark.modules
 def test_the_rollout_and_talos_machine_config_refuse_a_machine_adopt_holds(
         talos_kube_lab, kube_lab, workloads, tmp_path, adoption_cleanup):
@@ -577,6 +631,9 @@ def test_d3_a_cilium_adopted_unmanaged_is_left_alone_by_the_cilium_modules_and_t
     record = cluster_record.read(KubeClient(kubeconfig=kube_lab.kubeconfig))
     assert record.get("adoption")["mode"] == "unmanaged" and list(record.get("held")) == ["cp-1"]
     assert "class C" in record.get("held")["cp-1"] and cilium.records("ichor-system") == []
+    # Cilium detected and its CRD there: the policies are applied although the CNI is not managed
+    assert "maesh.ichor's network policies are applied: Cilium runs and the CRD" in adopted.stdout
+    assert _policies(kube_lab) == ["ichor-system-default-deny"]
     params = dict(chart=cilium_charts["1.20"]["chart"], chart_digest=None, helm=kube_lab.bins["helm"],
                   kubeconfig=kube_lab.kubeconfig, kubeconfig_content=None, kube_context=None, timeout=30.0,
                   install=False, cilium_values=None, kube_proxy=None, tunnel=None, kubeprism_port=7445,
@@ -775,6 +832,8 @@ def test_no_cni_our_cilium_is_installed_first_then_the_cluster_is_adopted_manage
     cilium = cilium_lab(nodes=0)
     # what the install leaves (its objects in kube-system: namespaceOverride), for teardown
     cilium.render("1.20", merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system")
+    # the CRDs Cilium's operator creates when it starts (the lab runs no operator)
+    cilium.apply_crds("1.20")
     try:
         inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_adopt_cilium_chart=cilium_charts["1.20"]["chart"],
                          ichor_adopt_helm=kube_lab.bins["helm"], ichor_adopt_etcd_snapshot_dir=str(tmp_path / "etcd"))
@@ -787,6 +846,11 @@ def test_no_cni_our_cilium_is_installed_first_then_the_cluster_is_adopted_manage
         assert record.get("adoption")["mode"] == "install" and record.get("cilium")["release"] == "ichor-system/cilium"
         assert record.get("held") == {} and record.get("cluster")["cni"]["preset"] == "cilium"
         assert [s.metadata.labels["status"] for s in cilium.records("ichor-system")] == ["deployed"]
+        # the gate follows live detection: phase 2's installer found no Cilium, the one after phase 3 applies them
+        assert "the installer runs again after phase 3 has installed Cilium" in planned.stdout
+        assert "maesh.ichor's network policies are not applied: the CNI is none" in adopted.stdout
+        assert "maesh.ichor's network policies are applied: Cilium runs" in adopted.stdout
+        assert _policies(kube_lab) == ["ichor-system-default-deny"]
         again = _adopt(inv, "-e", "ichor_adopt_confirm=true", "-e", "ichor_accept_changes=true")
         assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-6000:]
     finally:
@@ -837,6 +901,11 @@ def test_d2_a_calico_cluster_adopted_unmanaged_records_calico_and_keeps_its_conf
     assert record.get("adoption")["detected"] == {"cni": "calico", "version": "3.30.3"}
     assert record.get("cluster")["cni"]["preset"] == "unmanaged" and record.get("held") == {}
     assert dict((m["name"], m["machine_config"]) for m in lab.control.machines()) == before
+    # the "policies not applied" notice, in the plan and from the installer; no policy in ichor-system
+    notice = ("maesh.ichor's network policies are not applied: the CNI is calico, and they are CiliumNetworkPolicies; "
+              "the ichor-system namespace is not isolated by the collection")
+    assert adopted.stdout.count(notice) >= 2, adopted.stdout[-6000:]
+    assert _policies(kube_lab) == []
 
 
 def test_d4_an_unmanaged_flannel_cluster_is_rolled_to_the_set_through_talos_config_and_kubernetes_steps_only(

@@ -13,8 +13,11 @@ from ansible_collections.maesh.ichor.plugins.module_utils.installer.live import 
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient, KubeError
 
 from tests.integration.ansible_env import REPO, ansible_playbook
+from tests.lab.cilium import fixtures as cilium_fixtures
 
 pytestmark = pytest.mark.lab
+
+cilium_charts = cilium_fixtures.cilium_charts
 
 DEFAULT_BUNDLE = os.path.join(REPO, "roles", "installer", "files", "bundle")
 MARK = {objects.MARK_KEY: objects.MARK_VALUE}
@@ -416,3 +419,58 @@ def test_check_mode_and_a_real_run_agree_on_changed(client, kube_lab, kube_names
     # changed is whether it wrote, as the audit log has it
     assert bool(_writes(kube_lab, mark)) is changed
     stages.prune_run(Installer(client, bundle, namespace=ns, run_id=run_id), False, True)
+
+
+# -- the network-policy gate (seed 0103, 1.1a) ----------------------------------------------------
+
+POLICY = ("cilium.io/v2", "CiliumNetworkPolicy", "ichor-system-default-deny", "ichor-system")
+
+
+def test_network_policies_are_applied_only_where_cilium_runs_and_its_crd_exists_and_never_pruned(
+        client, kube_lab, kube_namespace, cilium_charts, tmp_path):
+    """The install playbook leaves the policies out without a Cilium agent (and says so), applies them when one
+    runs and the real Cilium CRD exists (the server validates them against the CRD's schema), as the installer's
+    own ServiceAccount too, and keeps them when Cilium is gone (a CiliumNetworkPolicy is never pruned)."""
+    admin = ["maesh.ichor.install", "-e", "ichor_kubeconfig=%s" % kube_lab.kubeconfig]
+    proc = ansible_playbook(*(admin + ["--check"]))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "maesh.ichor's network policies are not applied: the CNI is none (no CNI DaemonSet runs)" in proc.stdout
+    # Cilium's own CRDs, as its operator installs them
+    kube_lab.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager", "cilium-operator",
+                     "-f", cilium_charts["1.20"]["crds"])
+    labels = {"k8s-app": "cilium"}
+    agent = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "cilium", "namespace": kube_namespace},
+             "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+                 "containers": [{"name": "cilium-agent", "image": "quay.io/cilium/cilium:v1.20.4"}]}}}}
+    client.apply(agent, "lab")
+    try:
+        mark = kube_lab.audit_mark()
+        proc = ansible_playbook(*admin)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "maesh.ichor's network policies are applied: Cilium runs and the CRD" in proc.stdout
+        assert "create CiliumNetworkPolicy ichor-system/ichor-system-default-deny" in proc.stdout
+        live = client.get(*POLICY)
+        assert live["spec"]["endpointSelector"] == {} and live["spec"]["ingress"] == [{}]
+        assert any(e["objectRef"].get("resource") == "ciliumnetworkpolicies" for e in kube_lab.mutating_requests(since=mark))
+        # the installer's own ServiceAccount may write them (its Role) and read the gate (its ClusterRole)
+        client.delete(*POLICY)
+        sa = ["maesh.ichor.install", "-e", "ichor_kubeconfig=%s" % kube_lab.service_account_kubeconfig(
+            "ichor-system", "ichor-installer", path=str(tmp_path / "sa.kubeconfig"))]
+        proc = ansible_playbook(*sa)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert client.get(*POLICY) is not None
+        proc = ansible_playbook(*sa)
+        assert proc.returncode == 0 and "changed=0" in proc.stdout, proc.stdout
+        # Cilium gone: left out of the bundle, and kept in the cluster (never a kind the installer prunes)
+        client.delete("apps/v1", "DaemonSet", "cilium", kube_namespace)
+        proc = ansible_playbook(*admin)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "maesh.ichor's network policies are not applied: the CNI is none" in proc.stdout
+        assert ("keep CiliumNetworkPolicy ichor-system/ichor-system-default-deny: CiliumNetworkPolicy is not a kind "
+                "the installer prunes") in proc.stdout
+        assert client.get(*POLICY) is not None
+    finally:
+        if client.get("apps/v1", "DaemonSet", "cilium", kube_namespace) is not None:
+            client.delete("apps/v1", "DaemonSet", "cilium", kube_namespace)
+        if client.get(*POLICY) is not None:
+            client.delete(*POLICY)

@@ -43,6 +43,14 @@ class LabControl:
     def reset_calls(self, name):
         return self._call("DELETE", "/machines/%s/calls" % name)
 
+    def timeline(self):
+        """[(machine, what), ...] in the order they happened across the lab: each call that reached a machine
+        (``ApplyConfiguration``, ...), ``down:<stage>`` when it went down (``down:rebooting``), ``boot``."""
+        return [tuple(e) for e in self._call("GET", "/timeline")]
+
+    def reset_timeline(self):
+        return self._call("DELETE", "/timeline")
+
     def requests(self, name):
         """{method path: serialized request} of the last call of each method that reached the machine
         (``/machine.ImageService/Pull``, ``/machine.LifecycleService/Upgrade``, ...)."""

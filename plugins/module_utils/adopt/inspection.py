@@ -24,6 +24,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config import contract
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
+from ansible_collections.maesh.ichor.plugins.module_utils.installer import policies
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_facts, cluster_record
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, version_gate
 
@@ -59,6 +60,15 @@ def inspect(params, conn):
         exc.result = result
         raise
     return result, bundle
+
+
+def _network_policies(k8s, mode):
+    """The network-policy gate as the installer of phase 2 will find it; with no CNI yet, the installer runs again
+    after phase 3 has installed Cilium (ADR 0104: the gate follows live detection)."""
+    applied, why = policies.of_facts(k8s)
+    if mode == rules.INSTALL:
+        why += "; the installer runs again after phase 3 has installed Cilium, and applies them once its CRD exists"
+    return dict(applied=applied, reason=why)
 
 
 def _inspect(params, conn, result):
@@ -97,6 +107,8 @@ def _inspect(params, conn, result):
                      "names": k8s["cni"]["names"], "evidence": k8s["cni"]["evidence"],
                      "version": (k8s["cilium"] or {}).get("version") or agents[0].get("version")}
     result["kube_proxy"] = kube_proxy
+    result["network_policies"] = _network_policies(k8s, mode)
+    plan.append(result["network_policies"]["reason"])
 
     bundle = _bundle(params, read, docs)
     plan.append("secrets bundle: %s; it is this cluster's (the Talos CA of every machine config)" % (

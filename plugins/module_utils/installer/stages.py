@@ -22,6 +22,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import I
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.errors import InstallerError, RunFailed
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.inventory import INVENTORY_NAME
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.live import Installer
+from ansible_collections.maesh.ichor.plugins.module_utils.installer import policies
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.objects import DEFAULT_NAMESPACE, Ref
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.prune import RENAMED_OBJECTS
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.snapshot import new_run_id
@@ -33,6 +34,7 @@ def options(bundle=False, run_id=None):
     opts = dict(namespace=dict(type="str", default=DEFAULT_NAMESPACE), snapshot_file=dict(type="path"))
     if bundle:
         opts["bundle"] = dict(type="list", elements="path", required=True)
+        opts["network_policies"] = dict(type="list", elements="path", default=[])
     if run_id:
         opts["run_id"] = dict(type="str", required=run_id == "required")
     return opts
@@ -46,9 +48,20 @@ def run_stage(stage, params, conn, check_mode):
     """
     run_id = new_run_id() if stage is apply_run else params.get("run_id")
     try:
-        run = Installer(conn.kube(), params.get("bundle") or [], namespace=params["namespace"],
-                        snapshot_file=params["snapshot_file"], run_id=run_id)
-        return stage(run, check_mode)
+        kube = conn.kube()
+        paths = list(params.get("bundle") or [])
+        gated = None
+        if params.get("network_policies"):
+            applied, why = policies.read(kube)
+            gated = dict(applied=applied, reason=why)
+            paths += params["network_policies"] if applied else []
+        run = Installer(kube, paths, namespace=params["namespace"], snapshot_file=params["snapshot_file"], run_id=run_id)
+        result = stage(run, check_mode)
+        if gated is not None:
+            result["network_policies"] = gated
+            if stage is apply_run:
+                result["plan"].append("NOTICE: " + gated["reason"])
+        return result
     except IchorError as exc:
         if exc.result is None:
             exc.result = dict(plan=[])

@@ -177,6 +177,9 @@ class CiliumLab:
         for secret in self.core.list_namespaced_secret("ichor-system", label_selector="ichor.maesh.dev/backup-of").items:
             self._delete(lambda: self.core.delete_namespaced_secret(secret.metadata.name, "ichor-system"))
         self._forget_cilium_in_the_cluster_record()
+        # the installer applies the collection's policies where Cilium runs; they outlive it (never pruned)
+        self.kube.kubectl("delete", "--ignore-not-found", "ciliumnetworkpolicies.cilium.io", "-n", "ichor-system",
+                          "-l", "app.kubernetes.io/name=ichor", check=False)
         for api_version, kind, namespace, name in self.extra:
             group = api_version.split("/")[0] if "/" in api_version else ""
             self.kube.kubectl("delete", "--ignore-not-found", "--wait=false", kind.lower() + ("." + group if group else ""),

@@ -141,15 +141,15 @@ def _endpoint_caller(node, stream):
     return Caller(roles)
 
 
-def count_call(m, path):
-    """Count a call that reached machine ``m`` (``GET /machines/<name>/calls``)."""
+def count_call(node, path):
+    """Count a call that reached ``node``'s machine (``GET /machines/<name>/calls``): dialled, or proxied to it."""
     name = path.rsplit("/", 1)[1]
-    m.calls[name] = m.calls.get(name, 0) + 1
+    node.m.calls[name] = node.m.calls.get(name, 0) + 1
 
 
 async def handle(node, path, stream):
     request = await stream.recv_message()
-    count_call(node.m, path)
+    count_call(node, path)
     md = stream.metadata
     caller = _endpoint_caller(node, stream)
     lat = node.m.faults.get("latency_ms")
@@ -184,7 +184,7 @@ async def handle(node, path, stream):
                           "connection error: desc = \"transport: Error while dialing: dial tcp "
                           "%s:50000: connect: connection refused\"" % addr)
             caller = Caller(caller.roles, proxied=True, via=node.m.name)
-            count_call(target.m, path)
+            count_call(target, path)
             if target.m.mode == st.MAINTENANCE:
                 caller = Caller({"os:reader"}, proxied=True, via=node.m.name)
             tlat = target.m.faults.get("latency_ms")
@@ -226,7 +226,7 @@ async def fan_out(node, path, request, caller, addrs):
             if target.m.mode == st.MAINTENANCE:
                 tcaller = Caller({"os:reader"}, proxied=True, via=node.m.name)
             if target is not node:
-                count_call(target.m, path)
+                count_call(target, path)
             if target is not node and target.m.faults.get("latency_ms"):
                 await asyncio.sleep(float(target.m.faults["latency_ms"]) / 1000.0)
             reply = await execute(target, path, request, tcaller)
@@ -267,6 +267,7 @@ async def execute(node, path, request, caller):
     if not m.up:
         raise err(Status.UNAVAILABLE, "connection error: machine %s is down" % m.address)
     m.requests[path] = request.SerializeToString()  # GET /machines/<name>/requests
+    node.lab.event(m.name, path.rsplit("/", 1)[1])  # GET /timeline: the machine that serves it, in order
     f = m.faults
     if f.get("fail_call") and _fail_matches(f["fail_call"], path):
         count = f.get("fail_count")

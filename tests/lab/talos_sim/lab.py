@@ -1,6 +1,7 @@
 """The lab runtime: machines, their gRPC servers on loopback, lifecycle (reboot, reset, ...)."""
 
 import asyncio
+import collections
 import hashlib
 import json
 import logging
@@ -188,6 +189,7 @@ class Node:
         m = self.m
         m.busy = stage
         m.stage = stage
+        self.lab.event(m.name, "down:" + stage)
         await self.stop()
         await asyncio.sleep(max(0.0, float(seconds)))
         if before_boot is not None:
@@ -216,6 +218,7 @@ class Node:
         m.server_pair = None
         m.maintenance_pair = None
         m.boot_time = time.time()
+        self.lab.event(m.name, "boot")
         if m.mode == st.CONFIGURED:
             m.stage = "running"
             self.lab.on_configured_boot(m)
@@ -274,6 +277,11 @@ class Lab:
         self._used = set()
         self.default_timing = {}
         self.default_latency_ms = 0
+        # (machine, what) in the order it happened: calls that reached a machine, "down:<stage>", "boot"
+        self.timeline = collections.deque(maxlen=200000)
+
+    def event(self, machine, what):
+        self.timeline.append((machine, what))
 
     # --- CAs ---------------------------------------------------------------------------
     @staticmethod
