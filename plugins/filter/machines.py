@@ -24,12 +24,25 @@ options:
     description: The C(hostvars) variable.
     type: raw
     required: true
+  details:
+    description:
+      - Also each machine's identity and spec from its host variables, as M(maesh.ichor.init_plan) takes them -
+        C(uuid) (C(ichor_uuid), the UUID it must answer with), C(hostname) (C(ichor_hostname)) and C(install)
+        (C(ichor_install_disk), C(ichor_install_image), C(ichor_install_wipe)); each only when set.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
 - name: Judge the cluster
   maesh.ichor.release_check:
     machines: "{{ groups | maesh.ichor.machines(hostvars) }}"
+
+- name: Plan a new cluster with each machine's expected UUID and install disk
+  maesh.ichor.init_plan:
+    cluster:
+      name: prod
+    machines: "{{ groups | maesh.ichor.machines(hostvars, details=true) }}"
 """
 
 RETURN = r"""
@@ -47,15 +60,36 @@ _value:
     role:
       description: C(controlplane) or C(worker), from its inventory group.
       type: str
+    uuid:
+      description: With O(details), C(ichor_uuid) when set.
+      type: str
+    hostname:
+      description: With O(details), C(ichor_hostname) when set.
+      type: str
+    install:
+      description: With O(details), C(disk), C(image) and C(wipe) from C(ichor_install_*) when any is set.
+      type: dict
 """
 
 
-def machines(groups, hostvars):
+INSTALL = (("disk", "ichor_install_disk"), ("image", "ichor_install_image"), ("wipe", "ichor_install_wipe"))
+
+
+def machines(groups, hostvars, details=False):
     out = []
     for role in ("controlplane", "worker"):
         for host in groups.get(role, []):
-            node = hostvars[host].get("ansible_host") or host
-            out.append({"name": host, "node": str(node), "role": role})
+            hv = hostvars[host]
+            node = hv.get("ansible_host") or host
+            entry = {"name": host, "node": str(node), "role": role}
+            if details:
+                for key, var in (("uuid", "ichor_uuid"), ("hostname", "ichor_hostname")):
+                    if hv.get(var):
+                        entry[key] = str(hv[var])
+                install = dict((key, hv[var]) for key, var in INSTALL if hv.get(var) not in (None, ""))
+                if install:
+                    entry["install"] = install
+            out.append(entry)
     return out
 
 

@@ -108,6 +108,14 @@ options:
         the config is read back with.
     type: bool
     default: false
+  uuid:
+    description:
+      - The UUID the machine must answer with (its SMBIOS UUID, as C(talosctl get systeminformation) shows it),
+        checked before anything is applied - over the maintenance API in maintenance mode, else over the
+        authenticated API. Another UUID at O(node) fails the task with nothing applied (a DHCP lease moved).
+      - In maintenance mode, a machine that refuses the maintenance API is configured by another cluster; it is
+        refused with the reclaim hint, never reset.
+    type: str
   accept_class_b:
     description:
       - Consent to the class B (Ichor-owned) changes listed in the plan. Without it such a change fails, in check mode
@@ -291,6 +299,11 @@ drift:
     secret_drift:
       description: Whether a field of the secrets bundle differs (the bundle is not this cluster's).
       type: bool
+uuid:
+  description: The UUID the machine answered with, when O(uuid) was given or the maintenance API was used.
+  returned: when read
+  type: str
+  sample: 4c4c4544-0047-3510-8057-b4c04f4b3332
 apply_mode:
   description: How the config was (or would be) applied (C(no_reboot), C(reboot), C(maintenance)), or C(none).
   returned: success
@@ -323,6 +336,7 @@ def main():
         cluster=specs.cluster(required=True),
         machine=dict(type="dict", required=True, options=_machine_options()),
         maintenance=dict(type="bool", default=False),
+        uuid=dict(type="str"),
         accept_class_b=dict(type="bool", default=False),
         allow_reboot=dict(type="bool", default=True),
     )

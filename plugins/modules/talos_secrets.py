@@ -53,12 +53,37 @@ options:
     description:
       - The version contract (V(v1.12), V(v1.13) or V(v1.14)) the bundle is validated against.
     type: str
+  admin_talosconfig:
+    description:
+      - Also keep the operator's talosconfig in this file (mode 0600) - context O(admin_talosconfig_context) with a client
+        certificate of role C(os:admin) signed by the bundle's Talos CA (Ed25519, valid a year), as
+        C(talosctl gen config) makes one. It is a root credential of the cluster.
+      - Kept when it is this cluster's (the bundle's Talos CA, a certificate it signed valid 30 more days, the same
+        endpoints); rewritten with a new certificate otherwise. A file that is not a talosconfig, or is another
+        cluster's, is never overwritten; the module fails.
+    type: path
+  admin_talosconfig_context:
+    description: The context of O(admin_talosconfig), usually the cluster's name.
+    type: str
+    default: admin
+  admin_talosconfig_endpoints:
+    description: The endpoints of O(admin_talosconfig) (the control planes' addresses).
+    type: list
+    elements: str
+    default: []
 """
 
 EXAMPLES = r"""
 - name: Generate the bundle of a new cluster
   maesh.ichor.talos_secrets:
     path: "~/.ichor/clusters/prod/secrets.yaml"
+
+- name: Generate the bundle of a new cluster and the operator's talosconfig minted from it
+  maesh.ichor.talos_secrets:
+    path: "~/.ichor/clusters/prod/secrets.yaml"
+    admin_talosconfig: "~/.ichor/clusters/prod/talosconfig"
+    admin_talosconfig_context: prod
+    admin_talosconfig_endpoints: [10.0.0.11, 10.0.0.12, 10.0.0.13]
 
 - name: Recover the bundle of a running cluster from one control plane (read-only on the node)
   maesh.ichor.talos_secrets:
@@ -84,6 +109,10 @@ fingerprint:
     every bundle of one cluster.
   returned: success
   type: str
+admin_talosconfig:
+  description: The operator's talosconfig file (never its content).
+  returned: when O(admin_talosconfig) is set
+  type: str
 plan:
   description: Human-readable lines about what was or would be done, gathered by the C(maesh.ichor.plan) callback.
   returned: always
@@ -102,6 +131,9 @@ def main():
         source=dict(type="str", choices=["generate", "recover"], default="generate"),
         node=dict(type="str"),
         version_contract=dict(type="str"),
+        admin_talosconfig=dict(type="path"),
+        admin_talosconfig_context=dict(type="str", default="admin"),
+        admin_talosconfig_endpoints=dict(type="list", elements="str", default=[]),
     )
     module = specs.module(specs.spec(options, talos=True), required_if=[("source", "recover", ["node"])],
                           supports_check_mode=True)

@@ -17,12 +17,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import rules
-from ansible_collections.maesh.ichor.plugins.module_utils.adopt.write import BUNDLE_SECRET, stored_bundle
 from ansible_collections.maesh.ichor.plugins.module_utils.common import poll
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.config import machine_config
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, lock, nodes
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.bundle_secret import BUNDLE_SECRET, stored_bundle
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import state
 
 STAYS = "stays held"

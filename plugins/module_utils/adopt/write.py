@@ -17,18 +17,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import base64
-import copy
 import time
 
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import inspection
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
-from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
-from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, lock
-
-BUNDLE_SECRET = "ichor-secrets-bundle"
-BUNDLE_KEY = "bundle.yaml"
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.bundle_secret import bundle_secret
 
 
 def options():
@@ -42,7 +36,7 @@ def run(params, conn, check_mode):
     try:
         if not check_mode:
             lock.require(kube, params["holder"])
-        changed = _bundle_secret(kube, bundle, result, check_mode)
+        changed = bundle_secret(kube, bundle, result, check_mode)
         before, after, recorded = cluster_record.update(kube, lambda data: _record(data, result), dry_run=check_mode)
     except IchorError as exc:
         exc.result = result
@@ -55,50 +49,6 @@ def run(params, conn, check_mode):
     return result
 
 
-def stored_bundle(secret):
-    """The bundle Secret ichor-secrets-bundle holds, or None when it holds none that can be read."""
-    try:
-        return secrets.parse(base64.b64decode((secret.get("data") or {}).get(BUNDLE_KEY) or "").decode("utf-8"))
-    except (ConfigError, ValueError, UnicodeDecodeError):
-        return None
-
-
-def _bundle_secret(kube, bundle, result, check_mode):
-    """Secret ichor-system/ichor-secrets-bundle: created when missing, left when it holds this bundle, refused when it
-    holds another. Its data never reaches a result."""
-    live = kube.get("v1", "Secret", BUNDLE_SECRET, cluster_record.NAMESPACE)
-    where = "%s/%s" % (cluster_record.NAMESPACE, BUNDLE_SECRET)
-    if live is not None:
-        stored = stored_bundle(live)
-        if stored is None or stored.fingerprint() != bundle.fingerprint():
-            raise IchorError("Secret %s holds %s, not this cluster's (Talos CA %s): nothing written; remove it only if "
-                             "you know it is stale" % (where, "no readable bundle" if stored is None else
-                                                       "the bundle of another cluster (Talos CA %s)" % stored.fingerprint(),
-                                                       bundle.fingerprint()))
-        result["plan"].append("secrets bundle Secret %s: holds this cluster's bundle already" % where)
-        return False
-    body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": BUNDLE_SECRET, "namespace": cluster_record.NAMESPACE,
-                         "labels": {"app.kubernetes.io/managed-by": "maesh.ichor"}},
-            "data": {BUNDLE_KEY: base64.b64encode(bundle.to_yaml().encode("utf-8")).decode("ascii")}}
-    if kube.get("v1", "Namespace", cluster_record.NAMESPACE) is None:
-        if check_mode:  # a dry run cannot place the Secret in a namespace that does not exist yet
-            result["plan"].append("secrets bundle Secret %s: would be created (Talos CA %s)" % (where, bundle.fingerprint()))
-            return True
-        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster_record.NAMESPACE}})
-    kube.create(body, dry_run=check_mode)
-    result["plan"].append("secrets bundle Secret %s: %s (Talos CA %s)" % (
-        where, "would be created" if check_mode else "created", bundle.fingerprint()))
-    return True
-
-
-def _stored_spec(spec):
-    """The cluster spec as the record keeps it: inline manifests by name (the contents stay in the configs)."""
-    stored = copy.deepcopy(spec)
-    stored["inlineManifests"] = [{"name": item["name"]} for item in spec.get("inlineManifests") or []]
-    return stored
-
-
 def _record(data, result):
     """Mutate the record's data: what adopt writes. The first adoption's spec and adoption stay as written (later
     runs and the rollout own them: a rerun after the hand-over must not read the cluster as adopted again);
@@ -108,7 +58,7 @@ def _record(data, result):
         if not data.get(key) and preview.get(key):
             data[key] = preview[key]
     if not data.get("cluster"):
-        data["cluster"] = _stored_spec(dict(result["cluster_spec"], versionContract=result["contract"]))
+        data["cluster"] = cluster_record.stored_spec(dict(result["cluster_spec"], versionContract=result["contract"]))
     if not (data.get("adoption") or {}).get("adopted"):
         data["adoption"] = {
             "adopted": True, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "mode": result["cni"]["mode"],

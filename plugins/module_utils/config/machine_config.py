@@ -28,6 +28,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import I
 from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, drift, render, secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.inspection import maintenance_identity, spec_of
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine as talos_machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
@@ -136,6 +137,11 @@ def _run(params, conn, check_mode, result, clock):
     other = secrets.same_cluster(bundle, live)
     if other:
         raise ConfigError(other)
+    if params.get("uuid"):
+        uuid = spec_of(client.run(talos_machine.get_resource(client, res.SYSTEM_INFORMATION, node))).get("uuid", "")
+        if uuid != params["uuid"]:
+            raise ConfigError(MOVED % (node, uuid or "none", params["uuid"]))
+        result["uuid"] = uuid
     if explicit:
         contract = contracts.get(explicit).name
         found = drift.drift(render.render(bundle, cluster, machine, contract), live, cluster, contract)
@@ -203,6 +209,27 @@ def _gates(params, result, found):
             node, counts["B"]))
 
 
+FOREIGN = ("%s is configured, and not by this cluster (it does not accept this talosconfig's CA, and it refuses the "
+           "maintenance API: %s). A configured machine is never reset here: to reuse it, reclaim it with "
+           "maesh.ichor.reclaim (it resets it to maintenance mode), then run again")
+MOVED = ("%s answers with UUID %s, but the inventory expects %s: another machine holds this address now (a DHCP lease "
+         "moved?); nothing applied. Correct the address or the expected UUID")
+
+
+def _maintenance_identity(client, node, expected):
+    """The UUID of the machine answering in maintenance mode at ``node``, checked against ``expected`` (the
+    inventory's). A machine that refuses the maintenance API is configured by another cluster: refused."""
+    try:
+        uuid = client.run(maintenance_identity(client))[0]
+    except errors.TalosError as exc:
+        if exc.code == "UNAVAILABLE":  # unreachable; a closed connection (CLOSED) or a TLS refusal is a configured machine
+            raise
+        raise ConfigError(FOREIGN % (node, exc))
+    if expected and uuid != expected:
+        raise ConfigError(MOVED % (node, uuid or "none", expected))
+    return uuid
+
+
 def _maintenance(params, conn, check_mode, result, clock, bundle, cluster, machine, explicit):
     """A machine with no config yet: apply through the maintenance API (it installs and reboots), read back."""
     node = params["node"]
@@ -215,10 +242,11 @@ def _maintenance(params, conn, check_mode, result, clock, bundle, cluster, machi
     result.update(contract=contract, apply_mode="maintenance", changed=True)
     plan.append("%s: maintenance mode; apply the %s config at contract %s (installs and reboots)" % (node, machine["role"], contract))
     result["diff"] = {"before": "", "after": documents.emit(drift.mask_docs(rendered))}
-    if check_mode:
-        return result
     client = conn.talos(maintenance=True, dial_only=node)
     try:
+        result["uuid"] = _maintenance_identity(client, node, params.get("uuid"))
+        if check_mode:
+            return result
         talos_machine.apply_config(client, None, text, reboot=True)
     finally:
         client.close()

@@ -249,6 +249,58 @@ def generate(now=None):
     return Bundle(_random_b64(), _random_b64(), _token(), _random_b64(), _token(), certs)
 
 
+# ---------------------------------------------------------------------------- the operator's talosconfig
+
+ADMIN_VALIDITY = datetime.timedelta(days=365)  # talosctl gen config's client certificate: a year
+
+
+def admin_talosconfig(bundle, context, endpoints, nodes=(), now=None):
+    """A talosconfig (text) for ``context`` with a new ``os:admin`` client certificate signed by the bundle's Talos
+    CA, as ``talosctl gen config`` makes one: Ed25519, clientAuth, a year. It is a root credential: write it 0600."""
+    _require_crypto()
+    now = now or datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    ca_key = _load_key("os", bundle.key("os"))
+    ca_cert = x509.load_pem_x509_certificate(bundle.crt("os").encode("ascii"))
+    key = ed25519.Ed25519PrivateKey.generate()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "os:admin"),
+                                 x509.NameAttribute(NameOID.COMMON_NAME, "admin")]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + ADMIN_VALIDITY)
+        .add_extension(x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, None)
+    )
+    crt = cert.public_bytes(serialization.Encoding.PEM).decode("ascii")
+    doc = {"context": context, "contexts": {context: {
+        "endpoints": list(endpoints), "nodes": list(nodes), "ca": b64(bundle.crt("os")), "crt": b64(crt),
+        "key": b64(_key_pem("os", key))}}}
+    return yamlio.dump(doc)
+
+
+def client_cert_seconds_left(bundle, crt_pem, now):
+    """Seconds until the client certificate ``crt_pem`` (bytes) ends, or None when the bundle's Talos CA did not sign
+    it (or it cannot be read)."""
+    _require_crypto()
+    try:
+        cert = x509.load_pem_x509_certificate(crt_pem)
+        ca = x509.load_pem_x509_certificate(bundle.crt("os").encode("ascii"))
+        public = ca.public_key()
+        if isinstance(public, ec.EllipticCurvePublicKey):
+            public.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
+        else:
+            public.verify(cert.signature, cert.tbs_certificate_bytes)
+    except Exception:  # pylint: disable=broad-except
+        # unreadable, another key type, a bad signature: not this CA's
+        return None
+    end = cert.not_valid_after_utc if hasattr(cert, "not_valid_after_utc") else cert.not_valid_after.replace(
+        tzinfo=datetime.timezone.utc)
+    return int((end - now).total_seconds())
+
+
 # ---------------------------------------------------------------------------- validate
 
 

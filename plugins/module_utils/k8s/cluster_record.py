@@ -48,7 +48,7 @@ class ClusterRecord:
 # What the record's readers take for granted, checked once here: field -> (type, what it is).
 FIELDS = {"talos": (str, "a version"), "kubernetes": (str, "a version"), "contract": (str, "a version"),
           "cluster": (dict, "a mapping"), "machines": (list, "a list of mappings"), "adoption": (dict, "a mapping"),
-          "nodes": (dict, "a mapping"), "held": (dict, "a mapping")}
+          "nodes": (dict, "a mapping"), "held": (dict, "a mapping"), "init": (dict, "a mapping")}
 # The record is small; a ConfigMap holds at most 1 MiB and nothing Ichor writes nests deeper than a few levels.
 MAX_SIZE = 1024 * 1024
 MAX_DEPTH = 32
@@ -199,3 +199,10 @@ def update(client, mutate, dry_run=False):
         raise Conflict("the cluster record %s/%s changed since this run read it (another run is writing it); "
                        "rerun" % (NAMESPACE, NAME), status=409)
     return before, after, True
+
+
+def stored_spec(spec):
+    """The cluster spec as the record keeps it: inline manifests by name (the contents stay in the configs)."""
+    stored = copy.deepcopy(spec)
+    stored["inlineManifests"] = [{"name": item["name"]} for item in spec.get("inlineManifests") or []]
+    return stored

@@ -140,5 +140,5 @@ def closed(address, maintenance=False):
         return TalosUnavailable(
             "%s: the machine closed the connection; a machine that has a config does so when no client certificate is "
             "sent (maintenance mode sends none): if it is configured, connect with its cluster's talosconfig" % address,
-            address=address, code="UNAVAILABLE")
+            address=address, code="CLOSED")
     return unreachable(address, "the connection was closed during the call")

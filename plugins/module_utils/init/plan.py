@@ -1,0 +1,220 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Init's plan (seed 0113 decision 2; seed 0103 section 2 and ADR 0128): what ``maesh.ichor.init`` would do to make a
+new cluster from machines in maintenance mode, or to join machines to it; read-only everywhere.
+
+The versions are the release set's, with no choice (another Talos, contract or Kubernetes is refused, naming the
+set); the CNI is the collection's Cilium (init never writes ``preset: unmanaged``: that mode is adoption's), with
+KubePrism on 7445. Then each machine is read: in maintenance mode it answers the maintenance API with its UUID
+(checked against the inventory's); one that refuses it is configured, and it is this cluster's (its config carries
+the bundle's CAs: the add path of ADR 0128, the same render and apply over the authenticated API) or another's
+(refused with the reclaim hint: init never resets a machine). An inventory with no control plane is refused; an even
+number of control planes is a warning. etcd is bootstrapped only when no control plane of this cluster lists a
+member. The pending machines of the cluster record (from reclaim) are named, and joined when the inventory lists
+them.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import specs as ansible_specs
+from ansible_collections.maesh.ichor.plugins.module_utils.common.given import given as given_only
+from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
+from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
+from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+from ansible_collections.maesh.ichor.plugins.module_utils.config.machine_config import FOREIGN, MOVED, read_live
+from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.inspection import maintenance_identity, spec_of
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import bootstrap, errors
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine as talos_machine
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
+
+UNMANAGED = ("init never writes cni.preset unmanaged: that mode exists for adopting a running cluster alone "
+             "(maesh.ichor.adopt with ichor_cni_unmanaged); init installs the collection's Cilium")
+EVEN = ("%d control planes: etcd tolerates no more failures than with %d (a quorum of %d needs %d); an odd number is "
+        "the usual choice")
+
+
+def options():
+    """The module's own options (machines are init's: with uuid, hostname and install)."""
+    return dict(
+        cluster=ansible_specs.cluster(required=True),
+        machines=dict(type="list", elements="dict", required=True, options=dict(
+            name=dict(type="str", required=True), node=dict(type="str", required=True),
+            role=dict(type="str", required=True, choices=["controlplane", "worker"]),
+            uuid=dict(type="str"), hostname=dict(type="str"),
+            install=dict(type="dict", options=dict(disk=dict(type="str"), image=dict(type="str"), wipe=dict(type="bool"))))),
+        secrets=dict(type="path"),
+    )
+
+
+def cluster_spec(given, machines):
+    """The cluster spec at the release set: versions defaulted to the set, any other refused; preset cilium."""
+    given = given_only(given or {})
+    for field, key, pinned in (("talos", "talosVersion", release.TALOS), ("kubernetes", "kubernetesVersion",
+                                                                          release.KUBERNETES),
+                               ("contract", "versionContract", release.CONTRACT)):
+        value = given.get(key) or pinned
+        refusal = release.validate_change(field, None, value)
+        if refusal:
+            raise ConfigError("%s (release set: Talos %s, contract %s, Kubernetes %s, Cilium %s)" % (
+                refusal, release.TALOS, release.CONTRACT, release.KUBERNETES, release.CILIUM))
+        given[key] = pinned
+    given["kubernetesVersion"] = release.KUBERNETES.lstrip("v")
+    cni = dict(given.get("cni") or {})
+    if cni.get("preset") not in (None, "cilium") or cni.get("unmanaged"):
+        raise ConfigError(UNMANAGED)
+    cni["preset"] = "cilium"
+    given["cni"] = cni
+    prism = dict(given.get("kubePrism") or {})
+    if prism.get("enabled") is False or prism.get("port") not in (None, specs.DEFAULT_KUBEPRISM_PORT):
+        raise ConfigError("init renders KubePrism on port %d on every machine (the collection's Cilium reaches the API "
+                          "server through it); kubePrism cannot be changed" % specs.DEFAULT_KUBEPRISM_PORT)
+    if not given.get("endpoint"):
+        first = [m["node"] for m in machines if m["role"] == "controlplane"][:1]
+        if first:
+            given["endpoint"] = "https://%s:6443" % first[0]
+    return specs.cluster(given)
+
+
+def _machines_check(machines, plan, warnings):
+    controlplanes = [m for m in machines if m["role"] == "controlplane"]
+    if not controlplanes:
+        raise ConfigError("the inventory has no control plane (group controlplane): a cluster needs at least one")
+    count = len(controlplanes)
+    if count % 2 == 0:
+        line = EVEN % (count, count - 1, count, count // 2 + 1)
+        warnings.append(line)
+        plan.append("WARNING: " + line)
+    seen = {}
+    for m in machines:
+        if m["node"] in seen:
+            raise ConfigError("%s and %s have the same address %s" % (seen[m["node"]], m["name"], m["node"]))
+        seen[m["node"]] = m["name"]
+
+
+def _authenticated(params):
+    """The cluster's talosconfig when the operator gave one that exists (init writes it): else None."""
+    path = params.get("talosconfig")
+    if params.get("talosconfig_content") or (path and os.path.exists(os.path.expanduser(path))):
+        return talosconfig.load(path=path, content=params.get("talosconfig_content"), context=params.get("context"))
+    return None
+
+
+def read_machine(params, context, bundle, m):
+    """{state, uuid, ...} of one machine: configured by this cluster, in maintenance mode, or refused.
+
+    With the cluster's talosconfig the machine is asked first over the authenticated API (a rerun finds its machines
+    configured); a TLS refusal there means maintenance mode or another cluster, which the maintenance API tells."""
+    node = m["node"]
+    if context is not None and bundle is not None:
+        with talos_client.TalosClient(context=context, dial_only=node, timeout=params.get("timeout")) as client:
+            try:
+                version, live = read_live(client, None)  # dialled directly: no node metadata
+            except errors.TalosError as exc:
+                if exc.code not in ("TLS", "CLOSED"):
+                    raise IchorError("%s (%s) does not answer: %s; nothing was sent to any machine" % (m["name"], node, exc))
+            else:
+                other = secrets.same_cluster(bundle, live)
+                if other:
+                    raise ConfigError(FOREIGN % (node, other))
+                uuid = spec_of(client.run(talos_machine.get_resource(client, res.SYSTEM_INFORMATION))).get("uuid", "")
+                if m.get("uuid") and uuid != m["uuid"]:
+                    raise ConfigError(MOVED % (node, uuid or "none", m["uuid"]))
+                names = bootstrap.members(client, None) if m["role"] == "controlplane" else None
+                return dict(state="configured", uuid=uuid, talos=version, etcd_members=names)
+    with talos_client.TalosClient(dial_only=node, maintenance=True, timeout=params.get("timeout")) as client:
+        try:
+            uuid, stage = client.run(maintenance_identity(client))
+        except errors.TalosError as exc:
+            if exc.code == "UNAVAILABLE":
+                raise IchorError("%s (%s) does not answer: %s; nothing was sent to any machine" % (m["name"], node, exc))
+            raise ConfigError(FOREIGN % (node, exc))
+    if m.get("uuid") and uuid != m["uuid"]:
+        raise ConfigError(MOVED % (node, uuid or "none", m["uuid"]))
+    return dict(state="maintenance", uuid=uuid, stage=stage)
+
+
+def run(params, conn, check_mode):
+    result = dict(changed=False, plan=[], warnings=[])
+    try:
+        return _run(params, conn, result)
+    except IchorError as exc:
+        result["plan"].append("refused: %s" % exc)
+        exc.result = result
+        raise
+
+
+def _run(params, conn, result):
+    plan, warnings = result["plan"], result["warnings"]
+    machines = sorted(params["machines"], key=lambda m: 0 if m["role"] == "controlplane" else 1)
+    _machines_check(machines, plan, warnings)
+    spec = cluster_spec(params["cluster"], machines)
+    result["cluster_spec"] = spec
+    plan.append("release set: Talos %s, contract %s, Kubernetes %s, Cilium %s (no other versions)" % (
+        release.TALOS, release.CONTRACT, release.KUBERNETES, release.CILIUM))
+    plan.append("cluster %s, endpoint %s; CNI: the collection's Cilium (kube-proxy %s), KubePrism on %d" % (
+        spec["name"], spec["endpoint"], spec["cni"]["kubeProxy"], spec["kubePrism"]["port"]))
+    path = params.get("secrets")
+    bundle = None
+    if path and os.path.exists(path):
+        bundle = secrets.validate(secrets.load(path), release.CONTRACT)
+        plan.append("secrets bundle: %s (given; Talos CA %s)" % (path, bundle.fingerprint()))
+    else:
+        plan.append("secrets bundle: a new one, written to %s (0600)" % path if path else
+                    "secrets bundle: a new one (name a file to keep it)")
+    context = _authenticated(params)
+    entries = []
+    for m in machines:
+        found = read_machine(params, context, bundle, m)
+        entry = dict(name=m["name"], node=m["node"], role=m["role"], uuid=found["uuid"], state=found["state"],
+                     spec=dict((k, m[k]) for k in ("hostname", "install") if m.get(k)))
+        entries.append(entry)
+        if found["state"] == "maintenance":
+            plan.append("%s (%s): maintenance mode, UUID %s: gets the %s config at contract %s over the maintenance "
+                        "API (installs and reboots)" % (m["name"], m["node"], found["uuid"] or "unknown", m["role"],
+                                                        release.CONTRACT))
+        else:
+            plan.append("%s (%s): configured by this cluster (Talos %s, UUID %s): the same render, applied over the "
+                        "authenticated API when it drifts (ADR 0128)" % (m["name"], m["node"], found["talos"],
+                                                                         found["uuid"]))
+        entry["etcd_members"] = found.get("etcd_members")
+    result["machines"] = entries
+    members = [e for e in entries if e.get("etcd_members")]
+    first = [e for e in entries if e["role"] == "controlplane"][0]
+    if members:
+        result["bootstrap"] = dict(node=None, needed=False)
+        plan.append("etcd: bootstrapped (%s lists %s): never bootstrapped again; new control planes join one at a "
+                    "time, etcd healthy before and after each" % (members[0]["name"], ", ".join(members[0]["etcd_members"])))
+    else:
+        result["bootstrap"] = dict(node=first["node"], needed=True)
+        plan.append("etcd: bootstrapped once, on %s (%s), after its config is applied" % (first["name"], first["node"]))
+    result["joining"] = bool(members)
+    kube = conn.kube() if conn.has_kube() else None
+    result["pending"] = _pending(kube, entries, plan) if kube is not None else []
+    plan.append("then: the kubeconfig (0600), the collection's Cilium %s (Helm release), the installer bundle, the "
+                "cluster record and the secrets bundle Secret in ichor-system" % release.CILIUM)
+    return result
+
+
+def _pending(kube, entries, plan):
+    """The cluster record's pending machines (reclaim's): joined when the inventory lists them (address or UUID)."""
+    from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+    record = cluster_record.read(kube)
+    pending = [p for p in record.get("machines") or [] if isinstance(p, dict) and p.get("state") == "pending"]
+    listed = set(e["node"] for e in entries) | set(e["uuid"] for e in entries if e["uuid"])
+    for p in pending:
+        if p.get("address") in listed or p.get("uuid") in listed:
+            plan.append("pending in the cluster record: %s (UUID %s): in the inventory, joins now" % (
+                p.get("address"), p.get("uuid")))
+        else:
+            plan.append("pending in the cluster record: %s (UUID %s): not in the inventory; add it to the group "
+                        "controlplane or worker to join it" % (p.get("address"), p.get("uuid")))
+    return pending
