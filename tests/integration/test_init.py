@@ -103,3 +103,128 @@ def test_three_control_planes_and_two_workers_from_maintenance_mode_to_a_ready_c
     again = _init(inv)
     assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-8000:]
     assert sum(lab.control.calls(m["name"]).get("Bootstrap", 0) for m in lab.machines) == 1
+
+
+# -- refusals: each before anything is sent to a machine or written anywhere ------------------------------
+
+@pytest.fixture(scope="module")
+def refusal_lab(tmp_path_factory):
+    """Two control planes and a worker in maintenance mode, and a machine another cluster configured."""
+    from tests.lab.process import LabProcess
+    lab = LabProcess(str(tmp_path_factory.mktemp("init-refusals")), controlplanes=2, workers=1, mode="maintenance",
+                     bootstrapped=False, version=release.TALOS,
+                     additions=[{"name": "foreign", "role": "worker", "version": release.TALOS, "mode": "configured"}]).start()
+    yield lab
+    lab.stop()
+
+
+def _refusal_inventory(lab, tmp_path, names, uuids=None, **extra):
+    keep = tmp_path / "keep"
+    keep.mkdir(mode=0o700, exist_ok=True)
+    groups = {"controlplane": {"hosts": {}}, "worker": {"hosts": {}}}
+    for m in lab.machines:
+        if m["name"] in names:
+            groups[m["role"]]["hosts"][m["name"]] = {"ansible_host": m["address"],
+                                                     "ichor_uuid": (uuids or {}).get(m["name"], m["uuid"])}
+    variables = {"ichor_init_cluster_name": "lab", "ichor_init_secrets_file": str(keep / "secrets.yaml"),
+                 "ichor_init_talosconfig_file": str(keep / "talosconfig"),
+                 "ichor_init_kubeconfig_file": str(keep / "kubeconfig")}
+    variables.update(extra)
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump({"all": {"vars": variables, "children": groups}}))
+    return str(path), keep
+
+
+REFUSALS = [
+    ("another Talos", dict(ichor_init_talos_version="v1.13.9"), None,
+     "talos v1.13.9 is not the release set's %s; this collection manages only its release set (no override) "
+     "(release set: Talos %s, contract %s, Kubernetes %s, Cilium %s)" % (
+         release.TALOS, release.TALOS, release.CONTRACT, release.KUBERNETES, release.CILIUM)),
+    ("another contract", dict(ichor_init_version_contract="v1.13"), None, "contract v1.13 is not the release set's"),
+    ("another Kubernetes", dict(ichor_init_kubernetes_version="1.35.2"), None,
+     "kubernetes 1.35.2 is not the release set's %s" % release.KUBERNETES),
+    ("unmanaged", dict(ichor_init_cluster={"cni": {"preset": "unmanaged"}}), None,
+     "init never writes cni.preset unmanaged: that mode exists for adopting a running cluster alone"),
+    ("KubePrism off", dict(ichor_init_cluster={"kubePrism": {"enabled": False}}), None,
+     "init renders KubePrism on port 7445 on every machine"),
+    ("no control plane", {}, ["worker-1"],
+     "the inventory has no control plane (group controlplane): a cluster needs at least one"),
+    ("a moved lease", {}, "uuid", "answers with UUID "),
+    ("another cluster's machine", {}, ["cp-1", "foreign"],
+     "is configured, and not by this cluster (it does not accept this talosconfig's CA, and it refuses the "
+     "maintenance API"),
+]
+
+
+@pytest.mark.parametrize("case,extra,names,message", REFUSALS, ids=[r[0] for r in REFUSALS])
+def test_init_refuses_before_anything_is_sent_or_written(refusal_lab, tmp_path, case, extra, names, message):
+    lab = refusal_lab
+    uuids = None
+    if names == "uuid":
+        names, uuids = ["cp-1", "worker-1"], {"worker-1": "00000000-0000-0000-0000-00000000beef"}
+    inv, keep = _refusal_inventory(lab, tmp_path, names or ["cp-1", "worker-1"], uuids, **extra)
+    before = dict((m["name"], lab.control.calls(m["name"]).get("ApplyConfiguration", 0)) for m in lab.machines)
+    for mode in (["--check"], []):
+        proc = _init(inv, *mode)
+        assert proc.returncode != 0 and message in proc.stdout, proc.stdout[-4000:]
+        assert os.listdir(str(keep)) == []
+    assert dict((m["name"], lab.control.calls(m["name"]).get("ApplyConfiguration", 0)) for m in lab.machines) == before
+    if case == "another cluster's machine":
+        assert "reclaim it with maesh.ichor.reclaim" in proc.stdout
+
+
+def test_an_even_number_of_control_planes_is_a_warning_in_the_plan(refusal_lab, tmp_path):
+    inv, unused_keep = _refusal_inventory(refusal_lab, tmp_path, ["cp-1", "cp-2", "worker-1"])
+    proc = _init(inv, "--check")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert ("2 control planes: etcd tolerates no more failures than with 1 (a quorum of 2 needs 2); an odd number is "
+            "the usual choice") in proc.stdout
+
+
+def test_an_unreachable_machine_is_named_and_nothing_is_sent(refusal_lab, tmp_path):
+    inv, unused_keep = _refusal_inventory(refusal_lab, tmp_path, ["cp-1", "worker-1"])
+    data = yaml.safe_load(open(inv))
+    data["all"]["children"]["worker"]["hosts"]["worker-1"]["ansible_host"] = "127.0.0.1"  # no Talos API there
+    open(inv, "w").write(yaml.safe_dump(data))
+    proc = _init(inv, "--check")
+    assert proc.returncode != 0 and "worker-1 (127.0.0.1) does not answer: " in proc.stdout, proc.stdout[-4000:]
+
+
+def test_a_given_bundle_that_does_not_validate_is_refused(refusal_lab, tmp_path):
+    inv, keep = _refusal_inventory(refusal_lab, tmp_path, ["cp-1", "worker-1"])
+    (keep / "secrets.yaml").write_text("cluster:\n  id: x\n")
+    os.chmod(str(keep / "secrets.yaml"), 0o600)
+    proc = _init(inv, "--check")
+    assert proc.returncode != 0 and "secrets" in proc.stdout.split("refused: ")[-1], proc.stdout[-4000:]
+    assert (keep / "secrets.yaml").read_text() == "cluster:\n  id: x\n"
+
+
+def test_a_machine_that_does_not_come_back_and_a_lost_bootstrap_reply_a_rerun_continues_and_never_bootstraps_twice(
+        talos_kube_lab, kube_lab, cilium_lab, cilium_charts, tmp_path, init_cleanup):
+    lab = talos_kube_lab(controlplanes=1, workers=1, mode="maintenance", bootstrapped=False, version=release.TALOS)
+    cilium = cilium_lab(nodes=0)
+    cilium.render("1.20", merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system")
+    inv, unused_keep = _inventory(lab, tmp_path, ichor_init_cilium_chart=cilium_charts["1.20"]["chart"],
+                                  ichor_init_helm=kube_lab.bins["helm"], ichor_init_wait_timeout=3)
+    KubeClient(kubeconfig=kube_lab.kubeconfig).apply(KUBE_PROXY, "lab")
+    # the worker's install takes longer than the run waits: the run fails naming it
+    lab.control.set_timing("worker-1", install_seconds=8)
+    lab.control.set_faults("cp-1", lose_reply="Bootstrap")
+    stopped = _init(inv)
+    assert stopped.returncode != 0, stopped.stdout[-4000:]
+    worker = [m for m in lab.machines if m["name"] == "worker-1"][0]
+    assert "%s did not come back with its config within 3s" % worker["address"] in stopped.stdout
+    lab.control.set_timing("worker-1", install_seconds=0.2)
+    # the rerun goes on (cp-1 is configured: zero drift) and bootstraps; the machine does it, its reply is lost
+    import time
+    time.sleep(8)
+    lost = _init(inv)
+    assert lost.returncode != 0 and "DEADLINE_EXCEEDED" in lost.stdout, lost.stdout[-4000:]
+    assert lab.control.calls("cp-1").get("Bootstrap") == 1
+    # the next run reads the member first and does not bootstrap again
+    done = _init(inv, "-e", "ichor_init_wait_timeout=120")
+    assert done.returncode == 0, done.stdout[-6000:]
+    cp = [m for m in lab.machines if m["name"] == "cp-1"][0]
+    assert "etcd: bootstrapped (cp-1 lists " in done.stdout
+    assert "etcd is bootstrapped (%s lists the members " % cp["address"] in done.stdout
+    assert lab.control.calls("cp-1").get("Bootstrap") == 1

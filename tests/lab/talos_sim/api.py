@@ -293,7 +293,12 @@ async def execute(node, path, request, caller):
     elif not (caller.roles & roles):
         raise err(Status.PERMISSION_DENIED, NOT_AUTHORIZED)
     impl = IMPLS[path]
-    return await impl(node, request, caller)
+    result = await impl(node, request, caller)
+    if f.get("lose_reply") and _fail_matches(f["lose_reply"], path):
+        # done on the machine, and its reply lost on the way back (once): the caller sees a timeout
+        f.pop("lose_reply")
+        raise err(Status.DEADLINE_EXCEEDED, "context deadline exceeded")
+    return result
 
 
 # --- helpers ------------------------------------------------------------------------------

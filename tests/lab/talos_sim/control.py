@@ -13,7 +13,8 @@ GET  /machines/<name>/requests    {"/machine.ImageService/Pull": base64, ...}: t
 POST /machines/<name>/faults      {"unreachable", "latency_ms", "fail_call", "fail_code",
                                    "fail_message", "fail_count", "new_address_on_reboot",
                                    "interrupt_reset", "apply_needs_reboot",
-                                   "installer_exit_code", "kubeprism_unhealthy"}; ``{}`` clears all
+                                   "installer_exit_code", "kubeprism_unhealthy",
+                                   "lose_reply"}; ``{}`` clears all
 POST /machines/<name>/cni_files   {"files": {name: content} | null}: /etc/cni/net.d (null: what
                                    the machine's CNI writes), for MachineService/List
 POST /machines/<name>/timing      {"reboot_seconds", "upgrade_seconds", "install_seconds"}
