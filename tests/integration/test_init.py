@@ -1,8 +1,10 @@
 """Init (seed 0113 decision 2; seed 0103 section 2; ADR 0128) against the lab: simulated Talos machines in
 maintenance mode, the real API server, real helm and the real Cilium chart, through ansible-playbook."""
 
+import json
 import os
 import stat
+import sys
 
 import pytest
 import yaml
@@ -228,3 +230,106 @@ def test_a_machine_that_does_not_come_back_and_a_lost_bootstrap_reply_a_rerun_co
     assert "etcd: bootstrapped (cp-1 lists " in done.stdout
     assert "etcd is bootstrapped (%s lists the members " % cp["address"] in done.stdout
     assert lab.control.calls("cp-1").get("Bootstrap") == 1
+
+
+def _secret_values(keep):
+    """What must never show up anywhere: the bundle's secrets and keys, the talosconfig's and kubeconfig's keys."""
+    bundle = yaml.safe_load(open(str(keep / "secrets.yaml")))
+    found = [bundle["cluster"]["secret"], bundle["trustdinfo"]["token"], bundle["secrets"]["bootstraptoken"],
+             bundle["secrets"]["secretboxencryptionsecret"]] + [pair["key"] for pair in bundle["certs"].values()]
+    config = yaml.safe_load(open(str(keep / "talosconfig")))
+    found += [c["key"] for c in config["contexts"].values()]
+    kube = yaml.safe_load(open(str(keep / "kubeconfig")))
+    for user in kube.get("users") or []:
+        found += [v for k, v in (user.get("user") or {}).items() if k in ("client-key-data", "token")]
+    return [value for value in found if value and len(value) > 16]
+
+
+@pytest.mark.modules
+def test_init_through_ansible_runner_as_awx_runs_it_leaks_no_secret(
+        talos_kube_lab, kube_lab, cilium_lab, cilium_charts, tmp_path, init_cleanup):
+    """AWX's way: a private data dir, the inventory as a file, the survey answers as !unsafe extravars; init makes 3+2
+    machines into a cluster, a second job changes nothing, and neither the runner's artifacts nor its stdout hold a
+    secret of the bundle, the talosconfig or the kubeconfig it wrote."""
+    import glob
+    import ansible_runner
+    from tests.integration.ansible_env import ansible_env
+    lab = talos_kube_lab(controlplanes=3, workers=2, mode="maintenance", bootstrapped=False, version=release.TALOS)
+    cilium = cilium_lab(nodes=0)
+    cilium.render("1.20", merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system")
+    KubeClient(kubeconfig=kube_lab.kubeconfig).apply(KUBE_PROXY, "lab")
+    private = tmp_path / "runner"
+    for sub in ("project", "env", "inventory"):
+        (private / sub).mkdir(parents=True)
+    (private / "project" / "init.yml").write_text("---\n- name: Init\n  ansible.builtin.import_playbook: maesh.ichor.init\n")
+    inv, keep = _inventory(lab, tmp_path)
+    data = yaml.safe_load(open(inv))
+    survey = data["all"].pop("vars")
+    survey.update(ichor_init_cilium_chart=cilium_charts["1.20"]["chart"], ichor_init_helm=kube_lab.bins["helm"])
+    (private / "inventory" / "hosts.yml").write_text(yaml.safe_dump(data))
+    with open(str(private / "env" / "extravars"), "w") as handle:
+        for key, value in survey.items():
+            handle.write("%s: !unsafe %s\n" % (key, json.dumps(value)))
+        handle.write("awx_user_name: alice\nawx_job_id: 8\n")
+    env = ansible_env()
+    envvars = dict((k, env[k]) for k in ("ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_CALLBACKS_ENABLED", "ANSIBLE_LOCAL_TEMP",
+                                         "ANSIBLE_NOCOLOR"))
+    envvars.update(PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    (private / "env" / "envvars").write_text(yaml.safe_dump(envvars))
+    outputs = []
+    for unused in range(2):
+        run = ansible_runner.run(private_data_dir=str(private), playbook="init.yml", quiet=True)
+        outputs.append((run.rc, run.stdout.read()))
+    assert [rc for rc, unused_out in outputs] == [0, 0], outputs[-1][1][-4000:]
+    assert "changed=0" in outputs[1][1], outputs[1][1][-4000:]
+    assert all(m["mode"] == "configured" for m in lab.control.machines())
+    markers = _secret_values(keep)
+    assert len(markers) >= 8, "the sweep needs the secrets it looks for"
+    texts = dict((path, open(path, errors="replace").read()) for path in glob.glob(
+        os.path.join(str(private), "**", "*"), recursive=True) if os.path.isfile(path))
+    texts.update(("stdout-%d" % i, out) for i, (unused_rc, out) in enumerate(outputs))
+    assert any("artifacts" in path for path in texts)
+    for path, text in texts.items():
+        for marker in markers:
+            assert marker not in text, (path, marker[:12])
+
+
+def test_a_machine_reclaimed_from_another_cluster_is_pending_then_joins_with_init(
+        talos_kube_lab, kube_lab, cilium_lab, cilium_charts, tmp_path, init_cleanup):
+    """maesh.ichor.reclaim resets a machine another cluster configured and records it pending in this cluster's
+    record; listed in the inventory, init's join configures it (the maintenance API, its UUID checked) and the record
+    takes it from pending into its machines; nothing is bootstrapped again."""
+    lab = talos_kube_lab(controlplanes=1, workers=1, mode="maintenance", bootstrapped=False, version=release.TALOS,
+                         additions=[{"name": "foreign", "role": "worker", "version": release.TALOS, "mode": "configured"}])
+    cilium = cilium_lab(nodes=0)
+    cilium.render("1.20", merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system")
+    KubeClient(kubeconfig=kube_lab.kubeconfig).apply(KUBE_PROXY, "lab")
+    chart = dict(ichor_init_cilium_chart=cilium_charts["1.20"]["chart"], ichor_init_helm=kube_lab.bins["helm"])
+    inv, keep = _inventory(lab, tmp_path, names=["cp-1", "worker-1"], **chart)
+    assert _init(inv).returncode == 0
+    foreign = [m for m in lab.machines if m["name"] == "foreign"][0]
+    reclaim = ["-e", "ichor_talosconfig=%s" % (keep / "talosconfig"), "-e", "ichor_talos_context=lab",
+               "-e", "ichor_kubeconfig=%s" % (keep / "kubeconfig"), "-e", "ichor_reclaim_cluster_name=lab",
+               "-e", "ichor_reclaim_node=%s" % foreign["address"],
+               "-e", "ichor_reclaim_foreign_talosconfig=%s" % lab.talosconfig, "-e", "ichor_reclaim_foreign_context=lab",
+               "-e", "ichor_reclaim_confirm_uuid=%s" % foreign["uuid"],
+               "-e", "ichor_reclaim_force_ungraceful=true"]  # its cluster has no control plane left to drain with
+    reclaimed = ansible_playbook("-i", "localhost,", "maesh.ichor.reclaim", *reclaim)
+    assert reclaimed.returncode == 0, reclaimed.stdout[-6000:]
+    kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
+    pending = [p for p in cluster_record.read(kube).get("machines") or [] if p.get("state") == "pending"]
+    assert [(p["uuid"], p["address"]) for p in pending] == [(foreign["uuid"], foreign["address"])]
+    # the plan names it while the inventory does not list it
+    planned = _init(inv, "--check")
+    assert "pending in the cluster record: %s (UUID %s): not in the inventory" % (
+        foreign["address"], foreign["uuid"]) in planned.stdout
+    inv, keep = _inventory(lab, tmp_path, **chart)
+    joined = _init(inv)
+    assert joined.returncode == 0, joined.stdout[-6000:]
+    assert "pending in the cluster record: %s (UUID %s): in the inventory, joins now" % (
+        foreign["address"], foreign["uuid"]) in joined.stdout
+    record = cluster_record.read(kube)
+    assert record.get("nodes")["foreign"]["uuid"] == foreign["uuid"]
+    assert [p for p in record.get("machines") or [] if p.get("state") == "pending"] == []
+    assert [m["mode"] for m in lab.control.machines() if m["name"] == "foreign"] == ["configured"]
+    assert sum(lab.control.calls(m["name"]).get("Bootstrap", 0) for m in lab.machines) == 1
