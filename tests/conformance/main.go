@@ -21,7 +21,8 @@ func usage() {
   conformance descriptors --set FILE.binpb
   conformance client --lab lab.json [--phases read,write,maintenance] [--timeout 10m]
   conformance requests --lab lab.json --ours NAME --reference NAME --image REF
-  conformance serve --secret VALUE --dir DIR [--listen 127.0.0.1:0] [--ca-crt FILE --ca-key FILE]`)
+  conformance serve --secret VALUE --dir DIR [--listen 127.0.0.1:0] [--ca-crt FILE --ca-key FILE]
+  conformance cluster --talosconfig FILE --context NAME --controlplanes A,B --workers C,D [--cluster-name NAME]`)
 	os.Exit(2)
 }
 
@@ -41,6 +42,8 @@ func main() {
 		code = runRequests(os.Args[2:])
 	case "serve":
 		code = runServe(os.Args[2:])
+	case "cluster":
+		code = runCluster(os.Args[2:])
 	case "-h", "--help", "help":
 		usage()
 	default:

@@ -11,6 +11,7 @@ import signal
 import stat
 import subprocess
 import tarfile
+import tempfile
 import time
 
 import pytest
@@ -323,7 +324,7 @@ def test_the_module_plans_applies_and_reruns_without_change(cilium_lab, cilium_c
     assert _config(lab)["debug"] == "false"
     second = _playbook(tmp_path, False, **args)[0]
     assert second["changed"] is False and not second.get("failed")
-    assert not [name for name in os.listdir("/tmp") if name.startswith("ichor-helm-")]
+    assert not [name for name in os.listdir(tempfile.gettempdir()) if name.startswith("ichor-helm-")]
 
 
 @pytest.mark.modules

@@ -4,15 +4,17 @@ maintenance mode, the real API server, real helm and the real Cilium chart, thro
 import json
 import os
 import stat
+import subprocess
 import sys
 
 import pytest
 import yaml
 
 from ansible_collections.maesh.ichor.plugins.module_utils import release
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, nodes
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 
+from tests.integration import test_conformance as conformance
 from tests.integration.ansible_env import ansible_playbook
 from tests.lab.cilium import fixtures as cilium_fixtures
 from tests.lab.cilium.fixtures import TALOS_VALUES, merged
@@ -21,6 +23,7 @@ pytestmark = pytest.mark.lab
 
 cilium_charts = cilium_fixtures.cilium_charts
 cilium_lab = cilium_fixtures.cilium_lab
+conformance_bin = conformance.conformance_bin
 
 
 def _inventory(lab, tmp_path, names=None, **extra):
@@ -67,7 +70,7 @@ def init_cleanup(kube_lab):
 
 
 def test_three_control_planes_and_two_workers_from_maintenance_mode_to_a_ready_cluster(
-        talos_kube_lab, kube_lab, cilium_lab, cilium_charts, tmp_path, init_cleanup):
+        talos_kube_lab, kube_lab, cilium_lab, cilium_charts, tmp_path, init_cleanup, conformance_bin):
     lab = talos_kube_lab(controlplanes=3, workers=2, mode="maintenance", bootstrapped=False, version=release.TALOS)
     cilium = cilium_lab(nodes=0)
     # what the install leaves (its objects in kube-system: namespaceOverride), for teardown
@@ -101,10 +104,21 @@ def test_three_control_planes_and_two_workers_from_maintenance_mode_to_a_ready_c
     assert sorted(record.get("nodes")) == sorted(m["name"] for m in lab.machines) and not record.get("held")
     assert record.get("cilium")["release"] == "ichor-system/cilium"
     assert kube.get("v1", "Secret", "ichor-secrets-bundle", "ichor-system") is not None
+    ready = [nodes.ready(nodes.get(kube, m["hostname"]) or {}) for m in lab.control.machines()]
+    assert ready == [True] * 5, ready  # a Node per machine, Ready
 
     again = _init(inv)
     assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-8000:]
     assert sum(lab.control.calls(m["name"]).get("Bootstrap", 0) for m in lab.machines) == 1
+
+    # machinery's own client reads the machines with init's talosconfig as talosctl would: the certificate minted
+    # from the bundle is accepted, every config decodes with machinery's types, etcd lists the three control planes
+    addresses = dict((role, ",".join(m["address"] for m in lab.machines if m["role"] == role))
+                     for role in ("controlplane", "worker"))
+    read = subprocess.run([conformance_bin, "cluster", "--talosconfig", str(keep / "talosconfig"), "--context", "lab",
+                           "--controlplanes", addresses["controlplane"], "--workers", addresses["worker"], "--cluster-name", "lab"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert read.returncode == 0 and "summary (cluster): 18 ok, 0 FAIL" in read.stdout, read.stdout + read.stderr
 
 
 # -- refusals: each before anything is sent to a machine or written anywhere ------------------------------
