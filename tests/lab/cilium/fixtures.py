@@ -167,6 +167,20 @@ class CiliumLab:
         return sorted(self.core.list_namespaced_secret(namespace, label_selector="owner=helm,name=%s" % release).items,
                       key=lambda s: int(s.metadata.labels["version"]))
 
+    def forget_installer_namespace(self):
+        """The installer bundle applies Namespace cilium-secrets (the Cilium release's RBAC lives there); a test that
+        ran the install playbook leaves it without Helm's ownership, which a later ``helm install`` in kube-system
+        refuses. Each Cilium test starts without it, whatever ran before on this API server."""
+        try:
+            ns = self.core.read_namespace("cilium-secrets")
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        if (ns.metadata.labels or {}).get("app.kubernetes.io/managed-by") != "Helm":
+            self._delete(lambda: self.core.delete_namespace("cilium-secrets"))
+            self._wait_gone("cilium-secrets")
+
     # -- teardown ---------------------------------------------------------------------------
     def cleanup(self):
         for path in reversed(self.manifests):
@@ -228,6 +242,7 @@ def cilium_lab(kube_lab, cilium_charts, tmp_path):
     def factory(nodes=2, kube_proxy=False):
         lab = CiliumLab(kube_lab, cilium_charts, str(tmp_path))
         made.append(lab)
+        lab.forget_installer_namespace()
         lab.add_nodes(nodes)
         if kube_proxy:
             lab.add_kube_proxy()
