@@ -1,0 +1,80 @@
+"""The AWX job templates (docs/awx/job_templates.yml) against what their playbooks take: every survey variable is
+documented by the argument spec of the role the playbook runs (reclaim: the playbook's own variables), of a type it
+accepts; a required option has a required question; a yes/no question is a multiple choice of "false" and "true",
+read with | bool by the roles (as every bool option is: -e name=false is a string too); every playbook of the collection has a plan template and a run template."""
+
+import os
+import re
+
+import pytest
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TEMPLATES = yaml.safe_load(open(os.path.join(REPO, "docs", "awx", "job_templates.yml")))
+ROLE_OF = {"init.yml": "init", "adopt.yml": "adopt", "upgrade.yml": "upgrade", "install.yml": "installer"}
+# survey question types -> the argument spec types they can deliver
+DELIVERS = {"text": {"str", "path", "raw"}, "textarea": {"str", "path", "raw"}, "password": {"str", "raw"},
+            "integer": {"int", "float", "raw"}, "float": {"float", "raw"}, "multiplechoice": {"str", "bool", "raw"},
+            "multiselect": {"list", "raw"}}
+
+
+def _role_options(role):
+    spec = yaml.safe_load(open(os.path.join(REPO, "roles", role, "meta", "argument_specs.yml")))
+    return spec["argument_specs"]["main"]["options"]
+
+
+def _reclaim_variables():
+    text = open(os.path.join(REPO, "playbooks", "reclaim.yml")).read()
+    return set(re.findall(r"\bichor_reclaim_[a-z_]+", text))
+
+
+def _questions(template):
+    return (template.get("survey_spec") or {}).get("spec") or []
+
+
+CASES = [(name, q) for name, t in sorted(TEMPLATES.items()) for q in _questions(t)]
+
+
+def test_every_playbook_has_a_plan_and_a_run_template():
+    playbooks = sorted(p for p in os.listdir(os.path.join(REPO, "playbooks")) if p.endswith(".yml") and p != "facts.yml")
+    kinds = dict((p, set(t["job_type"] for t in TEMPLATES.values() if t["playbook"] == p)) for p in playbooks)
+    assert kinds == dict((p, {"check", "run"}) for p in playbooks), kinds
+
+
+@pytest.mark.parametrize("template,question", CASES, ids=["%s:%s" % (n, q["variable"]) for n, q in CASES])
+def test_a_survey_question_matches_the_argument_spec(template, question):
+    playbook = TEMPLATES[template]["playbook"]
+    variable = question["variable"]
+    if playbook == "reclaim.yml":
+        assert variable in _reclaim_variables(), "%s: reclaim.yml does not read %s" % (template, variable)
+        return
+    options = _role_options(ROLE_OF[playbook])
+    assert variable in options, "%s: role %s does not document %s" % (template, ROLE_OF[playbook], variable)
+    option = options[variable]
+    kind = option.get("type", "str")
+    assert kind in DELIVERS[question["type"]], "%s: a %s question cannot give a %s" % (variable, question["type"], kind)
+    if option.get("required"):
+        assert question.get("required") is True, "%s is required by the role" % variable
+    if question["type"] == "multiplechoice":
+        if kind == "bool":
+            assert sorted(question["choices"]) == ["false", "true"] and question.get("default") in ("false", "true")
+        elif option.get("choices"):
+            assert set(question["choices"]) <= set(option["choices"]), variable
+        if "default" in option and kind != "bool":
+            assert question.get("default") == option["default"], variable
+
+
+def test_the_roles_read_their_booleans_with_the_bool_filter():
+    """A survey answer, and ``-e name=false`` on the command line, is the string "false", which Jinja takes for true:
+    every bool option of a role's argument spec is read with | bool where the role tests it (the modules convert
+    their own bool options)."""
+    for role in sorted(os.listdir(os.path.join(REPO, "roles"))):
+        options = _role_options(role)
+        tasks = "".join(open(os.path.join(REPO, "roles", role, "tasks", name)).read()
+                        for name in os.listdir(os.path.join(REPO, "roles", role, "tasks")))
+        for name, option in options.items():
+            if option.get("type") != "bool":
+                continue
+            bare = re.findall(r"(?:when:|\bif|\band|\bor|\bnot)\s+%s\b(?!\s*\|\s*bool)" % name, tasks)
+            bare += re.findall(r"{{\s*%s\s+(?:and|or|if)\b" % name, tasks)
+            assert not bare, "%s: %s is tested without | bool" % (role, name)
