@@ -12,7 +12,7 @@ module: init_plan
 short_description: Plan a new cluster from machines in maintenance mode, or a join to it; read-only
 version_added: 0.1.0
 description:
-  - The first task of M(maesh.ichor.init) (the role) and its whole plan in check mode - which machine gets which role
+  - The first task of P(maesh.ichor.init#role) and its whole plan in check mode - which machine gets which role
     and config, whether etcd is bootstrapped and on which machine, the versions. Nothing is sent to a machine and
     nothing is written anywhere, in check mode as in a real run.
   - The versions are the release set's (seed 0113, decision 2) - a C(talosVersion), C(versionContract) or
@@ -27,7 +27,7 @@ description:
   - An inventory with no control plane is refused; an even number of control planes is a warning.
   - etcd is to be bootstrapped only when no control plane of this cluster lists a member.
   - With the Kubernetes connection, the cluster record's pending machines (left by M(maesh.ichor.talos_reset) of
-    M(maesh.ichor.reclaim)) are named, and joined when O(machines) lists them.
+    the playbook C(maesh.ichor.reclaim)) are named, and joined when O(machines) lists them.
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
@@ -206,7 +206,7 @@ joining:
   returned: when every machine was read
   type: bool
 pending:
-  description: The cluster record's pending machines (left by M(maesh.ichor.reclaim)).
+  description: The cluster record's pending machines (left by the playbook C(maesh.ichor.reclaim)).
   returned: when every machine was read
   type: list
   elements: dict

@@ -12,12 +12,12 @@ module: init_record
 short_description: Keep a new cluster's secrets bundle and cluster record in the cluster, as adopt does
 version_added: 0.1.0
 description:
-  - The last write of M(maesh.ichor.init) (the role) - the secrets bundle as Secret C(ichor-secrets-bundle) in
+  - The last write of P(maesh.ichor.init#role) - the secrets bundle as Secret C(ichor-secrets-bundle) in
     C(ichor-system) (an existing one must hold this cluster's bundle), and the cluster record C(ichor-cluster) - the
     release set's versions and contract, the cluster spec (preset C(cilium), its kube-proxy mode), each machine's
     identity (UUID, address, role) and spec. So an AWX job that keeps no files can run the next playbook.
   - Written once - a rerun changes nothing. A machine that joins later is added, and its pending entry (from
-    M(maesh.ichor.reclaim)) leaves the record. No machine is held.
+    the playbook C(maesh.ichor.reclaim)) leaves the record. No machine is held.
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

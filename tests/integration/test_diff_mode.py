@@ -96,6 +96,15 @@ def _tasks(lab, tmp_path, namespace):
         # no adoption recorded in this lab: refused
         ("adopt_release", {"name": "cp-1", "holder": "diff-mode"}),
         ("etcd_snapshot", {"node": cp, "path": str(tmp_path / "etcd" / "snapshot.db")}),
+        # the lab is bootstrapped: etcd's members are read and nothing is sent
+        ("talos_bootstrap", {"node": cp, "wait_timeout": 30}),
+        ("talos_kubeconfig", {"node": cp, "path": str(tmp_path / "kube" / "kubeconfig"), "wait_timeout": 30}),
+        # cp-1 carries the case's bundle: a machine of this cluster, read over the authenticated API
+        ("init_plan", {"cluster": {"name": "k8s-older"}, "secrets": CASE + "/secrets.yaml",
+                       "machines": [{"name": "cp-1", "node": cp, "role": "controlplane"}]}),
+        ("init_record", {"secrets": CASE + "/secrets.yaml", "cluster": dict(cluster, cni={"preset": "cilium"}),
+                         "machines": [{"name": "cp-1", "node": cp, "role": "controlplane",
+                                       "uuid": lab.machines[0].get("uuid") or "x"}]}),
     ]
 
 
@@ -178,3 +187,10 @@ def test_diff_only_in_diff_mode(talos_kube_lab, cilium_charts, tmp_path):
         assert real["kubernetes_upgrade"]["changed"] and real["talos_machine_config"]["changed"], real
     finally:
         lab.kube.delete_namespace(namespace)
+        from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
+        kube = KubeClient(kubeconfig=lab.kube.kubeconfig)
+        # what the tasks leave in ichor-system: init_record's bundle Secret, cluster_lock's Lease
+        for api_version, kind, name in (("v1", "Secret", "ichor-secrets-bundle"),
+                                        ("coordination.k8s.io/v1", "Lease", "ichor-cluster-lock")):
+            if kube.get(api_version, kind, name, "ichor-system") is not None:
+                kube.delete(api_version, kind, name, "ichor-system")

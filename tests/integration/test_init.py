@@ -347,3 +347,33 @@ def test_a_machine_reclaimed_from_another_cluster_is_pending_then_joins_with_ini
     assert [p for p in record.get("machines") or [] if p.get("state") == "pending"] == []
     assert [m["mode"] for m in lab.control.machines() if m["name"] == "foreign"] == ["configured"]
     assert sum(lab.control.calls(m["name"]).get("Bootstrap", 0) for m in lab.machines) == 1
+
+
+def test_control_planes_join_a_running_cluster_one_at_a_time_with_etcd_healthy_before_and_after(
+        talos_kube_lab, kube_lab, cilium_lab, cilium_charts, tmp_path, init_cleanup):
+    """A cluster made with one control plane; two more in maintenance mode are added to the inventory: init's join
+    takes the cluster lock, checks etcd before each, applies one, sees etcd healthy on it after, then the next."""
+    lab = talos_kube_lab(controlplanes=3, workers=1, mode="maintenance", bootstrapped=False, version=release.TALOS)
+    cilium = cilium_lab(nodes=0)
+    cilium.render("1.20", merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system")
+    KubeClient(kubeconfig=kube_lab.kubeconfig).apply(KUBE_PROXY, "lab")
+    chart = dict(ichor_init_cilium_chart=cilium_charts["1.20"]["chart"], ichor_init_helm=kube_lab.bins["helm"])
+    inv, unused_keep = _inventory(lab, tmp_path, names=["cp-1", "worker-1"], **chart)
+    assert _init(inv).returncode == 0
+    lab.control.reset_timeline()
+    inv, unused_keep = _inventory(lab, tmp_path, **chart)
+    joined = _init(inv)
+    assert joined.returncode == 0, joined.stdout[-6000:]
+    assert "new control planes join one at a time, etcd healthy before and after each" in joined.stdout
+    assert "TASK [maesh.ichor.init : Take the cluster lock (machines join a running cluster)]" in joined.stdout
+    timeline = lab.control.timeline()
+    applies = [i for i, (name, what) in enumerate(timeline) if what == "ApplyConfiguration"]
+    assert [timeline[i][0] for i in applies] == ["cp-2", "cp-3"], [timeline[i] for i in applies]
+    # cp-3 is applied only after cp-2 booted into its config and its own etcd member answered
+    between = timeline[applies[0]:applies[1]]
+    assert ("cp-2", "boot") in between and ("cp-2", "EtcdStatus") in between[between.index(("cp-2", "boot")):]
+    # and etcd was asked on cp-1 before cp-2 was touched
+    assert ("cp-1", "EtcdStatus") in timeline[:applies[0]]
+    record = cluster_record.read(KubeClient(kubeconfig=kube_lab.kubeconfig))
+    assert sorted(record.get("nodes")) == ["cp-1", "cp-2", "cp-3", "worker-1"]
+    assert sum(lab.control.calls(m["name"]).get("Bootstrap", 0) for m in lab.machines) == 1

@@ -67,6 +67,7 @@ class Machine:
         self.keeps_config = keeps_config  # a machine that takes an apply but keeps its old config
         self.up_at = 0.0
         self.applied = []  # (mode name, maintenance client)
+        self.uuid = "4c4c4544-0047-3510-8057-b4c04f4b3332"
 
 
 class FakeTalos:
@@ -100,10 +101,19 @@ class FakeTalos:
         address = node or self.dial_only or "10.5.0.2"
         if self.world.clock.time() < m.up_at:
             raise errors.unreachable(address)
-        if self.maintenance != (m.mode == "maintenance"):
+        if self.maintenance != (m.mode == "maintenance") or m.mode == "other-cluster":
             raise errors.tls_error(address, "CERTIFICATE_VERIFY_FAILED")
         if call == "Version":
             return machine_pb2.VersionResponse(messages=[machine_pb2.Version(version=machine_pb2.VersionInfo(tag=m.version))])
+        if call == "Get" and request.type == "SystemInformations.hardware.talos.dev":
+            # the identity a machine in maintenance mode answers with (checked before an apply)
+            return cosi_state_pb2.GetResponse(resource=cosi_resource_pb2.Resource(
+                metadata=cosi_resource_pb2.Metadata(type=request.type, id="systeminformation"),
+                spec=cosi_resource_pb2.Spec(yaml_spec="uuid: %s\n" % m.uuid)))
+        if call == "Get" and request.type == "MachineStatuses.runtime.talos.dev":
+            return cosi_state_pb2.GetResponse(resource=cosi_resource_pb2.Resource(
+                metadata=cosi_resource_pb2.Metadata(type=request.type, id="machine"),
+                spec=cosi_resource_pb2.Spec(yaml_spec="stage: %s\n" % m.mode)))
         if call == "Get":
             assert request.type == talos_client.MACHINE_CONFIG_TYPE
             if m.config is None:
@@ -315,7 +325,8 @@ def test_maintenance_applies_through_the_maintenance_api_and_reads_back():
     assert result["diff"]["before"] == "" and "<redacted>" in result["diff"]["after"]
     assert machine.applied == [] and machine.mode == "maintenance"
 
-    assert [(c.maintenance, c.dial_only, c.closed) for c in conn.clients] == [(False, NODE, True)]  # it was asked first
+    # it was asked first over the talosconfig, then its UUID over the maintenance API (check mode reads it too)
+    assert [(c.maintenance, c.dial_only, c.closed) for c in conn.clients] == [(False, NODE, True), (True, NODE, True)]
 
     conn = Conn(machine, conn.clock)
     result = run(params(maintenance=True), conn)
@@ -326,6 +337,30 @@ def test_maintenance_applies_through_the_maintenance_api_and_reads_back():
     assert result["plan"] == [plan_line, "%s: configured at contract v1.14 (Talos v1.14.1), read back with zero drift" % NODE]
     # then configured: the same spec is zero drift
     assert not run(params(), Conn(machine, conn.clock))["changed"]
+
+
+def test_maintenance_checks_the_uuid_first_and_refuses_another_machine_at_the_address():
+    machine = Machine(config=None, mode="maintenance")
+    for check_mode in (True, False):
+        with pytest.raises(ConfigError) as exc:
+            run(params(maintenance=True, uuid="00000000-0000-0000-0000-00000000beef"), Conn(machine), check_mode)
+        assert exc.value.message == (
+            "%s answers with UUID %s, but the inventory expects 00000000-0000-0000-0000-00000000beef: another machine "
+            "holds this address now (a DHCP lease moved?); nothing applied. Correct the address or the expected UUID"
+            % (NODE, machine.uuid))
+    assert machine.applied == [] and machine.mode == "maintenance"
+    assert run(params(maintenance=True, uuid=machine.uuid), Conn(machine), True)["uuid"] == machine.uuid
+
+
+def test_maintenance_refuses_a_machine_another_cluster_configured_with_the_reclaim_hint():
+    machine = Machine(config=None, mode="other-cluster")  # refuses this talosconfig and the maintenance API alike
+    with pytest.raises(ConfigError) as exc:
+        run(params(maintenance=True), Conn(machine))
+    assert exc.value.message.startswith("%s is configured, and not by this cluster (it does not accept this "
+                                        "talosconfig's CA, and it refuses the maintenance API: " % NODE)
+    assert exc.value.message.endswith("A configured machine is never reset here: to reuse it, reclaim it with "
+                                      "maesh.ichor.reclaim (it resets it to maintenance mode), then run again")
+    assert machine.applied == []
 
 
 def test_a_rerun_with_maintenance_on_a_configured_machine_takes_the_drift_path():
