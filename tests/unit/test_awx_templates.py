@@ -1,7 +1,8 @@
 """The AWX job templates (docs/awx/job_templates.yml) against what their playbooks take: every survey variable is
 documented by the argument spec of the role the playbook runs (reclaim: the playbook's own variables), of a type it
 accepts; a required option has a required question; a yes/no question is a multiple choice of "false" and "true",
-read with | bool by the roles (as every bool option is: -e name=false is a string too); every playbook of the collection has a plan template and a run template."""
+read with | bool by the roles (as every bool option is: -e name=false is a string too); every playbook of the
+collection has a plan template and a run template."""
 
 import os
 import re
