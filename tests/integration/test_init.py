@@ -26,14 +26,16 @@ cilium_lab = cilium_fixtures.cilium_lab
 conformance_bin = conformance.conformance_bin
 
 
-def _inventory(lab, tmp_path, names=None, **extra):
-    """The inventory an operator writes for init: each machine's address and expected UUID."""
+def _inventory(lab, tmp_path, names=None, uuids=None, **extra):
+    """The inventory an operator writes for init: each machine's address and expected UUID (``uuids`` overrides
+    some: a lease that moved)."""
     keep = tmp_path / "keep"
     keep.mkdir(mode=0o700, exist_ok=True)
     groups = {"controlplane": {"hosts": {}}, "worker": {"hosts": {}}}
     for m in lab.machines:
         if names is None or m["name"] in names:
-            groups[m["role"]]["hosts"][m["name"]] = {"ansible_host": m["address"], "ichor_uuid": m["uuid"]}
+            groups[m["role"]]["hosts"][m["name"]] = {"ansible_host": m["address"],
+                                                     "ichor_uuid": (uuids or {}).get(m["name"], m["uuid"])}
     variables = {"ichor_init_cluster_name": "lab", "ichor_init_secrets_file": str(keep / "secrets.yaml"),
                  "ichor_init_talosconfig_file": str(keep / "talosconfig"),
                  "ichor_init_kubeconfig_file": str(keep / "kubeconfig")}
@@ -134,23 +136,6 @@ def refusal_lab(tmp_path_factory):
     lab.stop()
 
 
-def _refusal_inventory(lab, tmp_path, names, uuids=None, **extra):
-    keep = tmp_path / "keep"
-    keep.mkdir(mode=0o700, exist_ok=True)
-    groups = {"controlplane": {"hosts": {}}, "worker": {"hosts": {}}}
-    for m in lab.machines:
-        if m["name"] in names:
-            groups[m["role"]]["hosts"][m["name"]] = {"ansible_host": m["address"],
-                                                     "ichor_uuid": (uuids or {}).get(m["name"], m["uuid"])}
-    variables = {"ichor_init_cluster_name": "lab", "ichor_init_secrets_file": str(keep / "secrets.yaml"),
-                 "ichor_init_talosconfig_file": str(keep / "talosconfig"),
-                 "ichor_init_kubeconfig_file": str(keep / "kubeconfig")}
-    variables.update(extra)
-    path = tmp_path / "inventory.yml"
-    path.write_text(yaml.safe_dump({"all": {"vars": variables, "children": groups}}))
-    return str(path), keep
-
-
 REFUSALS = [
     ("another Talos", dict(ichor_init_talos_version="v1.13.9"), None,
      "talos v1.13.9 is not the release set's %s; this collection manages only its release set (no override) "
@@ -178,7 +163,7 @@ def test_init_refuses_before_anything_is_sent_or_written(refusal_lab, tmp_path, 
     uuids = None
     if names == "uuid":
         names, uuids = ["cp-1", "worker-1"], {"worker-1": "00000000-0000-0000-0000-00000000beef"}
-    inv, keep = _refusal_inventory(lab, tmp_path, names or ["cp-1", "worker-1"], uuids, **extra)
+    inv, keep = _inventory(lab, tmp_path, names or ["cp-1", "worker-1"], uuids, **extra)
     before = dict((m["name"], lab.control.calls(m["name"]).get("ApplyConfiguration", 0)) for m in lab.machines)
     for mode in (["--check"], []):
         proc = _init(inv, *mode)
@@ -190,7 +175,7 @@ def test_init_refuses_before_anything_is_sent_or_written(refusal_lab, tmp_path, 
 
 
 def test_an_even_number_of_control_planes_is_a_warning_in_the_plan(refusal_lab, tmp_path):
-    inv, unused_keep = _refusal_inventory(refusal_lab, tmp_path, ["cp-1", "cp-2", "worker-1"])
+    inv, unused_keep = _inventory(refusal_lab, tmp_path, ["cp-1", "cp-2", "worker-1"])
     proc = _init(inv, "--check")
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert ("2 control planes: etcd tolerates no more failures than with 1 (a quorum of 2 needs 2); an odd number is "
@@ -198,7 +183,7 @@ def test_an_even_number_of_control_planes_is_a_warning_in_the_plan(refusal_lab, 
 
 
 def test_an_unreachable_machine_is_named_and_nothing_is_sent(refusal_lab, tmp_path):
-    inv, unused_keep = _refusal_inventory(refusal_lab, tmp_path, ["cp-1", "worker-1"])
+    inv, unused_keep = _inventory(refusal_lab, tmp_path, ["cp-1", "worker-1"])
     data = yaml.safe_load(open(inv))
     data["all"]["children"]["worker"]["hosts"]["worker-1"]["ansible_host"] = "127.0.0.1"  # no Talos API there
     open(inv, "w").write(yaml.safe_dump(data))
@@ -207,7 +192,7 @@ def test_an_unreachable_machine_is_named_and_nothing_is_sent(refusal_lab, tmp_pa
 
 
 def test_a_given_bundle_that_does_not_validate_is_refused(refusal_lab, tmp_path):
-    inv, keep = _refusal_inventory(refusal_lab, tmp_path, ["cp-1", "worker-1"])
+    inv, keep = _inventory(refusal_lab, tmp_path, ["cp-1", "worker-1"])
     (keep / "secrets.yaml").write_text("cluster:\n  id: x\n")
     os.chmod(str(keep / "secrets.yaml"), 0o600)
     proc = _init(inv, "--check")
