@@ -34,7 +34,7 @@ def main():
                      reboot_seconds=REBOOT_SECONDS, upgrade_seconds=REBOOT_SECONDS).start(timeout=60)
     try:
         machines = lab.machines
-        image = talos_step.installer_image()
+        image = release.installer_image()
         target = talos_step.image_version(image)
         with tc.TalosClient(talosconfig.load(lab.talosconfig), timeout=10) as client:
             start = time.perf_counter()

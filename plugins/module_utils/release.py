@@ -21,6 +21,15 @@ CONTRACT = "v1.14"
 KUBERNETES = "v1.36.6"
 CILIUM = "1.20.4"
 
+# The Talos installer's repository: a machine installs Talos vX.Y.Z from INSTALLER:vX.Y.Z.
+INSTALLER = "ghcr.io/siderolabs/installer"
+
+
+def installer_image(version=None):
+    """The installer image of a Talos version (the set's by default)."""
+    return "%s:%s" % (INSTALLER, version or TALOS)
+
+
 # Kubernetes minors each Talos minor supports (Talos support matrix; the set uses the documented range).
 TALOS_KUBERNETES = {
     (1, 12): ((1, 30), (1, 35)),

@@ -26,6 +26,8 @@ description:
   - Plans the rollout, in order C(talos), C(config), C(kubernetes), C(cilium), and returns the first step still
     needed with the Versions table. Refuses a cluster whose Kubernetes is more than one minor behind or not supported
     by the set's Talos. Read-only.
+  - The C(talos) step's plan names each machine it would upgrade, in order, with the installer image and what the
+    step waits for, so that a plan in check mode reads every machine once, here, rather than once per machine.
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
@@ -56,6 +58,12 @@ options:
       contract:
         description: The version contract to move to.
         type: str
+  image:
+    description:
+      - The installer image the Talos step would run (as M(maesh.ichor.talos_upgrade)'s O(maesh.ichor.talos_upgrade#module:image)); its
+        tag is the version the step's plan names. Defaults to C(ghcr.io/siderolabs/installer) at the release set's Talos.
+      - A reference whose tag is no Talos version (or that has none) is refused before anything is read.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -210,7 +218,8 @@ from ansible_collections.maesh.ichor.plugins.module_utils.rollout import check
 
 def main():
     module = specs.module(specs.rollout(desired=dict(type="dict", default={}, options=dict(
-        talos=dict(type="str"), kubernetes=dict(type="str"), contract=dict(type="str")))), supports_check_mode=True)
+        talos=dict(type="str"), kubernetes=dict(type="str"), contract=dict(type="str"))), image=dict(type="str")),
+        supports_check_mode=True)
     runner.run(module, lambda conn: check.run(module.params, conn, module.check_mode))
 
 

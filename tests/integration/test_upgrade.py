@@ -74,12 +74,19 @@ def test_talos_step_rolls_one_machine_at_a_time(talos_kube_lab, tmp_path):
                          overrides=[{"name": "worker-2", "version": "v1.12.7"}])
     inv = _inventory(lab, tmp_path)
     before = dict((m["name"], m["machine_config"]) for m in lab.machines)
+    lab.control.reset_timeline()
     proc = _upgrade(inv, "--check", "--diff")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PLAN (check mode: nothing was written)" in proc.stdout
-    assert "cp-1 (%s): upgrade Talos from v1.13.9 to v1.14.5" % lab.address("cp-1") in proc.stdout
+    for name, version in (("cp-1", "v1.13.9"), ("worker-1", "v1.13.9"), ("worker-2", "v1.12.7")):
+        assert "%s (%s): upgrade Talos from %s to v1.14.5 with ghcr.io/siderolabs/installer:v1.14.5, reboot" % (
+            name, lab.address(name), version) in proc.stdout, proc.stdout
     assert "Talos             v1.12.7  v1.14.5  Behind" in proc.stdout
     assert set(_versions(lab).values()) == {"v1.13.9", "v1.12.7"}
+    # the plan is one task that reads each machine once: the per-machine play has no hosts in check mode
+    assert "TASK [maesh.ichor.upgrade : Upgrade Talos on this machine]" not in proc.stdout, proc.stdout
+    served = lab.control.timeline()  # what each machine served (the first control plane also proxies the others)
+    assert sorted(served) == sorted((m["name"], call) for m in lab.machines for call in ("Version", "Get")), served
     proc = _upgrade(inv)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert set(_versions(lab).values()) == {release.TALOS}

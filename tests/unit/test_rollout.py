@@ -7,8 +7,8 @@ from ansible_collections.maesh.ichor.plugins.module_utils.rollout import plan
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import kubernetes_step
 
-CPS = [{"name": "cp-%d" % i, "role": "controlplane", "talos": "v1.13.9"} for i in (1, 2, 3)]
-WORKERS = [{"name": "worker-1", "role": "worker", "talos": "v1.13.9"}]
+CPS = [{"name": "cp-%d" % i, "node": "10.5.0.%d" % (i + 1), "role": "controlplane", "talos": "v1.13.9"} for i in (1, 2, 3)]
+WORKERS = [{"name": "worker-1", "node": "10.5.0.5", "role": "worker", "talos": "v1.13.9"}]
 
 
 def _k8s(version):
@@ -19,7 +19,21 @@ def test_behind_cluster_plans_talos_first_control_planes_first():
     steps = plan.plan_rollout(WORKERS + CPS, _k8s("v1.35.4"), "v1.13", {"name": "cilium", "version": "1.19.10"})
     assert [s["step"] for s in steps] == ["talos", "kubernetes", "cilium"]
     assert steps[0]["machines"] == ["cp-1", "cp-2", "cp-3", "worker-1"]
-    assert "version contract to v1.14" in steps[0]["lines"][0]
+    # one line per machine in the step's order, in talos_upgrade's words, then the contract that moves with Talos
+    assert steps[0]["lines"] == [
+        "cp-1 (10.5.0.2): upgrade Talos from v1.13.9 to v1.14.5 with ghcr.io/siderolabs/installer:v1.14.5, reboot, "
+        "wait for it, its etcd member and its Node",
+        "cp-2 (10.5.0.3): upgrade Talos from v1.13.9 to v1.14.5 with ghcr.io/siderolabs/installer:v1.14.5, reboot, "
+        "wait for it, its etcd member and its Node",
+        "cp-3 (10.5.0.4): upgrade Talos from v1.13.9 to v1.14.5 with ghcr.io/siderolabs/installer:v1.14.5, reboot, "
+        "wait for it, its etcd member and its Node",
+        "worker-1 (10.5.0.5): upgrade Talos from v1.13.9 to v1.14.5 with ghcr.io/siderolabs/installer:v1.14.5, "
+        "reboot, wait for it and its Node",
+        "then record the version contract v1.14 (it moves with Talos)"]
+    mirror = "registry.example:5000/siderolabs/installer:v1.14.5"
+    steps = plan.plan_rollout(CPS[:1], _k8s(release.KUBERNETES), release.CONTRACT, None, image=mirror, target="v1.14.5")
+    assert steps[0]["lines"] == ["cp-1 (10.5.0.2): upgrade Talos from v1.13.9 to v1.14.5 with %s, reboot, wait for "
+                                 "it, its etcd member and its Node" % mirror]
 
 
 def test_config_step_only_after_talos_and_before_kubernetes():

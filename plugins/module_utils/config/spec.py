@@ -39,13 +39,13 @@ __metaclass__ = type
 import copy
 import re
 
+from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 
 DEFAULT_POD_SUBNETS = ["10.244.0.0/16"]
 DEFAULT_SERVICE_SUBNETS = ["10.96.0.0/12"]
 DEFAULT_KUBEPRISM_PORT = 7445
-INSTALLER = "ghcr.io/siderolabs/installer"
 
 _K8S = re.compile(r"^v?(\d+\.\d+\.\d+)$")
 _HOST = re.compile(r"^[A-Za-z0-9.:_*-]+$")
@@ -194,7 +194,7 @@ def machine(raw, cluster_spec):
     if not image:
         if not cluster_spec.get("talosVersion"):
             raise ConfigError("machine install.image is unset and the cluster spec has no talosVersion for the default installer")
-        image = "%s:%s" % (INSTALLER, cluster_spec["talosVersion"])
+        image = release.installer_image(cluster_spec["talosVersion"])
     hostname = raw.get("hostname")
     out = {
         "role": role,

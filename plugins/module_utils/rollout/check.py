@@ -14,7 +14,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.given import given
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
-from ansible_collections.maesh.ichor.plugins.module_utils.rollout import plan, state
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import plan, state, talos_step
 
 # Versions table component -> the key of ``components`` in the result
 STATE_KEYS = {"Talos": "talos", "Version contract": "contract", "Kubernetes": "kubernetes", "Cilium": "cilium"}
@@ -46,6 +46,8 @@ def run(params, conn, check_mode):
 
 
 def _run(params, conn, result):
+    image = params.get("image") or release.installer_image()
+    target = talos_step.image_version(image)  # a reference naming no version is refused before anything is read
     talos = conn.talos()
     kube = conn.kube()
     found = state.read(talos, kube, params["machines"])
@@ -60,7 +62,7 @@ def _run(params, conn, result):
     result.update(versions=rows, cni=found["cni"],
                   components=dict((STATE_KEYS[r["component"]], r["state"].lower().replace(" ", "_")) for r in rows))
     result["plan"] = plan.format_table(rows)
-    steps = plan.plan_rollout(found["machines"], found["kubernetes"], contract, found["cni"], pending)
+    steps = plan.plan_rollout(found["machines"], found["kubernetes"], contract, found["cni"], pending, image, target)
     result.update(steps=steps, step=steps[0]["step"] if steps else "")
     if steps:
         result["plan"] += ["next step: %s" % steps[0]["step"]] + steps[0]["lines"]

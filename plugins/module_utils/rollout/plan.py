@@ -82,14 +82,25 @@ def _config_line(m):
     return line + " (Talos says in the step's plan whether it reboots)"
 
 
-def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pending=()):
+def talos_line(hostname, node, before, target, image, controlplane, wait=True):
+    """The Talos step's line for one machine: the same words in release_check's plan (the whole step, read once)
+    and in talos_upgrade's (the machine it runs on)."""
+    if wait:
+        then = "wait for it%s" % (", its etcd member and its Node" if controlplane else " and its Node")
+    else:
+        then = "not waiting for it (wait: false)"
+    return "%s (%s): upgrade Talos from %s to %s with %s, reboot, %s" % (hostname, node, before, target, image, then)
+
+
+def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pending=(), image=None, target=None):
     """The steps still needed, in order, and the first of them.
 
-    machines: [{name, role, talos}] (control planes first is the order the talos step takes);
+    machines: [{name, role, talos, node}] (control planes first is the order the talos step takes);
     kubernetes_by_source: {"<machine> kube-apiserver": "v1.35.4", "<node> kubelet": ...};
     contract: the cluster's version contract; cni: {name, version} from the detector;
     config_pending: [{name, form}] of the machines whose config is not yet in the set's contract form
     (config engine, control planes first).
+    image, target: the Talos step's installer image and the version it installs (default: the set's).
     Raises Refused with the reason when the cluster cannot be rolled.
     """
     check_not_newer(machines, kubernetes_by_source, contract, cni)
@@ -117,10 +128,11 @@ def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pend
     steps = []
     behind = [m for m in ordered if release.judge(m["talos"], release.TALOS) == "behind"]
     if behind:
-        lines = ["upgrade Talos on %s (%s) from %s to %s%s" % (
-            m["name"], m["role"], m["talos"], release.TALOS,
-            ", version contract to %s" % release.CONTRACT if contract and release.judge(contract, release.CONTRACT) == "behind" else "")
-            for m in behind]
+        image = image or release.installer_image()
+        lines = [talos_line(m["name"], m["node"], m["talos"], target or release.TALOS, image,
+                            m["role"] == "controlplane") for m in behind]
+        if contract and release.judge(contract, release.CONTRACT) == "behind":
+            lines.append("then record the version contract %s (it moves with Talos)" % release.CONTRACT)
         steps.append({"step": "talos", "machines": [m["name"] for m in behind], "lines": lines})
     kube_behind = bool(kubernetes) and release.judge(kubernetes, release.KUBERNETES) == "behind"
     # ADR 0113 runs the config step when Kubernetes is behind (Ichor's controller applies any other pending

@@ -91,7 +91,7 @@ def config_model(live, cluster=None, secrets_path=None, record=None):
 
 
 def read(talos, kube, machines):
-    """{machines: [{name, role, talos}], kubernetes: {source: version}, cni, record, rows (with each config)}."""
+    """{machines: [{name, node, role, talos}], kubernetes: {source: version}, cni, record, rows (with each config)}."""
     ordered = _read_machines(talos, machines)
     kubernetes = {}
     for m in ordered:
@@ -106,7 +106,7 @@ def read(talos, kube, machines):
     found_cni = cni.detect(kube)
     if ((record.get("cluster") or {}).get("cni") or {}).get("preset") == "unmanaged":
         found_cni["unmanaged"] = True  # adopted with its CNI left alone: no Cilium judgement, no Cilium step
-    return {"machines": [{"name": m["name"], "role": m["role"], "talos": m["talos"]} for m in ordered],
+    return {"machines": [{"name": m["name"], "node": m["node"], "role": m["role"], "talos": m["talos"]} for m in ordered],
             "kubernetes": kubernetes, "cni": found_cni, "record": record, "rows": ordered}
 
 

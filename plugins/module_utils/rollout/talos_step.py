@@ -22,11 +22,10 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common import images, 
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import redact_text
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, nodes
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import plan
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, etcd, machine
-
-INSTALLER = "ghcr.io/siderolabs/installer"
 
 # What a Talos installer's tag looks like, and what a machine reports as its version after it.
 _TALOS_TAG = re.compile(r"\Av\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?\Z")
@@ -42,10 +41,6 @@ OUTPUT_LINES = 5
 OUTPUT_LIMIT = 300
 _EXIT_CODES = {2: "invalid input", 3: "unsupported operation", 4: "environment error", 5: "dependency error",
                6: "I/O error", 7: "installation error"}  # machinery constants.Exit*
-
-
-def installer_image(version=None):
-    return "%s:%s" % (INSTALLER, version or release.TALOS)
 
 
 def image_version(image):
@@ -165,7 +160,7 @@ def run(params, conn, check_mode, clock=None):
     ``wait`` the machine is waited for (``wait_back``); without it the run returns once the upgrade
     is sent. Without a kubeconfig there is no Node to wait for.
     """
-    image = params["image"] or installer_image()
+    image = params["image"] or release.installer_image()
     node = params["node"]
     try:
         target = image_version(image)  # before anything is sent
@@ -197,12 +192,8 @@ def run(params, conn, check_mode, clock=None):
             if not healthy:
                 raise UpgradeFailed("%s is a control plane and etcd is not healthy (%s); no upgrade was started" % (
                     hostname, detail), result=dict(plan=[], before=before, after=before))
-        if params["wait"]:
-            then = "wait for it%s" % (", its etcd member and its Node" if controlplane else " and its Node")
-        else:
-            then = "not waiting for it (wait: false)"
-        result.update(changed=True, plan=["%s (%s): upgrade Talos from %s to %s with %s, reboot, %s" % (
-            hostname, node, before, target, image, then)])
+        result.update(changed=True, plan=[plan.talos_line(hostname, node, before, target, image, controlplane,
+                                                          params["wait"])])
         if check_mode:
             return result
         start_upgrade(client, node, before, image, hostname)
