@@ -80,7 +80,9 @@ def test_three_control_planes_and_two_workers_from_maintenance_mode_to_a_ready_c
     inv, keep = _inventory(lab, tmp_path, ichor_init_cilium_chart=cilium_charts["1.20"]["chart"],
                            ichor_init_helm=kube_lab.bins["helm"])
     mark = kube_lab.audit_mark()
-    planned = _init(inv, "--check")
+    # the operator's KUBECONFIG names another cluster (here: none that exists): init never reads it
+    planned = ansible_playbook("-i", inv, "maesh.ichor.init", "--check",
+                               env={"KUBECONFIG": str(tmp_path / "another-clusters-kubeconfig")})
     assert planned.returncode == 0, planned.stdout[-6000:]
     assert "PLAN (check mode: nothing was written)" in planned.stdout
     assert "etcd: bootstrapped once, on cp-1" in planned.stdout

@@ -287,6 +287,37 @@ def test_install_playbook_under_the_installers_own_service_account(kube_lab, tmp
     assert proc.returncode == 0 and "changed=0" in proc.stdout, proc.stdout
 
 
+@pytest.mark.modules
+def test_install_through_ansible_runner_as_awx_runs_it_leaks_no_credential(kube_lab, tmp_path):
+    """AWX's way (tests/integration/awx.py): the kubeconfig injected as a 0600 file named by KUBECONFIG, the survey's
+    extra bundle as an !unsafe extravar; the plan, the install, a rerun that changes nothing, a prune; the runner's
+    artifacts and stdout hold nothing of the kubeconfig's secrets."""
+    from tests.integration.awx import AwxJob, kubeconfig_markers
+    job = AwxJob(tmp_path / "runner", "install")
+    job.inventory({"all": {"hosts": {"localhost": {"ansible_connection": "local"}}}})
+    job.credential("KUBECONFIG", kube_lab.kubeconfig)
+    markers = kubeconfig_markers(kube_lab.kubeconfig)
+    extra = tmp_path / "extra"
+    _write_bundle(extra, [_sa("ichor-awx-test-a", "ichor-system")])
+    survey = {"ichor_installer_extra_bundles": [str(extra)]}
+    outs = []
+    for step, cmdline in (("plan", "--check --diff"), ("install", None), ("rerun", None)):
+        rc, out = job.run(survey, cmdline=cmdline, job_id=len(outs) + 1)
+        assert rc == 0, (step, out[-4000:])
+        outs.append(out)
+    assert "PLAN (check mode: nothing was written)" in outs[0] and "create ServiceAccount ichor-system/ichor-awx-test-a" in outs[0]
+    admin = KubeClient(kubeconfig=kube_lab.kubeconfig)
+    assert admin.get("v1", "ServiceAccount", "ichor-awx-test-a", "ichor-system") is not None
+    assert "changed=0" in outs[2], outs[2][-3000:]
+    _write_bundle(extra, [_sa("ichor-awx-test-b", "ichor-system")])
+    rc, out = job.run(survey, job_id=4)
+    assert rc == 0 and "pruned ServiceAccount ichor-system/ichor-awx-test-a" in out, out[-4000:]
+    outs.append(out)
+    assert job.sweep(markers, outs) == []
+    _write_bundle(extra, [])
+    assert job.run(survey, job_id=5)[0] == 0  # leaves the cluster as the other tests expect it
+
+
 # -- issue 12: a snapshot another run left; inventory entries the server no longer serves ------------
 
 KILLED = "20261201T070000Z-00000000dead"

@@ -82,6 +82,7 @@ def test_talos_step_rolls_one_machine_at_a_time(talos_kube_lab, tmp_path):
         assert "%s (%s): upgrade Talos from %s to v1.14.5 with ghcr.io/siderolabs/installer:v1.14.5, reboot" % (
             name, lab.address(name), version) in proc.stdout, proc.stdout
     assert "Talos             v1.12.7  v1.14.5  Behind" in proc.stdout
+    assert "then: config, kubernetes" in proc.stdout, proc.stdout  # the config step is shown, not hidden
     assert set(_versions(lab).values()) == {"v1.13.9", "v1.12.7"}
     # the plan is one task that reads each machine once: the per-machine play has no hosts in check mode
     assert "TASK [maesh.ichor.upgrade : Upgrade Talos on this machine]" not in proc.stdout, proc.stdout
@@ -315,30 +316,35 @@ def _bundle_secrets(case_dir):
     return values
 
 
-def _runner_check_artifacts(inv, tmp_path):
-    """Run the upgrade playbook in check and diff mode through ansible-runner (as AWX does); all artifacts' text."""
-    import glob
-    import os
-    import sys
+def _awx_job(lab, inv, tmp_path):
+    """The upgrade job template as AWX runs it: the inventory without credentials, the talosconfig (with a marker)
+    and the kubeconfig injected; ``job.markers`` are their secrets."""
+    from tests.integration.awx import AwxJob, kubeconfig_markers
+    from tests.integration.test_reclaim import marked_talosconfig
+    job = AwxJob(tmp_path / "runner", "upgrade")
+    job.inventory(yaml.safe_load(open(inv)))
+    marked = str(tmp_path / "marked-talosconfig")
+    job.markers = marked_talosconfig(lab, marked) + kubeconfig_markers(lab.kube.kubeconfig)
+    job.credential("TALOSCONFIG", marked)
+    job.credential("KUBECONFIG", lab.kube.kubeconfig)
+    return job
 
-    import ansible_runner
 
-    from tests.integration.ansible_env import ansible_env
-    private = tmp_path / "runner"
-    os.makedirs(str(private / "project"))
-    (private / "project" / "upgrade.yml").write_text("- name: Upgrade\n  ansible.builtin.import_playbook: maesh.ichor.upgrade\n")
-    env = ansible_env()
-    envvars = dict((k, env[k]) for k in ("ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_CALLBACKS_ENABLED", "ANSIBLE_LOCAL_TEMP"))
-    envvars["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-    result = ansible_runner.run(private_data_dir=str(private), playbook="upgrade.yml", inventory=inv, envvars=envvars,
-                                cmdline="--check --diff", quiet=True)
-    assert result.rc == 0, result.stdout.read()
-    text = ""
-    for path in glob.glob(str(private / "artifacts" / "**" / "*"), recursive=True):
-        if os.path.isfile(path):
-            with open(path, errors="replace") as handle:
-                text += handle.read()
-    return text
+@pytest.mark.modules
+def test_upgrade_through_ansible_runner_as_awx_runs_it_leaks_no_secret(talos_kube_lab, tmp_path):
+    """The plan job, the run job with ichor_upgrade_follow from the survey (talos, config, kubernetes in one job), and
+    a rerun that changes nothing, each through ansible-runner; no credential or bundle secret in what they left."""
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9")
+    job = _awx_job(lab, _inventory(lab, tmp_path), tmp_path)
+    outs = []
+    for cmdline in ("--check --diff", None, None):
+        rc, out = job.run({"ichor_upgrade_follow": True}, cmdline=cmdline, job_id=len(outs) + 1)
+        assert rc == 0, out[-4000:]
+        outs.append(out)
+    assert "next step: talos" in outs[0] and "then: config, kubernetes" in outs[0], outs[0][-4000:]
+    assert set(_versions(lab).values()) == {release.TALOS}
+    assert "the cluster is at the release set; nothing to do" in outs[2] and "changed=0" in outs[2], outs[2][-3000:]
+    assert job.sweep(_bundle_secrets(V113_K8S_135) + job.markers, outs) == []
 
 
 def test_config_step_reboots_what_talos_says_and_leaks_no_secret(talos_kube_lab, tmp_path):
@@ -356,10 +362,12 @@ def test_config_step_reboots_what_talos_says_and_leaks_no_secret(talos_kube_lab,
     for marker in markers:
         assert marker not in proc.stdout + proc.stderr
     assert all("KubeletConfig" not in _kinds(docs) for docs in _configs(lab).values())
-    artifacts = _runner_check_artifacts(inv, tmp_path)
-    assert "config from the v1.13 form to v1.14" in artifacts
-    for marker in markers:
-        assert marker not in artifacts
+    # the same plan as an AWX job (tests/integration/awx.py): the credentials injected, nothing of them or of the
+    # bundle in the runner's artifacts
+    job = _awx_job(lab, inv, tmp_path)
+    rc, out = job.run(cmdline="--check --diff")
+    assert rc == 0 and "config from the v1.13 form to v1.14" in out, out[-4000:]
+    assert job.sweep(markers + job.markers, [out]) == []
 
     proc = _upgrade(inv, "--diff", "-vvvv")
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -43,8 +43,9 @@ def test_config_step_only_after_talos_and_before_kubernetes():
     assert [s["step"] for s in steps] == ["config", "kubernetes"]
     assert steps[0]["machines"] == ["cp-1"]
     assert "move the config of cp-1 from the v1.13 form to v1.14" in steps[0]["lines"][0]
+    # behind a Talos step the plan still shows the config step (ADR 0113: the rollout never hides it)
     steps = plan.plan_rollout(CPS, _k8s("v1.35.4"), "v1.13", None, config_pending=pending)
-    assert [s["step"] for s in steps] == ["talos", "kubernetes"]
+    assert [s["step"] for s in steps] == ["talos", "config", "kubernetes"]
     # no controller applies a pending config here, so the config step also runs with Kubernetes at the set
     steps = plan.plan_rollout(done, _k8s(release.KUBERNETES), "v1.13", None, config_pending=pending)
     assert [s["step"] for s in steps] == ["config"]

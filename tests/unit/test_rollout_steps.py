@@ -317,7 +317,7 @@ def test_check_plans_the_talos_step_of_a_behind_cluster(conns):
     world = World(V113, {"*": "v1.13.9"})
     result = check.run(dict(world.params(), desired={}), conns(world), True)
     assert result["components"] == {"talos": "behind", "contract": "behind", "kubernetes": "behind"}
-    assert result["step"] == "talos" and [s["step"] for s in result["steps"]] == ["talos", "kubernetes"]
+    assert result["step"] == "talos" and [s["step"] for s in result["steps"]] == ["talos", "config", "kubernetes"]
     assert result["config_pending"] == [{"name": "cp-1", "form": "v1.13", "drop": []},
                                         {"name": "worker-1", "form": "v1.13", "drop": []}]
     assert "next step: talos" in result["plan"] and world.writes == [] and world.kube_writes == []

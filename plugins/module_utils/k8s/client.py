@@ -323,7 +323,10 @@ class KubeClient:
     def resource(self, api_version, kind):
         try:
             with self._calling("API discovery of %s %s" % (api_version, kind)):
-                return self.dynamic.resources.get(api_version=api_version, kind=kind)
+                # the core group lives under /api, the others under /apis: naming the prefix keeps discovery from
+                # reading every API group's resources when it looks for a core kind (a v1 Node took 21 requests)
+                prefix = "apis" if "/" in api_version else "api"
+                return self.dynamic.resources.get(api_version=api_version, kind=kind, prefix=prefix)
         except ResourceNotFoundError:
             raise KubeError("the API server does not serve %s %s" % (api_version, kind))
 

@@ -73,8 +73,8 @@ def managed_refusal(insp, managed):
         return "node %s is already an Ichor machine (of cluster %s); nothing was sent" % (uuid, quoted(name))
     if same_cluster:
         return ("node %s is already an Ichor machine: it carries the CAs of cluster %s (same cluster ID) but is not "
-                "registered; add it with adopt's add-machine step (ichor adopt --add-machine) instead of "
-                "reclaiming it; nothing was sent" % (uuid, quoted(name)))
+                "registered; add it with adopt's add-machine step (list it in the inventory and run maesh.ichor.adopt) "
+                "instead of reclaiming it; nothing was sent" % (uuid, quoted(name)))
     return None
 
 

@@ -135,9 +135,10 @@ def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pend
             lines.append("then record the version contract %s (it moves with Talos)" % release.CONTRACT)
         steps.append({"step": "talos", "machines": [m["name"] for m in behind], "lines": lines})
     kube_behind = bool(kubernetes) and release.judge(kubernetes, release.KUBERNETES) == "behind"
-    # ADR 0113 runs the config step when Kubernetes is behind (Ichor's controller applies any other pending
-    # config on its own); with no controller here, it also runs when Kubernetes is up to date.
-    if config_pending and not behind:
+    # ADR 0113 runs the config step once Talos is done, when Kubernetes is behind (Ichor's controller applies any
+    # other pending config on its own); with no controller here, it also runs when Kubernetes is up to date. The
+    # plan shows it behind a Talos step too: the rollout never hides a config step.
+    if config_pending:
         steps.append({"step": "config", "machines": [m["name"] for m in config_pending],
                       "lines": [_config_line(m) for m in config_pending]})
     if kube_behind:

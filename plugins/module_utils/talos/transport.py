@@ -13,34 +13,27 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 import shutil
 import ssl
 import tempfile
 
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.errors import TalosConfigError
 
-try:
-    from cryptography.hazmat.primitives import serialization
-    HAS_CRYPTOGRAPHY = True
-except ImportError:  # pragma: no cover
-    HAS_CRYPTOGRAPHY = False
+_PRIVATE_KEY_PEM = re.compile(br"-----BEGIN (?:EC |RSA )?PRIVATE KEY-----\s+[A-Za-z0-9+/=\s]+-----END (?:EC |RSA )?PRIVATE KEY-----")
 
 
 def normalise_key_pem(key_pem):
-    """Return the client key as PKCS#8 PEM that OpenSSL loads.
+    """Return the client key as a PEM that OpenSSL loads (PKCS#8, or SEC1 for ECDSA), without parsing it here:
+    OpenSSL reads it when the certificate chain is loaded, so no module pays for importing cryptography.
 
-    Talos labels Ed25519 keys ``ED25519 PRIVATE KEY`` (PKCS#8 DER inside), a label OpenSSL
-    does not know; ECDSA keys come as ``EC PRIVATE KEY``.
+    Talos labels Ed25519 keys ``ED25519 PRIVATE KEY`` (PKCS#8 DER inside), a label OpenSSL does not know;
+    ECDSA keys come as ``EC PRIVATE KEY``.
     """
     pem = key_pem.replace(b"ED25519 PRIVATE KEY", b"PRIVATE KEY")
-    if not HAS_CRYPTOGRAPHY:
-        return pem
-    try:
-        key = serialization.load_pem_private_key(pem, password=None)
-    except (ValueError, TypeError):
+    if not _PRIVATE_KEY_PEM.search(pem):
         raise TalosConfigError("the talosconfig context's client key cannot be loaded (not a PEM private key)")
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return pem
 
 
 def _load_chain(ctx, crt_pem, key_pem):

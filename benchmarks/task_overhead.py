@@ -1,0 +1,252 @@
+"""Benchmark: what a task of this collection costs per host through ``ansible-playbook``, the way users run it
+(issue 16), measured side by side in one run on this machine:
+
+* each module's start-up: its process alone (the AnsiballZ file Ansible ran, with options that fail before any call),
+  ``talos_facts`` and ``talos_upgrade`` against ``ping``;
+* ``maesh.ichor.talos_facts`` against ``ansible.builtin.ping`` (both ``connection: local``, one task, one host per
+  simulated machine) at 5, 20 and 50 machines, forks 5 and 50, three runs each (the median): wall time and CPU time
+  (the playbook and its module processes) per host, what one more host costs (the slope), and the ratios;
+* ``maesh.ichor.upgrade --check`` on 3 control planes and 10, 50 and 100 workers behind the release set, with the real
+  API server: wall time and its growth law (least squares: a + b per machine);
+* the rolling Talos step through ``maesh.ichor.upgrade`` on 1 + 4 machines: its overhead per machine beyond the
+  simulator's own upgrade and reboot time.
+
+Run by hand (about ten minutes on 2 cores):
+
+    ~/.cache/maesh-ichor/env-2.19/bin/python -m benchmarks.task_overhead [--quick]
+
+``--quick`` runs the smallest sizes only. The last line is one JSON object: {"benchmark", "figures", "ratio",
+"goal"}; it is also written to benchmarks/results/task_overhead.json.
+"""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+from tests import collection_path
+
+collection_path.ensure()
+
+# pylint: disable=wrong-import-position
+from tests.integration.ansible_env import ansible_env, write_inventory  # noqa: E402
+from tests.lab.agent import LabAgent  # noqa: E402
+from tests.lab.kube.cluster import KubeLab, binaries  # noqa: E402
+from tests.lab.process import LabProcess  # noqa: E402
+
+BEHIND = "v1.13/v1.13.9/k8s-older"  # real Talos configs: contract v1.13, Talos v1.13.9, Kubernetes 1.35.4
+KUBELET = "v1.35.4"  # the case's Kubernetes, as each Node's kubelet
+RUNS = 3
+GOALS = {"upgrade_check_103_s": 15.0, "startup_ratio": 1.5, "roll_overhead_per_machine_s": 1.0}
+
+PLAYBOOK = """\
+- name: One task per host
+  hosts: controlplane:worker
+  connection: local
+  gather_facts: false
+  vars:
+    ansible_python_interpreter: "{{ ansible_playbook_python }}"
+  tasks:
+    - name: The task
+      %s
+"""
+TASKS = {
+    "ping": "ansible.builtin.ping:",
+    "talos_facts": "maesh.ichor.talos_facts:\n        talosconfig: \"{{ ichor_talosconfig }}\"\n"
+                   "        node: \"{{ ansible_host }}\"",
+}
+
+
+def _exe():
+    return os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+
+
+def _play(args, env=None):
+    """(wall seconds, CPU seconds of the playbook and every process it waited for)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run([_exe()] + args, env=env or ansible_env(), capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit("ansible-playbook %s failed:\n%s\n%s" % (" ".join(args), proc.stdout[-3000:], proc.stderr[-2000:]))
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, proc.stdout
+
+
+def _inventory(lab, path, kubeconfig=None):
+    inventory = write_inventory(lab.control.state(), path)
+    if kubeconfig:
+        data = yaml.safe_load(open(inventory))
+        data["all"]["vars"]["ichor_kubeconfig"] = kubeconfig
+        with open(inventory, "w") as handle:
+            yaml.safe_dump(data, handle)
+    return inventory
+
+
+def per_host(work, sizes, forks_list):
+    """talos_facts against ping: per host wall and CPU (medians of RUNS) at each size and forks."""
+    rows = []
+    for task, body in TASKS.items():
+        with open(os.path.join(work, task + ".yml"), "w") as handle:
+            handle.write(PLAYBOOK % body)
+    for size in sizes:
+        lab = LabProcess(os.path.join(work, "facts-%d" % size), controlplanes=1, workers=size - 1).start(timeout=120)
+        try:
+            inventory = _inventory(lab, os.path.join(work, "facts-%d.yml" % size))
+            for forks in forks_list:
+                row = {"machines": size, "forks": forks}
+                for task in TASKS:
+                    runs = [_play(["-i", inventory, "-f", str(forks), os.path.join(work, task + ".yml")])[:2]
+                            for _run in range(RUNS)]
+                    row[task + "_wall_s"] = round(statistics.median(r[0] for r in runs), 3)
+                    row[task + "_cpu_per_host_s"] = round(statistics.median(r[1] for r in runs) / size, 3)
+                row["cpu_ratio"] = round(row["talos_facts_cpu_per_host_s"] / row["ping_cpu_per_host_s"], 2)
+                row["wall_ratio"] = round(row["talos_facts_wall_s"] / row["ping_wall_s"], 2)
+                rows.append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+        finally:
+            lab.stop()
+    return rows
+
+
+# What a module process costs before it does any work: each module's AnsiballZ file (kept with
+# ANSIBLE_KEEP_REMOTE_FILES) run on its own with options that fail at once (a talosconfig that does not exist), the
+# least CPU time of STARTUP_RUNS runs; ping is the anchor.
+STARTUP_MODULES = (("ansible.builtin.ping", ""),
+                   ("maesh.ichor.talos_facts", "node=127.0.0.9 talosconfig=/nonexistent"),
+                   ("maesh.ichor.talos_upgrade", "node=127.0.0.9 role=worker talosconfig=/nonexistent"))
+STARTUP_RUNS = 10
+
+
+def _cpu_of(argv):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def startup(work):
+    """{module: least CPU seconds of its process alone}, and each module's ratio to ping's."""
+    kept = os.path.join(work, "kept")
+    env = ansible_env({"ANSIBLE_KEEP_REMOTE_FILES": "1", "ANSIBLE_REMOTE_TMP": kept})
+    adhoc = os.path.join(os.path.dirname(sys.executable), "ansible")
+    out = {}
+    for module, args in STARTUP_MODULES:
+        before = set(_kept_files(kept))
+        subprocess.run([adhoc, "localhost", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
+                        "-m", module, "-a", args], env=env, capture_output=True, check=False)
+        wrapper = sorted(set(_kept_files(kept)) - before)
+        assert len(wrapper) == 1, wrapper
+        out[module.rsplit(".", 1)[-1]] = round(min(_cpu_of([sys.executable, wrapper[0]]) for _run in range(STARTUP_RUNS)), 3)
+    ratios = dict((name, round(cpu / out["ping"], 2)) for name, cpu in out.items() if name != "ping")
+    return {"cpu_s": out, "ratio_to_ping": ratios}
+
+
+def _kept_files(kept):
+    for root, _dirs, files in os.walk(kept):
+        for name in files:
+            if name.startswith("AnsiballZ_"):
+                yield os.path.join(root, name)
+
+
+def _growth(points):
+    """Least squares a + b*n over [(n, seconds)]."""
+    ns = [p[0] for p in points]
+    ys = [p[1] for p in points]
+    n_mean, y_mean = statistics.mean(ns), statistics.mean(ys)
+    b = sum((n - n_mean) * (y - y_mean) for n, y in points) / sum((n - n_mean) ** 2 for n in ns)
+    return round(y_mean - b * n_mean, 3), round(b, 4)
+
+
+def upgrade_check(work, kube, workers_list):
+    """upgrade --check wall time on 3 control planes and each number of workers."""
+    rows = []
+    for workers in workers_list:
+        lab = LabProcess(os.path.join(work, "check-%d" % workers), controlplanes=3, workers=workers, case=BEHIND,
+                         version="v1.13.9").start(timeout=180)
+        agent = LabAgent(kube.api_client(), talos_lab=lab, default_kubelet=KUBELET, owner="bench")
+        try:
+            agent.sync_once()
+            inventory = _inventory(lab, os.path.join(work, "check-%d.yml" % workers), kube.kubeconfig)
+            runs = [_play(["-i", inventory, "maesh.ichor.upgrade", "--check"]) for _run in range(RUNS)]
+            assert "next step: talos" in runs[0][2], runs[0][2][-2000:]
+            rows.append({"machines": 3 + workers, "wall_s": round(statistics.median(r[0] for r in runs), 3),
+                         "cpu_s": round(statistics.median(r[1] for r in runs), 3)})
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        finally:
+            agent.stop()
+            lab.stop()
+    return rows
+
+
+def rolling_upgrade(work, kube, workers=4, upgrade_seconds=0.5, reboot_seconds=0.3):
+    """The Talos step through the playbook on 1 + workers machines: overhead per machine beyond the simulator's
+    upgrade and reboot time, with the plan's own time (the --check run) taken out."""
+    lab = LabProcess(os.path.join(work, "roll"), controlplanes=1, workers=workers, case=BEHIND, version="v1.13.9",
+                     upgrade_seconds=upgrade_seconds, reboot_seconds=reboot_seconds).start(timeout=120)
+    agent = LabAgent(kube.api_client(), talos_lab=lab, default_kubelet=KUBELET, owner="bench")
+    agent.start()  # the Nodes follow the machines through their reboots
+    try:
+        inventory = _inventory(lab, os.path.join(work, "roll.yml"), kube.kubeconfig)
+        plan_wall = _play(["-i", inventory, "maesh.ichor.upgrade", "--check"])[0]
+        wall, _cpu, out = _play(["-i", inventory, "maesh.ichor.upgrade"])
+        assert out.count("changed: [") >= 1 + workers, out[-2000:]
+    finally:
+        agent.stop()
+        lab.stop()
+    machines = 1 + workers
+    simulated = upgrade_seconds + reboot_seconds
+    return {"machines": machines, "wall_s": round(wall, 3), "plan_wall_s": round(plan_wall, 3),
+            "simulated_per_machine_s": simulated,
+            "overhead_per_machine_s": round((wall - plan_wall) / machines - simulated, 3)}
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.task_overhead")
+    parser.add_argument("--quick", action="store_true", help="the smallest sizes only")
+    args = parser.parse_args()
+    sizes, forks_list, workers_list = ([5], [5], [10, 20]) if args.quick else ([5, 20, 50], [5, 50], [10, 50, 100])
+    work = tempfile.mkdtemp(prefix="ichor-bench-overhead-")
+    kube = KubeLab.start(workdir=os.path.join(work, "kube"), bins=binaries(build=True, stream=sys.stderr))
+    try:
+        start_up = startup(work)
+        facts = per_host(work, sizes, forks_list)
+        check = upgrade_check(work, kube, workers_list)
+        roll = rolling_upgrade(work, kube)
+    finally:
+        kube.stop()
+    a, b = _growth([(r["machines"], r["wall_s"]) for r in check])
+    figures = {"start_up": start_up, "per_host": facts, "upgrade_check": check,
+               "upgrade_check_growth": "%.2f s + %.3f s per machine" % (a, b),
+               "upgrade_check_at_103_s": round(a + b * 103, 2), "rolling_upgrade": roll}
+    if len(sizes) > 1:  # what one more host costs: the slope of CPU over machines, per module and forks
+        for forks in forks_list:
+            rows = [r for r in facts if r["forks"] == forks]
+            slopes = dict((task, _growth([(r["machines"], r[task + "_cpu_per_host_s"] * r["machines"]) for r in rows])[1])
+                          for task in TASKS)
+            figures["cpu_per_extra_host_forks_%d" % forks] = dict(slopes, ratio=round(slopes["talos_facts"] / slopes["ping"], 2))
+    ratios = {"upgrade_check_103": round((a + b * 103) / GOALS["upgrade_check_103_s"], 3),
+              "start_up": round(start_up["ratio_to_ping"]["talos_facts"] / GOALS["startup_ratio"], 3),
+              "roll_overhead": round(roll["overhead_per_machine_s"] / GOALS["roll_overhead_per_machine_s"], 3)}
+    result = {"benchmark": "task_overhead", "figures": figures, "ratio": ratios,
+              "goal": "upgrade --check on 3 + 100 machines under %.0f s; a Talos-only module's start-up (talos_facts' "
+                      "process alone) within %.1f times ping's; the rolling Talos step's overhead under %.0f s per "
+                      "machine (each ratio below 1 meets its goal)" % (
+                          GOALS["upgrade_check_103_s"], GOALS["startup_ratio"], GOALS["roll_overhead_per_machine_s"])}
+    out = os.path.join(collection_path.REPO, "benchmarks", "results")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "task_overhead.json"), "w") as handle:
+        json.dump(result, handle, indent=2)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""A job run the way AWX runs it, through ansible-runner: a private data dir with the project (a playbook that
+imports the collection's), the inventory as a file, the credentials as 0600 files the credential types' injectors
+write (docs/awx/credential_types.yml) with their paths in env/envvars (TALOSCONFIG, KUBECONFIG), the survey's
+answers as !unsafe extravars beside AWX's own variables, the plan callback enabled beside ansible-runner's stdout
+callback. ``sweep`` reads every file the job left (artifacts included) for credential markers."""
+
+import glob
+import json
+import os
+import shutil
+import sys
+
+import yaml
+
+from tests.integration.ansible_env import ansible_env
+
+
+class AwxJob:
+    def __init__(self, private, playbook):
+        self.private = str(private)
+        self.playbook = playbook + ".yml"
+        self.injected = []
+        self.envvars = {}
+        for sub in ("project", "env", "inventory"):
+            os.makedirs(os.path.join(self.private, sub), exist_ok=True)
+        with open(os.path.join(self.private, "project", self.playbook), "w") as handle:
+            handle.write("---\n- name: The job template's playbook\n  ansible.builtin.import_playbook: maesh.ichor.%s\n"
+                         % playbook)
+        env = ansible_env()
+        self.envvars.update((k, env[k]) for k in ("ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_CALLBACKS_ENABLED",
+                                                  "ANSIBLE_LOCAL_TEMP", "ANSIBLE_NOCOLOR"))
+        self.envvars["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+
+    def inventory(self, data):
+        """The inventory source, without any credential (those come from the injectors)."""
+        for group in [data.get("all") or {}]:
+            for key in ("ichor_talosconfig", "ichor_kubeconfig", "ichor_talos_context", "ichor_kube_context"):
+                (group.get("vars") or {}).pop(key, None)
+        with open(os.path.join(self.private, "inventory", "hosts.yml"), "w") as handle:
+            yaml.safe_dump(data, handle)
+
+    def credential(self, variable, source):
+        """Inject a credential file as AWX's file injector does (0600 in the job's private dir) and name it in the
+        environment variable the collection's modules read."""
+        path = os.path.join(self.private, "env", "tmp_%s" % variable.lower())
+        shutil.copy(source, path)
+        os.chmod(path, 0o600)
+        self.injected.append(os.path.abspath(path))
+        self.envvars[variable] = path
+        return path
+
+    def run(self, survey=None, cmdline=None, job_id=1):
+        """(rc, stdout) of one job: the survey's answers as !unsafe extravars, as AWX passes them."""
+        import ansible_runner
+        with open(os.path.join(self.private, "env", "envvars"), "w") as handle:
+            yaml.safe_dump(self.envvars, handle)
+        with open(os.path.join(self.private, "env", "extravars"), "w") as handle:
+            for key, value in (survey or {}).items():
+                handle.write("%s: !unsafe %s\n" % (key, json.dumps(value)))
+            handle.write("awx_user_name: alice\nawx_job_id: %d\n" % job_id)
+        kwargs = dict(cmdline=cmdline) if cmdline else {}
+        done = ansible_runner.run(private_data_dir=self.private, playbook=self.playbook, quiet=True, **kwargs)
+        return done.rc, done.stdout.read()
+
+    def sweep(self, markers, stdouts=()):
+        """[(path, marker head)] for every marker found in a file the jobs left (the injected credentials aside) or
+        in their stdout; asserts that the runner's artifacts were among the files read."""
+        assert markers, "the sweep needs the secrets it looks for"
+        texts = {}
+        for path in glob.glob(os.path.join(self.private, "**", "*"), recursive=True):
+            if os.path.isfile(path) and os.path.abspath(path) not in self.injected:
+                with open(path, errors="replace") as handle:
+                    texts[path] = handle.read()
+        assert any(os.sep + "artifacts" + os.sep in path for path in texts), sorted(texts)
+        texts.update(("stdout %d" % i, out) for i, out in enumerate(stdouts))
+        return [(path, marker[:12]) for path, text in texts.items() for marker in markers if marker in text]
+
+
+def kubeconfig_markers(path):
+    """The secrets of a kubeconfig (client keys, tokens), as long runs of their text."""
+    with open(path) as handle:
+        data = yaml.safe_load(handle)
+    found = []
+    for user in data.get("users") or []:
+        for key, value in (user.get("user") or {}).items():
+            if key in ("client-key-data", "token", "password") and isinstance(value, str):
+                found.append(value[20:60] if len(value) > 60 else value)
+    return [value for value in found if len(value) > 16]

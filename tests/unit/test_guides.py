@@ -1,0 +1,204 @@
+"""The user guides in docs/ against the playbooks, roles and files they describe (no lab).
+
+* every playbook of playbooks/ but facts.yml has its guide docs/<name>.md;
+* a guide names every variable of the argument specs (every entry point) of each role its playbook runs, and every
+  ichor_ variable the playbook itself reads (reclaim.yml has no role: its own variables);
+* a guide names no ichor_ variable that nothing defines: not an argument spec option of any role, not a variable of
+  a playbook, not a host variable the maesh.ichor.machines filter reads (catches typos and stale names);
+* every relative link in docs/*.md points to a file that exists (and, with #fragment, to a heading of it).
+"""
+
+import os
+import re
+
+import pytest
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DOCS = os.path.join(REPO, "docs")
+PLAYBOOKS = os.path.join(REPO, "playbooks")
+ROLES = os.path.join(REPO, "roles")
+NOT_GUIDED = {"facts.yml"}  # read-only facts: described in the README
+VARIABLE = re.compile(r"\bichor_[a-z0-9_]*[a-z0-9]")
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+COLLECTION_ROLE = re.compile(r"^maesh\.ichor\.([a-z0-9_]+)$")
+
+
+def _playbooks():
+    return sorted(name for name in os.listdir(PLAYBOOKS) if name.endswith(".yml") and name not in NOT_GUIDED)
+
+
+def _load(path):
+    with open(path) as handle:
+        return yaml.safe_load(handle)
+
+
+def _guide(playbook):
+    return os.path.join(DOCS, playbook[:-len(".yml")] + ".md")
+
+
+def _read(path):
+    with open(path) as handle:
+        return handle.read()
+
+
+def _strings(node):
+    """Every string (keys included) of a loaded YAML document, recursively."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _strings(key)
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _strings(item)
+    elif isinstance(node, str):
+        yield node
+
+
+def _walk(node):
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _walk(item)
+
+
+def roles_of(playbook):
+    """The collection roles a playbook runs (include_role, import_role, roles:)."""
+    found = set()
+    for node in _walk(_load(os.path.join(PLAYBOOKS, playbook))):
+        for key in ("ansible.builtin.include_role", "ansible.builtin.import_role", "include_role", "import_role"):
+            if isinstance(node.get(key), dict):
+                found.add(node[key].get("name"))
+        for entry in node.get("roles") or []:
+            found.add(entry.get("role") if isinstance(entry, dict) else entry)
+    names = set()
+    for name in found:
+        match = COLLECTION_ROLE.match(str(name))
+        assert match, "%s runs the role %r, which is not one of the collection's" % (playbook, name)
+        names.add(match.group(1))
+    return names
+
+
+def role_variables(role):
+    """Every option of every entry point of the role's meta/argument_specs.yml."""
+    specs = _load(os.path.join(ROLES, role, "meta", "argument_specs.yml"))["argument_specs"]
+    return set(option for entry in specs.values() for option in (entry.get("options") or {}))
+
+
+def playbook_variables(playbook):
+    """The ichor_ variables a playbook reads or sets (its YAML, comments left out), without the names it registers."""
+    data = _load(os.path.join(PLAYBOOKS, playbook))
+    registered = set(node["register"] for node in _walk(data) if isinstance(node.get("register"), str))
+    return set(name for text in _strings(data) for name in VARIABLE.findall(text)) - registered
+
+
+def filter_host_variables():
+    """The host variables the maesh.ichor.machines filter reads (init's ichor_uuid, ichor_hostname, ichor_install_*)."""
+    return set(VARIABLE.findall(_read(os.path.join(REPO, "plugins", "filter", "machines.py"))))
+
+
+def defined_variables():
+    names = set()
+    for role in os.listdir(ROLES):
+        if os.path.exists(os.path.join(ROLES, role, "meta", "argument_specs.yml")):
+            names |= role_variables(role)
+    for playbook in os.listdir(PLAYBOOKS):
+        if playbook.endswith(".yml"):
+            names |= playbook_variables(playbook)
+    return names | filter_host_variables()
+
+
+def named(text):
+    """The ichor_ names a guide uses (a pattern such as ichor_install_* is not a name)."""
+    return set(m.group(0) for m in VARIABLE.finditer(text) if not text[m.end():].lstrip("_").startswith("*"))
+
+
+def _markdown_files():
+    return sorted(name for name in os.listdir(DOCS) if name.endswith(".md"))
+
+
+def slug(heading):
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(text):
+    found = set()
+    in_code = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        elif not in_code and line.startswith("#"):
+            found.add(slug(line.lstrip("#")))
+    return found
+
+
+def links(text):
+    """The link targets of a Markdown text, fenced code left out."""
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    return LINK.findall(prose)
+
+
+# -- the checks ------------------------------------------------------------------------------------------------
+
+def test_the_role_mapping_is_the_one_the_guides_follow():
+    # guards the parsing above: if it found no roles, the variable check below would check nothing
+    expected = {"adopt.yml": {"adopt"}, "init.yml": {"init"}, "upgrade.yml": {"upgrade"},
+                "install.yml": {"installer"}, "reclaim.yml": set()}
+    assert dict((p, roles_of(p)) for p in _playbooks() if p in expected) == expected
+    assert {"ichor_reclaim_node", "ichor_reclaim_confirm_uuid", "ichor_talosconfig"} <= playbook_variables("reclaim.yml")
+    assert "ichor_reclaim" not in playbook_variables("reclaim.yml")  # the registered result, not a variable
+
+
+@pytest.mark.parametrize("playbook", _playbooks())
+def test_every_playbook_has_its_guide(playbook):
+    assert os.path.isfile(_guide(playbook)), "playbooks/%s has no guide docs/%s.md" % (playbook, playbook[:-4])
+
+
+@pytest.mark.parametrize("playbook", _playbooks())
+def test_the_guide_names_every_variable_of_its_roles_and_of_its_playbook(playbook):
+    text = _read(_guide(playbook))
+    wanted = playbook_variables(playbook)
+    for role in roles_of(playbook):
+        wanted |= role_variables(role)
+    missing = sorted(wanted - named(text))
+    assert not missing, "docs/%s.md does not name %s" % (playbook[:-4], ", ".join(missing))
+
+
+@pytest.mark.parametrize("guide", _markdown_files())
+def test_a_guide_names_no_variable_that_nothing_defines(guide):
+    unknown = sorted(named(_read(os.path.join(DOCS, guide))) - defined_variables())
+    assert not unknown, "docs/%s names variables no argument spec, playbook or the machines filter defines: %s" % (
+        guide, ", ".join(unknown))
+
+
+@pytest.mark.parametrize("guide", _markdown_files())
+def test_every_relative_link_points_to_an_existing_file(guide):
+    path = os.path.join(DOCS, guide)
+    broken = []
+    for target in links(_read(path)):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+            continue
+        file_part, _sep, fragment = target.partition("#")
+        where = os.path.normpath(os.path.join(os.path.dirname(path), file_part)) if file_part else path
+        if not os.path.exists(where):
+            broken.append("%s (no such file)" % target)
+        elif fragment and where.endswith(".md") and fragment not in anchors(_read(where)):
+            broken.append("%s (no such heading)" % target)
+    assert not broken, "docs/%s: broken links: %s" % (guide, "; ".join(broken))
+
+
+def test_the_checks_catch_what_they_should():
+    """The helpers on small texts: a typo is unknown, a link to nowhere is found, headings make anchors."""
+    assert named("set `ichor_adopt_confrim=true` and ichor_cni_unmanaged") == {
+        "ichor_adopt_confrim", "ichor_cni_unmanaged"}
+    assert "ichor_adopt_confrim" not in defined_variables() and "ichor_cni_unmanaged" in defined_variables()
+    assert named("ichor-system and ichor_adopt_* are not names") == set()
+    assert links("see [a](init.md#variables) and ![b](x.png)\n```\n[c](nowhere.md)\n```\n") == [
+        "init.md#variables", "x.png"]
+    assert slug("Example: a flannel cluster, adopted unmanaged") == "example-a-flannel-cluster-adopted-unmanaged"
+    assert slug("`maesh.ichor.init`: make a new cluster") == "maeshichorinit-make-a-new-cluster"
