@@ -8,8 +8,8 @@
   (the playbook and its module processes) per host, what one more host costs (the slope), and the ratios;
 * ``maesh.ichor.upgrade --check`` on 3 control planes and 10, 50 and 100 workers behind the release set, with the real
   API server: wall time and its growth law (least squares: a + b per machine);
-* the rolling Talos step through ``maesh.ichor.upgrade`` on 1 + 4 machines: its overhead per machine beyond the
-  simulator's own upgrade and reboot time.
+* the rolling Talos step through ``maesh.ichor.upgrade`` (the real run) on 1 + 2 and 1 + 6 machines: what each more
+  machine costs beyond the simulator's own upgrade and reboot time.
 
 Run by hand (about ten minutes on 2 cores):
 
@@ -187,26 +187,34 @@ def upgrade_check(work, kube, workers_list):
     return rows
 
 
-def rolling_upgrade(work, kube, workers=4, upgrade_seconds=0.5, reboot_seconds=0.3):
-    """The Talos step through the playbook on 1 + workers machines: overhead per machine beyond the simulator's
-    upgrade and reboot time, with the plan's own time (the --check run) taken out."""
-    lab = LabProcess(os.path.join(work, "roll"), controlplanes=1, workers=workers, case=BEHIND, version="v1.13.9",
-                     upgrade_seconds=upgrade_seconds, reboot_seconds=reboot_seconds).start(timeout=120)
-    agent = LabAgent(kube.api_client(), talos_lab=lab, default_kubelet=KUBELET, owner="bench")
-    agent.start()  # the Nodes follow the machines through their reboots
+def _roll(work, kube, workers, upgrade_seconds, reboot_seconds):
+    """Wall time of the real run of maesh.ichor.upgrade (its Talos step) on 1 + workers machines."""
+    lab = LabProcess(os.path.join(work, "roll-%d" % workers), controlplanes=1, workers=workers, case=BEHIND,
+                     version="v1.13.9", upgrade_seconds=upgrade_seconds, reboot_seconds=reboot_seconds).start(timeout=120)
+    # the Nodes follow the machines through their reboots; polled often, so that the simulated kubelet's own lag is
+    # not counted as the collection's
+    agent = LabAgent(kube.api_client(), talos_lab=lab, default_kubelet=KUBELET, interval=0.05, owner="bench")
+    agent.start()
     try:
-        inventory = _inventory(lab, os.path.join(work, "roll.yml"), kube.kubeconfig)
-        plan_wall = _play(["-i", inventory, "maesh.ichor.upgrade", "--check"])[0]
+        inventory = _inventory(lab, os.path.join(work, "roll-%d.yml" % workers), kube.kubeconfig)
         wall, _cpu, out = _play(["-i", inventory, "maesh.ichor.upgrade"])
         assert out.count("changed: [") >= 1 + workers, out[-2000:]
     finally:
         agent.stop()
         lab.stop()
-    machines = 1 + workers
+    return wall
+
+
+def rolling_upgrade(work, kube, sizes=(2, 6), upgrade_seconds=0.5, reboot_seconds=0.3):
+    """The Talos step through the playbook: what each more machine costs (the slope of the run's wall time over 1 +
+    2 and 1 + 6 machines, so the plan and the record are not counted), less the simulator's upgrade and reboot."""
+    walls = dict((1 + workers, _roll(work, kube, workers, upgrade_seconds, reboot_seconds)) for workers in sizes)
+    (small, a), (large, b) = sorted(walls.items())
+    per_machine = (b - a) / (large - small)
     simulated = upgrade_seconds + reboot_seconds
-    return {"machines": machines, "wall_s": round(wall, 3), "plan_wall_s": round(plan_wall, 3),
-            "simulated_per_machine_s": simulated,
-            "overhead_per_machine_s": round((wall - plan_wall) / machines - simulated, 3)}
+    return {"wall_s": dict((str(n), round(w, 3)) for n, w in sorted(walls.items())),
+            "per_machine_s": round(per_machine, 3), "simulated_per_machine_s": simulated,
+            "overhead_per_machine_s": round(per_machine - simulated, 3)}
 
 
 def main():

@@ -58,6 +58,10 @@ class AwxJob:
             for key, value in (survey or {}).items():
                 handle.write("%s: !unsafe %s\n" % (key, json.dumps(value)))
             handle.write("awx_user_name: alice\nawx_job_id: %d\n" % job_id)
+        # ansible-runner keeps a cmdline it was given in env/cmdline for every later run: each job states its own
+        cmdline_file = os.path.join(self.private, "env", "cmdline")
+        if os.path.exists(cmdline_file):
+            os.remove(cmdline_file)
         kwargs = dict(cmdline=cmdline) if cmdline else {}
         done = ansible_runner.run(private_data_dir=self.private, playbook=self.playbook, quiet=True, **kwargs)
         return done.rc, done.stdout.read()
