@@ -323,6 +323,18 @@ def test_check_plans_the_talos_step_of_a_behind_cluster(conns):
     assert "next step: talos" in result["plan"] and world.writes == [] and world.kube_writes == []
 
 
+def test_check_names_the_installer_image_of_the_talos_step_and_refuses_one_without_a_version(conns):
+    world = World(V113, {"*": "v1.13.9"})
+    mirror = "registry.example:5000/siderolabs/installer:v1.14.5"
+    result = check.run(dict(world.params(), desired={}, image=mirror), conns(world), True)
+    talos = [s for s in result["steps"] if s["step"] == "talos"][0]
+    assert all(" with %s, reboot, " % mirror in line for line in talos["lines"][:-1]), talos["lines"]
+    with pytest.raises(images.ImageRefError) as exc:
+        check.run(dict(world.params(), desired={}, image="registry.example:5000/siderolabs/installer"), conns(world), True)
+    assert "has no tag" in exc.value.message and exc.value.result["plan"] == []
+    assert world.writes == [] and world.kube_writes == []
+
+
 @pytest.mark.parametrize("desired, message", [
     ({"cilium": "1.20.4"}, "desired: unknown field 'cilium' (talos, kubernetes, contract)"),
     ({"talos": "v1.14.1"}, "talos v1.14.1 is not the release set's v1.14.5; this collection manages only its release "
