@@ -1,18 +1,20 @@
 """A job run the way AWX runs it, through ansible-runner: a private data dir with the project (a playbook that
-imports the collection's), the inventory as a file, the credentials as 0600 files the credential types' injectors
-write (docs/awx/credential_types.yml) with their paths in env/envvars (TALOSCONFIG, KUBECONFIG), the survey's
-answers as !unsafe extravars beside AWX's own variables, the plan callback enabled beside ansible-runner's stdout
+imports the collection's), the inventory as a file, the credentials as the injectors of docs/awx/credential_types.yml
+give them (0600 files, their paths in env/envvars or extravars), the survey's answers as !unsafe extravars beside
+AWX's own variables, the plan callback enabled beside ansible-runner's stdout
 callback. ``sweep`` reads every file the job left (artifacts included) for credential markers."""
 
 import glob
 import json
 import os
-import shutil
+import re
 import sys
 
 import yaml
 
-from tests.integration.ansible_env import ansible_env
+from tests.integration.ansible_env import REPO, ansible_env
+
+CREDENTIAL_TYPES = os.path.join(REPO, "docs", "awx", "credential_types.yml")
 
 
 class AwxJob:
@@ -21,6 +23,7 @@ class AwxJob:
         self.playbook = playbook + ".yml"
         self.injected = []
         self.envvars = {}
+        self.credential_vars = {}
         for sub in ("project", "env", "inventory"):
             os.makedirs(os.path.join(self.private, sub), exist_ok=True)
         with open(os.path.join(self.private, "project", self.playbook), "w") as handle:
@@ -39,15 +42,25 @@ class AwxJob:
         with open(os.path.join(self.private, "inventory", "hosts.yml"), "w") as handle:
             yaml.safe_dump(data, handle)
 
-    def credential(self, variable, source):
-        """Inject a credential file as AWX's file injector does (0600 in the job's private dir) and name it in the
-        environment variable the collection's modules read."""
-        path = os.path.join(self.private, "env", "tmp_%s" % variable.lower())
-        shutil.copy(source, path)
-        os.chmod(path, 0o600)
-        self.injected.append(os.path.abspath(path))
-        self.envvars[variable] = path
-        return path
+    def credential_of_type(self, kind, inputs):
+        """Inject a credential of a type docs/awx/credential_types.yml defines, as AWX does: each file injector's
+        template written 0600 into the job's private dir, its env and extra_vars rendered with those files' paths
+        (``tower.filename.<name>``) and the inputs. ``inputs`` maps each field to its value (file contents as
+        text)."""
+        with open(CREDENTIAL_TYPES) as handle:
+            injectors = yaml.safe_load(handle)[kind]["injectors"]
+        filenames = {}
+        for key, template in (injectors.get("file") or {}).items():
+            name = key.split(".", 1)[1]
+            path = os.path.join(self.private, "env", "tmp_%s_%s" % (kind, name))
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(_render(template, inputs, filenames))
+            filenames[name] = path
+            self.injected.append(os.path.abspath(path))
+        self.envvars.update((k, _render(v, inputs, filenames)) for k, v in (injectors.get("env") or {}).items())
+        self.credential_vars.update((k, _render(v, inputs, filenames))
+                                    for k, v in (injectors.get("extra_vars") or {}).items())
 
     def run(self, survey=None, cmdline=None, job_id=1):
         """(rc, stdout) of one job: the survey's answers as !unsafe extravars, as AWX passes them."""
@@ -57,6 +70,8 @@ class AwxJob:
         with open(os.path.join(self.private, "env", "extravars"), "w") as handle:
             for key, value in (survey or {}).items():
                 handle.write("%s: !unsafe %s\n" % (key, json.dumps(value)))
+            for key, value in self.credential_vars.items():  # a credential's extra_vars, as its injector gives them
+                handle.write("%s: %s\n" % (key, json.dumps(value)))
             handle.write("awx_user_name: alice\nawx_job_id: %d\n" % job_id)
         # ansible-runner keeps a cmdline it was given in env/cmdline for every later run: each job states its own
         cmdline_file = os.path.join(self.private, "env", "cmdline")
@@ -78,6 +93,17 @@ class AwxJob:
         assert any(os.sep + "artifacts" + os.sep in path for path in texts), sorted(texts)
         texts.update(("stdout %d" % i, out) for i, out in enumerate(stdouts))
         return [(path, marker[:12]) for path, text in texts.items() for marker in markers if marker in text]
+
+
+def _render(template, inputs, filenames):
+    """An injector's template: ``{{ tower.filename.<name> }}`` is an injected file's path, ``{{ <field> }}`` an
+    input's value (the only forms credential_types.yml uses)."""
+    def value(match):
+        name = match.group(1)
+        if name.startswith("tower.filename."):
+            return filenames[name.split(".", 2)[2]]
+        return inputs[name]
+    return re.sub(r"\{\{\s*([\w.]+)\s*\}\}", value, template)
 
 
 def kubeconfig_markers(path):

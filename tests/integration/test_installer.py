@@ -289,13 +289,14 @@ def test_install_playbook_under_the_installers_own_service_account(kube_lab, tmp
 
 @pytest.mark.modules
 def test_install_through_ansible_runner_as_awx_runs_it_leaks_no_credential(kube_lab, tmp_path):
-    """AWX's way (tests/integration/awx.py): the kubeconfig injected as a 0600 file named by KUBECONFIG, the survey's
+    """AWX's way (tests/integration/awx.py): the kubeconfig credential type injects a 0600 file named by KUBECONFIG, the survey's
     extra bundle as an !unsafe extravar; the plan, the install, a rerun that changes nothing, a prune; the runner's
     artifacts and stdout hold nothing of the kubeconfig's secrets."""
     from tests.integration.awx import AwxJob, kubeconfig_markers
     job = AwxJob(tmp_path / "runner", "install")
     job.inventory({"all": {"hosts": {"localhost": {"ansible_connection": "local"}}}})
-    job.credential("KUBECONFIG", kube_lab.kubeconfig)
+    with open(kube_lab.kubeconfig) as handle:
+        job.credential_of_type("kubeconfig", {"kubeconfig": handle.read()})  # docs/awx/credential_types.yml
     markers = kubeconfig_markers(kube_lab.kubeconfig)
     extra = tmp_path / "extra"
     _write_bundle(extra, [_sa("ichor-awx-test-a", "ichor-system")])

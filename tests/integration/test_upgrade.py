@@ -317,16 +317,17 @@ def _bundle_secrets(case_dir):
 
 
 def _awx_job(lab, inv, tmp_path):
-    """The upgrade job template as AWX runs it: the inventory without credentials, the talosconfig (with a marker)
-    and the kubeconfig injected; ``job.markers`` are their secrets."""
+    """The upgrade job template as AWX runs it: the inventory without credentials, the managed-cluster credential
+    (the talosconfig, with a marker, and the kubeconfig) injected; ``job.markers`` are their secrets."""
     from tests.integration.awx import AwxJob, kubeconfig_markers
     from tests.integration.test_reclaim import marked_talosconfig
     job = AwxJob(tmp_path / "runner", "upgrade")
     job.inventory(yaml.safe_load(open(inv)))
     marked = str(tmp_path / "marked-talosconfig")
     job.markers = marked_talosconfig(lab, marked) + kubeconfig_markers(lab.kube.kubeconfig)
-    job.credential("TALOSCONFIG", marked)
-    job.credential("KUBECONFIG", lab.kube.kubeconfig)
+    with open(marked) as talos, open(lab.kube.kubeconfig) as kube:  # the type docs/awx/credential_types.yml defines
+        job.credential_of_type("managed_cluster", {"talosconfig": talos.read(), "kubeconfig": kube.read(),
+                                                   "cluster": "k8s-older"})  # the case's cluster
     return job
 
 

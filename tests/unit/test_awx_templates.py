@@ -79,3 +79,36 @@ def test_the_roles_read_their_booleans_with_the_bool_filter():
             bare = re.findall(r"(?:when:|\bif|\band|\bor|\bnot)\s+%s\b(?!\s*\|\s*bool)" % name, tasks)
             bare += re.findall(r"{{\s*%s\s+(?:and|or|if)\b" % name, tasks)
             assert not bare, "%s: %s is tested without | bool" % (role, name)
+
+
+CREDENTIAL_TYPES = yaml.safe_load(open(os.path.join(REPO, "docs", "awx", "credential_types.yml")))
+
+
+@pytest.mark.parametrize("kind", sorted(CREDENTIAL_TYPES))
+def test_a_credential_type_injects_its_secrets_only_as_files(kind):
+    """Each injector names only its own fields (or the files it writes); a secret field reaches the job only as a
+    file's content, never as an environment variable's or extra variable's value (those land in job events and
+    artifacts); every file it writes is named in env or extra_vars, or the job could not find it."""
+    fields = dict((f["id"], f) for f in CREDENTIAL_TYPES[kind]["inputs"]["fields"])
+    injectors = CREDENTIAL_TYPES[kind]["injectors"]
+    files = set(key.split(".", 1)[1] for key in injectors.get("file") or {})
+    named = []
+    for section in ("file", "env", "extra_vars"):
+        for key, template in (injectors.get(section) or {}).items():
+            for ref in re.findall(r"\{\{\s*([\w.]+)\s*\}\}", template):
+                if ref.startswith("tower.filename."):
+                    assert ref.split(".", 2)[2] in files, (kind, key, ref)
+                    named.append(ref.split(".", 2)[2])
+                    continue
+                assert ref in fields, (kind, key, ref)
+                if fields[ref].get("secret"):
+                    assert section == "file", "%s: the secret %s is injected as %s %s" % (kind, ref, section, key)
+    assert files <= set(named), (kind, files, named)
+
+
+def test_every_job_template_has_credential_types_for_what_its_playbook_reads():
+    """The managed cluster's type gives what init, adopt and upgrade read (ichor_talosconfig, ichor_kubeconfig);
+    the kubeconfig type gives install its KUBECONFIG; reclaim's foreign type gives TALOSCONFIG."""
+    assert set(CREDENTIAL_TYPES["managed_cluster"]["injectors"]["extra_vars"]) >= {"ichor_talosconfig", "ichor_kubeconfig"}
+    assert set(CREDENTIAL_TYPES["kubeconfig"]["injectors"]["env"]) == {"KUBECONFIG"}
+    assert set(CREDENTIAL_TYPES["foreign_talosconfig"]["injectors"]["env"]) == {"TALOSCONFIG"}
