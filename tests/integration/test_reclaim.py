@@ -270,6 +270,11 @@ def test_c4_machine_of_the_managed_cluster_refused(world):
                     ichor_reclaim_confirm_cluster="managed", ichor_reclaim_force_ungraceful=True)
     assert out.failed and out.msg.startswith("node %s is already an Ichor machine" % cp["uuid"]), out
     assert w.calls(w.managed, "cp-1").get("Reset", 0) == 0
+    # the plan fails as the run would (an AWX plan job goes red): this refusal is never overridable
+    for talosconfig in (w.managed.talosconfig, None):
+        plan = w.reclaim(check=True, talosconfig=talosconfig, ichor_reclaim_node=cp["address"])
+        assert plan.failed and plan.rc != 0 and "node %s is already an Ichor machine" % cp["uuid"] in plan.msg, plan
+    assert w.calls(w.managed, "cp-1").get("Reset", 0) == 0
 
 
 def test_c4_wrong_uuid_sends_nothing(world):

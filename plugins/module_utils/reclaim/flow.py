@@ -192,13 +192,13 @@ class _Run:
             result["plan"].append("consent: " + policy.MISMATCH)
         elif self.check_mode and opts.confirm_uuid in (None, "") and not stops:
             result["plan"].append("consent: type the node's UUID as confirm_uuid to send the reset")
-        if self.check_mode:
+        for ref in stops:  # a machine of the managed cluster is never reclaimed: the plan fails as the run would
+            if ref["kind"] == "managed":
+                self.stop(ref["text"])
+        if self.check_mode:  # an overridable refusal is the plan's to show (what force would do)
             result["changed"] = not stops
             return result
         if stops:
-            for ref in stops:
-                if ref["kind"] == "managed":
-                    self.stop(ref["text"])
             named = policy.confirm_cluster_error(found, opts.force, opts.confirm_cluster, insp["cluster"].get("name"))
             if named:
                 self.stop(named)
@@ -277,11 +277,9 @@ class _Run:
         self.audit.inspected_maintenance(uuid)
         # a machine of the managed cluster is never reclaimed, in whatever mode it answers
         text = policy.managed_refusal({"uuid": uuid, "cluster": {}}, self.managed)
-        if text:
+        if text:  # never overridable: the plan fails as the run would
             result["refusals"] = [text]
-            if self.check_mode:
-                result["plan"] = ["reclaim %s: UUID %s in maintenance mode" % (opts.node, uuid), "refused: " + text]
-                return result
+            result["plan"] = ["reclaim %s: UUID %s in maintenance mode" % (opts.node, uuid), "refused: " + text]
             self.stop(text)
         verb = "would register" if self.check_mode else "registers"
         result["plan"] = ["reclaim %s: UUID %s is already in maintenance mode; no reset is needed" % (opts.node, uuid),
