@@ -64,8 +64,8 @@ def test_behind_cluster(talos_kube_lab, tmp_path):
     result = _result(proc)
     assert result["components"] == {"talos": "behind", "contract": "behind", "kubernetes": "behind"}
     assert result["step"] == "talos"
-    # the config step is not planned while Talos is behind; the machines' configs are in the v1.13 form
-    assert [s["step"] for s in result["steps"]] == ["talos", "kubernetes"]
+    # the machines' configs are in the v1.13 form: the config step is planned after the Talos step, not hidden
+    assert [s["step"] for s in result["steps"]] == ["talos", "config", "kubernetes"]
     assert result["config_pending"] == [
         {"name": "cp-1", "form": "v1.13", "drop": []}, {"name": "worker-1", "form": "v1.13", "drop": []},
         {"name": "worker-2", "form": "v1.13", "drop": []}]
