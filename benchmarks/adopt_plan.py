@@ -18,6 +18,7 @@ import time
 
 import yaml
 
+from benchmarks import report
 from tests import collection_path
 
 collection_path.ensure()
@@ -122,10 +123,7 @@ def main():
     result = {"benchmark": "adopt_plan", "figures": figures, "ratio": round(playbook_s / GOAL_S, 3),
               "goal": "adopt --check on 3 control planes and 100 workers with 20 ms Talos latency under %d s on 2 cores"
                       % GOAL_S}
-    out = os.path.join(collection_path.REPO, "benchmarks", "results")
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "adopt_plan.json"), "w") as handle:
-        json.dump(result, handle, indent=2)
+    report.write(result)
     print(json.dumps(result))
 
 

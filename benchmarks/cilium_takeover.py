@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 
+from benchmarks import report
 from tests import collection_path
 
 collection_path.ensure()
@@ -133,10 +134,7 @@ def main():
     result = {"benchmark": "cilium_takeover", "figures": figures,
               "goal": "the diff gate (render, fetch, compare) under %.0f s on 2 cores" % GATE_GOAL_S,
               "met": figures["gate_s"] < GATE_GOAL_S}
-    out = os.path.join(collection_path.REPO, "benchmarks", "results")
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "cilium_takeover.json"), "w") as handle:
-        json.dump(result, handle, indent=2)
+    report.write(result)
     for key, value in sorted(figures.items()):
         print("%-26s %s" % (key, value))
     print(json.dumps(result))

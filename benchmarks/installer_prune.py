@@ -19,6 +19,7 @@ import time
 
 import yaml
 
+from benchmarks import report
 from tests import collection_path
 
 collection_path.ensure()
@@ -83,10 +84,7 @@ def main():
         lab.stop()
     result = {"benchmark": "installer_prune", "figures": figures, "ratio": ratio,
               "goal": "installer apply+prune within 1.2x kubectl applyset; no-op rerun under 2 s"}
-    out = os.path.join(collection_path.REPO, "benchmarks", "results")
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "installer_prune.json"), "w") as handle:
-        json.dump(result, handle, indent=2)
+    report.write(result)
     for key, value in sorted(figures.items()):
         print("%-26s %s" % (key, value))
     print(json.dumps(result))

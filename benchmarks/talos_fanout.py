@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 
+from benchmarks import report
 from tests import collection_path
 
 collection_path.ensure()
@@ -63,10 +64,7 @@ def main():
     }
     result = {"benchmark": "talos_fanout", "figures": figures, "ratio": round(min(fanout) / min(serial), 4),
               "goal": "fan-out at most 0.2 of serial, close to one call's time"}
-    out_dir = os.path.join(collection_path.REPO, "benchmarks", "results")
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "talos_fanout.json"), "w") as f:
-        json.dump(result, f, indent=2)
+    report.write(result)
     for key, value in figures.items():
         print("%-22s %s" % (key, value))
     print(json.dumps(result))

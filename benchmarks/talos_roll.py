@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 
+from benchmarks import report
 from tests import collection_path
 
 collection_path.ensure()
@@ -55,10 +56,7 @@ def main():
                "sum_simulated_downtime_s": downtime, "overhead_per_machine_s": round(overhead, 3)}
     result = {"benchmark": "talos_roll", "figures": figures, "ratio": round(overhead / 1.0, 3),
               "goal": "under 1 second of overhead per machine beyond the simulated reboot"}
-    out = os.path.join(collection_path.REPO, "benchmarks", "results")
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "talos_roll.json"), "w") as handle:
-        json.dump(result, handle, indent=2)
+    report.write(result)
     for key, value in figures.items():
         print("%-26s %s" % (key, value))
     print(json.dumps(result))

@@ -31,6 +31,7 @@ import time
 
 import yaml
 
+from benchmarks import report
 from tests import collection_path
 
 collection_path.ensure()
@@ -249,10 +250,7 @@ def main():
                       "process alone) within %.1f times ping's; the rolling Talos step's overhead under %.0f s per "
                       "machine (each ratio below 1 meets its goal)" % (
                           GOALS["upgrade_check_103_s"], GOALS["startup_ratio"], GOALS["roll_overhead_per_machine_s"])}
-    out = os.path.join(collection_path.REPO, "benchmarks", "results")
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "task_overhead.json"), "w") as handle:
-        json.dump(result, handle, indent=2)
+    report.write(result)
     print(json.dumps(result))
 
 

@@ -36,9 +36,9 @@ class AwxJob:
 
     def inventory(self, data):
         """The inventory source, without any credential (those come from the injectors)."""
-        for group in [data.get("all") or {}]:
-            for key in ("ichor_talosconfig", "ichor_kubeconfig", "ichor_talos_context", "ichor_kube_context"):
-                (group.get("vars") or {}).pop(key, None)
+        group_vars = (data.get("all") or {}).get("vars") or {}
+        for key in ("ichor_talosconfig", "ichor_kubeconfig", "ichor_talos_context", "ichor_kube_context"):
+            group_vars.pop(key, None)
         with open(os.path.join(self.private, "inventory", "hosts.yml"), "w") as handle:
             yaml.safe_dump(data, handle)
 

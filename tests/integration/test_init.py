@@ -1,11 +1,9 @@
 """Init (seed 0113 decision 2; seed 0103 section 2; ADR 0128) against the lab: simulated Talos machines in
 maintenance mode, the real API server, real helm and the real Cilium chart, through ansible-playbook."""
 
-import json
 import os
 import stat
 import subprocess
-import sys
 
 import pytest
 import yaml
@@ -71,14 +69,20 @@ def init_cleanup(kube_lab):
             kube.delete(api_version, kind, name, "ichor-system")
 
 
+def _cilium(cilium_lab, kube_lab, cilium_charts, kube_proxy=True):
+    """What init's Cilium install needs from the lab, as init's variables (the chart and helm): what the install
+    leaves, rendered for teardown (its objects in kube-system: namespaceOverride), and unless ``kube_proxy`` is
+    false the kube-proxy DaemonSet (Talos deploys it from its bootstrap manifests; nothing runs them in the lab)."""
+    cilium_lab(nodes=0).render("1.20", merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system")
+    if kube_proxy:
+        KubeClient(kubeconfig=kube_lab.kubeconfig).apply(KUBE_PROXY, "lab")
+    return dict(ichor_init_cilium_chart=cilium_charts["1.20"]["chart"], ichor_init_helm=kube_lab.bins["helm"])
+
+
 def test_three_control_planes_and_two_workers_from_maintenance_mode_to_a_ready_cluster(
         talos_kube_lab, kube_lab, cilium_lab, cilium_charts, tmp_path, init_cleanup, conformance_bin):
     lab = talos_kube_lab(controlplanes=3, workers=2, mode="maintenance", bootstrapped=False, version=release.TALOS)
-    cilium = cilium_lab(nodes=0)
-    # what the install leaves (its objects in kube-system: namespaceOverride), for teardown
-    cilium.render("1.20", merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system")
-    inv, keep = _inventory(lab, tmp_path, ichor_init_cilium_chart=cilium_charts["1.20"]["chart"],
-                           ichor_init_helm=kube_lab.bins["helm"])
+    inv, keep = _inventory(lab, tmp_path, **_cilium(cilium_lab, kube_lab, cilium_charts, kube_proxy=False))
     mark = kube_lab.audit_mark()
     # the operator's KUBECONFIG names another cluster (here: none that exists): init never reads it
     planned = ansible_playbook("-i", inv, "maesh.ichor.init", "--check",
@@ -205,11 +209,7 @@ def test_a_given_bundle_that_does_not_validate_is_refused(refusal_lab, tmp_path)
 def test_a_machine_that_does_not_come_back_and_a_lost_bootstrap_reply_a_rerun_continues_and_never_bootstraps_twice(
         talos_kube_lab, kube_lab, cilium_lab, cilium_charts, tmp_path, init_cleanup):
     lab = talos_kube_lab(controlplanes=1, workers=1, mode="maintenance", bootstrapped=False, version=release.TALOS)
-    cilium = cilium_lab(nodes=0)
-    cilium.render("1.20", merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system")
-    inv, unused_keep = _inventory(lab, tmp_path, ichor_init_cilium_chart=cilium_charts["1.20"]["chart"],
-                                  ichor_init_helm=kube_lab.bins["helm"], ichor_init_wait_timeout=3)
-    KubeClient(kubeconfig=kube_lab.kubeconfig).apply(KUBE_PROXY, "lab")
+    inv, unused_keep = _inventory(lab, tmp_path, ichor_init_wait_timeout=3, **_cilium(cilium_lab, kube_lab, cilium_charts))
     # the worker's install takes longer than the run waits: the run fails naming it
     lab.control.set_timing("worker-1", install_seconds=8)
     lab.control.set_faults("cp-1", lose_reply="Bootstrap")
@@ -252,47 +252,22 @@ def test_init_through_ansible_runner_as_awx_runs_it_leaks_no_secret(
     """AWX's way: a private data dir, the inventory as a file, the survey answers as !unsafe extravars; init makes 3+2
     machines into a cluster, a second job changes nothing, and neither the runner's artifacts nor its stdout hold a
     secret of the bundle, the talosconfig or the kubeconfig it wrote."""
-    import glob
-    import ansible_runner
-    from tests.integration.ansible_env import ansible_env
+    from tests.integration.awx import AwxJob
     lab = talos_kube_lab(controlplanes=3, workers=2, mode="maintenance", bootstrapped=False, version=release.TALOS)
-    cilium = cilium_lab(nodes=0)
-    cilium.render("1.20", merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system")
-    KubeClient(kubeconfig=kube_lab.kubeconfig).apply(KUBE_PROXY, "lab")
-    private = tmp_path / "runner"
-    for sub in ("project", "env", "inventory"):
-        (private / sub).mkdir(parents=True)
-    (private / "project" / "init.yml").write_text("---\n- name: Init\n  ansible.builtin.import_playbook: maesh.ichor.init\n")
+    chart = _cilium(cilium_lab, kube_lab, cilium_charts)
     inv, keep = _inventory(lab, tmp_path)
     data = yaml.safe_load(open(inv))
     survey = data["all"].pop("vars")
-    survey.update(ichor_init_cilium_chart=cilium_charts["1.20"]["chart"], ichor_init_helm=kube_lab.bins["helm"])
-    (private / "inventory" / "hosts.yml").write_text(yaml.safe_dump(data))
-    with open(str(private / "env" / "extravars"), "w") as handle:
-        for key, value in survey.items():
-            handle.write("%s: !unsafe %s\n" % (key, json.dumps(value)))
-        handle.write("awx_user_name: alice\nawx_job_id: 8\n")
-    env = ansible_env()
-    envvars = dict((k, env[k]) for k in ("ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_CALLBACKS_ENABLED", "ANSIBLE_LOCAL_TEMP",
-                                         "ANSIBLE_NOCOLOR"))
-    envvars.update(PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    (private / "env" / "envvars").write_text(yaml.safe_dump(envvars))
-    outputs = []
-    for unused in range(2):
-        run = ansible_runner.run(private_data_dir=str(private), playbook="init.yml", quiet=True)
-        outputs.append((run.rc, run.stdout.read()))
+    survey.update(chart)
+    job = AwxJob(tmp_path / "runner", "init")
+    job.inventory(data)
+    outputs = [job.run(survey, job_id=8 + i) for i in range(2)]
     assert [rc for rc, unused_out in outputs] == [0, 0], outputs[-1][1][-4000:]
     assert "changed=0" in outputs[1][1], outputs[1][1][-4000:]
     assert all(m["mode"] == "configured" for m in lab.control.machines())
     markers = _secret_values(keep)
     assert len(markers) >= 8, "the sweep needs the secrets it looks for"
-    texts = dict((path, open(path, errors="replace").read()) for path in glob.glob(
-        os.path.join(str(private), "**", "*"), recursive=True) if os.path.isfile(path))
-    texts.update(("stdout-%d" % i, out) for i, (unused_rc, out) in enumerate(outputs))
-    assert any("artifacts" in path for path in texts)
-    for path, text in texts.items():
-        for marker in markers:
-            assert marker not in text, (path, marker[:12])
+    assert job.sweep(markers, [out for unused_rc, out in outputs]) == []
 
 
 def test_a_machine_reclaimed_from_another_cluster_is_pending_then_joins_with_init(
@@ -302,10 +277,7 @@ def test_a_machine_reclaimed_from_another_cluster_is_pending_then_joins_with_ini
     takes it from pending into its machines; nothing is bootstrapped again."""
     lab = talos_kube_lab(controlplanes=1, workers=1, mode="maintenance", bootstrapped=False, version=release.TALOS,
                          additions=[{"name": "foreign", "role": "worker", "version": release.TALOS, "mode": "configured"}])
-    cilium = cilium_lab(nodes=0)
-    cilium.render("1.20", merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system")
-    KubeClient(kubeconfig=kube_lab.kubeconfig).apply(KUBE_PROXY, "lab")
-    chart = dict(ichor_init_cilium_chart=cilium_charts["1.20"]["chart"], ichor_init_helm=kube_lab.bins["helm"])
+    chart = _cilium(cilium_lab, kube_lab, cilium_charts)
     inv, keep = _inventory(lab, tmp_path, names=["cp-1", "worker-1"], **chart)
     assert _init(inv).returncode == 0
     foreign = [m for m in lab.machines if m["name"] == "foreign"][0]
@@ -341,10 +313,7 @@ def test_control_planes_join_a_running_cluster_one_at_a_time_with_etcd_healthy_b
     """A cluster made with one control plane; two more in maintenance mode are added to the inventory: init's join
     takes the cluster lock, checks etcd before each, applies one, sees etcd healthy on it after, then the next."""
     lab = talos_kube_lab(controlplanes=3, workers=1, mode="maintenance", bootstrapped=False, version=release.TALOS)
-    cilium = cilium_lab(nodes=0)
-    cilium.render("1.20", merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system")
-    KubeClient(kubeconfig=kube_lab.kubeconfig).apply(KUBE_PROXY, "lab")
-    chart = dict(ichor_init_cilium_chart=cilium_charts["1.20"]["chart"], ichor_init_helm=kube_lab.bins["helm"])
+    chart = _cilium(cilium_lab, kube_lab, cilium_charts)
     inv, unused_keep = _inventory(lab, tmp_path, names=["cp-1", "worker-1"], **chart)
     assert _init(inv).returncode == 0
     lab.control.reset_timeline()
