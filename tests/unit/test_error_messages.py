@@ -14,6 +14,7 @@ import yaml
 from ansible_collections.maesh.ichor.plugins.module_utils.common import redact
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import client as kc
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import kubeconfig
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import machine_pb2
@@ -263,7 +264,7 @@ class _Exc(Exception):
 
 
 def _source():
-    source = kc.Source("kubeconfig /k/admin", context="sa@lab", user="system:serviceaccount:ns1:deployer")
+    source = kubeconfig.Source("kubeconfig /k/admin", context="sa@lab", user="system:serviceaccount:ns1:deployer")
     source.server = "https://10.5.0.10:6443"
     return source
 
@@ -296,8 +297,8 @@ def test_an_unreachable_server(reason, text):
 
 
 def test_a_server_url_loses_its_userinfo():
-    assert kc._without_userinfo("https://u:p@10.0.0.1:6443/x") == "https://10.0.0.1:6443/x"  # pylint: disable=protected-access
-    assert kc._without_userinfo("https://10.0.0.1:6443") == "https://10.0.0.1:6443"  # pylint: disable=protected-access
+    assert kubeconfig.without_userinfo("https://u:p@10.0.0.1:6443/x") == "https://10.0.0.1:6443/x"
+    assert kubeconfig.without_userinfo("https://10.0.0.1:6443") == "https://10.0.0.1:6443"
 
 
 def test_the_kubeconfig_users_credentials_are_registered(tmp_path):

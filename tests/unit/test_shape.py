@@ -123,7 +123,7 @@ def _reach(path):
 
 def _uses(module, api):
     """Whether the module or the module_utils it reaches (the glue aside) opens a client of ``api``."""
-    call = re.compile(r"\.%s\(" % api)
+    call = re.compile(r"\.%s(?:_reader)?\(" % api)  # kube_reader: the reads of a per-machine module
     for path in _reach(os.path.join(PLUGINS, "modules", module + ".py")):
         if path.startswith(GLUE + os.sep) or os.sep + "proto" + os.sep in path:
             continue

@@ -30,3 +30,30 @@ def test_what_is_no_pem_private_key_is_one_line(pem):
     with pytest.raises(TalosConfigError) as exc:
         transport.normalise_key_pem(pem)
     assert exc.value.message == "the talosconfig context's client key cannot be loaded (not a PEM private key)"
+
+
+class _Secret:
+    def __init__(self, value):
+        self.value = value
+
+    def reveal(self):
+        return self.value
+
+
+class _Credentials:
+    has_client_certificate = True
+    crt = key = _Secret(b"")
+
+    def __init__(self, ca):
+        self.ca = _Secret(ca)
+
+
+NOT_A_CERTIFICATE = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+@pytest.mark.parametrize("ca", [b"\x00\xff" * 40, b"not a certificate", NOT_A_CERTIFICATE])
+def test_a_ca_that_is_no_certificate_is_one_line(ca):
+    # bytes that are not ASCII (found by tests/unit/test_kube_reader.py's fuzz on the same ssl call) included
+    with pytest.raises(TalosConfigError) as exc:
+        transport.client_context(_Credentials(ca))
+    assert exc.value.message == "the talosconfig context's 'ca' is not a valid certificate"

@@ -31,6 +31,7 @@ class Connections:
         self.params = params
         self._opened = []
         self._kube = None
+        self._reader = None
 
     def talos(self, maintenance=False, dial_only=None):
         """A new TalosClient (the talosconfig is read each time: a machine may have moved to another CA)."""
@@ -57,16 +58,32 @@ class Connections:
             from ansible_collections.maesh.ichor.plugins.module_utils.k8s import client as kube_client
             if not kube_client.HAS_KUBERNETES:
                 raise IchorError(missing_required_lib("kubernetes"))
-            p = self.params
-            self._kube = kube_client.KubeClient(kubeconfig=p.get("kubeconfig"),
-                                                kubeconfig_content=p.get("kubeconfig_content"),
-                                                context=p.get("kube_context"), timeout=p.get("timeout"))
+            self._kube = kube_client.KubeClient(loaded=self._kubeconfig(), timeout=self.params.get("timeout"))
         return self._kube
+
+    def kube_reader(self):
+        """What reads a Node or the cluster record: a KubeReader when it speaks all the kubeconfig asks for (a module
+        that runs once per machine then never imports the kubernetes package), else the KubeClient."""
+        if self._kube is None and self._reader is None:
+            from ansible_collections.maesh.ichor.plugins.module_utils.k8s import reader
+            config = self._kubeconfig()
+            if reader.covers(config):
+                self._reader = reader.KubeReader(config, timeout=self.params.get("timeout"))
+        return self._reader or self.kube()
+
+    def _kubeconfig(self):
+        from ansible_collections.maesh.ichor.plugins.module_utils.k8s import kubeconfig
+        p = self.params
+        return kubeconfig.load(kubeconfig=p.get("kubeconfig"), kubeconfig_content=p.get("kubeconfig_content"),
+                               context=p.get("kube_context"))
 
     def close(self):
         for client in self._opened:
             client.close()
         self._opened = []
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
 
 def _shown(module, result):

@@ -28,7 +28,7 @@ try:
 except ImportError:  # the module fails with missing_required_lib-like words when it needs it
     yaml = None
 
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError, NotFound, ref_text
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import KubeError, NotFound, ref_text
 
 MANAGER = "ichor-cilium-gate"
 SCRATCH = "-ichor-gate"

@@ -19,7 +19,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record, values
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import Refused
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cni
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import api_error
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import api_error
 
 NAMESPACE = values.OBJECTS_NAMESPACE
 DAEMONSET = "cilium"

@@ -43,7 +43,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import C
 from ansible_collections.maesh.ichor.plugins.module_utils.common import poll
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Conflict, NotFound
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import Conflict, NotFound
 
 RELEASE = live_mod.RELEASE
 RELEASE_NAMESPACE = live_mod.RELEASE_NAMESPACE

@@ -57,7 +57,7 @@ def module_run(params, conn, check_mode):
     if conn.has_kube():
         from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
         try:
-            cluster_record.refuse_held(cluster_record.read(conn.kube()), set([params["node"]]))
+            cluster_record.refuse_held(cluster_record.read(conn.kube_reader()), set([params["node"]]))
         except IchorError as exc:
             exc.result = dict(changed=False, plan=[], apply_mode="none")
             raise

@@ -14,7 +14,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.installer import bundl
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.errors import InstallerError
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.objects import (
     DEFAULT_NAMESPACE, FIELD_MANAGER, MARK_KEY, MARK_VALUE, Ref, carries_mark, comparable, restorable)
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Conflict, KubeError, NotFound
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import Conflict, KubeError, NotFound
 
 # How KubeClient.resource says that discovery does not know a kind (a custom resource whose CRD is gone).
 NOT_SERVED = "the API server does not serve "

@@ -18,7 +18,7 @@ import json
 import re
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Conflict
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import Conflict
 
 NAMESPACE = "ichor-system"
 NAME = "ichor-cluster"

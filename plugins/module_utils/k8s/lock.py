@@ -19,7 +19,7 @@ import time
 import uuid
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Conflict
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import Conflict
 
 API_VERSION = "coordination.k8s.io/v1"
 NAME = "ichor-cluster-lock"

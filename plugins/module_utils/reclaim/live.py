@@ -102,7 +102,7 @@ class LiveIO:
 
     def _clients(self):
         """The managed cluster's Talos client (made once) and Kubernetes client."""
-        from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
+        from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import KubeError
         if self._managed is None:
             talos = self.conn.talos()
             try:
@@ -114,7 +114,7 @@ class LiveIO:
 
     def managed(self):
         from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
-        from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
+        from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import KubeError
         from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
         client, kube = self._clients()
         facts = client.run(machine.machine_facts(client))
@@ -167,7 +167,7 @@ class LiveIO:
 
     def register(self, uuid, node, at):
         from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
-        from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Conflict
+        from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import Conflict
         kube = self._clients()[1]
         for attempt in range(RECORD_ATTEMPTS):
             try:

@@ -17,7 +17,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common import images, 
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.config import documents
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, nodes
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import KubeError
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import state
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed

@@ -12,12 +12,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
 import re
-import shutil
 import ssl
-import tempfile
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common.files import load_cert_chain
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.errors import TalosConfigError
 
 _PRIVATE_KEY_PEM = re.compile(br"-----BEGIN (?:EC |RSA )?PRIVATE KEY-----\s+[A-Za-z0-9+/=\s]+-----END (?:EC |RSA )?PRIVATE KEY-----")
@@ -37,23 +35,10 @@ def normalise_key_pem(key_pem):
 
 
 def _load_chain(ctx, crt_pem, key_pem):
-    # ssl only loads a certificate chain from files: write them into a private directory
-    # (0700, files 0600) and remove it as soon as OpenSSL has read them.
-    tmp = tempfile.mkdtemp(prefix="ichor-tls-")
     try:
-        paths = []
-        for name, data in (("crt.pem", crt_pem), ("key.pem", key_pem)):
-            path = os.path.join(tmp, name)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            paths.append(path)
-        try:
-            ctx.load_cert_chain(paths[0], paths[1])
-        except ssl.SSLError:
-            raise TalosConfigError("the talosconfig context's client certificate and key do not match or cannot be loaded")
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        load_cert_chain(ctx, crt_pem, key_pem)
+    except ssl.SSLError:
+        raise TalosConfigError("the talosconfig context's client certificate and key do not match or cannot be loaded")
 
 
 def client_context(credentials):
@@ -68,7 +53,7 @@ def client_context(credentials):
     ctx.verify_mode = ssl.CERT_REQUIRED
     try:
         ctx.load_verify_locations(cadata=credentials.ca.reveal().decode("ascii", "replace"))
-    except (ssl.SSLError, ValueError):
+    except (ssl.SSLError, TypeError, ValueError):  # TypeError: not ASCII
         raise TalosConfigError("the talosconfig context's 'ca' is not a valid certificate")
     _load_chain(ctx, credentials.crt.reveal(), normalise_key_pem(credentials.key.reveal()))
     ctx.set_alpn_protocols(["h2"])
