@@ -1,8 +1,8 @@
 """Benchmark: what a task of this collection costs per host through ``ansible-playbook``, the way users run it
 (issue 16), measured side by side in one run on this machine:
 
-* each module's start-up: its process alone (the AnsiballZ file Ansible ran, with options that fail before any call),
-  ``talos_facts`` and ``talos_upgrade`` against ``ping``;
+* each module's start-up: its process alone up to its first call (the AnsiballZ file Ansible ran, against a machine
+  and an API server that refuse the connection), ``talos_facts`` and ``talos_upgrade`` against ``ping``;
 * ``maesh.ichor.talos_facts`` against ``ansible.builtin.ping`` (both ``connection: local``, one task, one host per
   simulated machine) at 5, 20 and 50 machines, forks 5 and 50, three runs each (the median): wall time and CPU time
   (the playbook and its module processes) per host, what one more host costs (the slope), and the ratios;
@@ -13,16 +13,17 @@
 
 Run by hand (about ten minutes on 2 cores):
 
-    ~/.cache/maesh-ichor/env-2.19/bin/python -m benchmarks.task_overhead [--quick]
+    ~/.cache/maesh-ichor/env-2.19/bin/python -m benchmarks.task_overhead [--quick] [--only start_up|rolling_upgrade]
 
-``--quick`` runs the smallest sizes only. The last line is one JSON object: {"benchmark", "figures", "ratio",
-"goal"}; it is also written to benchmarks/results/task_overhead.json.
+``--quick`` runs the smallest sizes only; ``--only`` measures one part and prints it. The last line is one JSON
+object: {"benchmark", "figures", "ratio", "goal"}; it is also written to benchmarks/results/task_overhead.json.
 """
 
 import argparse
 import json
 import os
 import resource
+import socket
 import statistics
 import subprocess
 import sys
@@ -118,12 +119,14 @@ def per_host(work, sizes, forks_list):
     return rows
 
 
-# What a module process costs before it does any work: each module's AnsiballZ file (kept with
-# ANSIBLE_KEEP_REMOTE_FILES) run on its own with options that fail at once (a talosconfig that does not exist), the
-# least CPU time of STARTUP_RUNS runs; ping is the anchor.
+# What a module process costs up to its first call: each module's AnsiballZ file (kept with ANSIBLE_KEEP_REMOTE_FILES)
+# run on its own against a machine and an API server that refuse the connection (a real talosconfig and kubeconfig
+# whose endpoints are a closed port), so every import, the talosconfig's parse and the TLS set-up are counted and the
+# first dial fails at once; the least CPU time of STARTUP_RUNS runs; ping is the anchor.
 STARTUP_MODULES = (("ansible.builtin.ping", ""),
-                   ("maesh.ichor.talos_facts", "node=127.0.0.9 talosconfig=/nonexistent"),
-                   ("maesh.ichor.talos_upgrade", "node=127.0.0.9 role=worker talosconfig=/nonexistent"))
+                   ("maesh.ichor.talos_facts", "node=127.0.0.1 talosconfig={talosconfig}"),
+                   ("maesh.ichor.talos_upgrade", "node=127.0.0.1 role=worker talosconfig={talosconfig} "
+                                                 "kubeconfig={kubeconfig}"))
 STARTUP_RUNS = 10
 
 
@@ -134,16 +137,52 @@ def _cpu_of(argv):
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def startup(work):
-    """{module: least CPU seconds of its process alone}, and each module's ratio to ping's."""
+def _closed_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _refusing(work, kube):
+    """A talosconfig (of a lab machine: real CA and client certificate) and a kubeconfig (the lab API server's) whose
+    endpoints are a port nothing listens on."""
+    port = _closed_port()
+    lab = LabProcess(os.path.join(work, "startup"), controlplanes=1, workers=0).start(timeout=120)
+    try:
+        with open(lab.talosconfig) as handle:
+            talos = yaml.safe_load(handle)
+    finally:
+        lab.stop()
+    for context in talos["contexts"].values():
+        context["endpoints"] = ["127.0.0.1:%d" % port]
+        context.pop("nodes", None)
+    with open(kube.kubeconfig) as handle:
+        kubeconfig = yaml.safe_load(handle)
+    for cluster in kubeconfig["clusters"]:
+        cluster["cluster"]["server"] = "https://127.0.0.1:%d" % port
+    paths = {}
+    for name, doc in (("talosconfig", talos), ("kubeconfig", kubeconfig)):
+        paths[name] = os.path.join(work, "refusing-" + name)
+        with open(paths[name], "w") as handle:
+            yaml.safe_dump(doc, handle)
+        os.chmod(paths[name], 0o600)
+    return paths
+
+
+def startup(work, kube):
+    """{module: least CPU seconds of its process alone, up to its first call}, and each module's ratio to ping's."""
     kept = os.path.join(work, "kept")
     env = ansible_env({"ANSIBLE_KEEP_REMOTE_FILES": "1", "ANSIBLE_REMOTE_TMP": kept})
     adhoc = os.path.join(os.path.dirname(sys.executable), "ansible")
+    refusing = _refusing(work, kube)
     out = {}
     for module, args in STARTUP_MODULES:
         before = set(_kept_files(kept))
-        subprocess.run([adhoc, "localhost", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
-                        "-m", module, "-a", args], env=env, capture_output=True, check=False)
+        done = subprocess.run([adhoc, "localhost", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
+                               "-m", module, "-a", args.format(**refusing)], env=env, capture_output=True, text=True,
+                              check=False)
+        if module != "ansible.builtin.ping":  # the first call failed, and nothing before it
+            assert "connection refused" in done.stdout or "refused" in done.stdout, done.stdout[-1500:]
         wrapper = sorted(set(_kept_files(kept)) - before)
         assert len(wrapper) == 1, wrapper
         out[module.rsplit(".", 1)[-1]] = round(min(_cpu_of([sys.executable, wrapper[0]]) for _run in range(STARTUP_RUNS)), 3)
@@ -221,12 +260,17 @@ def rolling_upgrade(work, kube, sizes=(2, 6), upgrade_seconds=0.5, reboot_second
 def main():
     parser = argparse.ArgumentParser(prog="python -m benchmarks.task_overhead")
     parser.add_argument("--quick", action="store_true", help="the smallest sizes only")
+    parser.add_argument("--only", choices=["start_up", "rolling_upgrade"],
+                        help="measure only this and print it (the result file is written by a full run only)")
     args = parser.parse_args()
     sizes, forks_list, workers_list = ([5], [5], [10, 20]) if args.quick else ([5, 20, 50], [5, 50], [10, 50, 100])
     work = tempfile.mkdtemp(prefix="ichor-bench-overhead-")
     kube = KubeLab.start(workdir=os.path.join(work, "kube"), bins=binaries(build=True, stream=sys.stderr))
     try:
-        start_up = startup(work)
+        if args.only:
+            print(json.dumps({args.only: {"start_up": startup, "rolling_upgrade": rolling_upgrade}[args.only](work, kube)}))
+            return
+        start_up = startup(work, kube)
         facts = per_host(work, sizes, forks_list)
         check = upgrade_check(work, kube, workers_list)
         roll = rolling_upgrade(work, kube)

@@ -328,7 +328,7 @@ def test_another_clusters_bundle_is_refused(talos_kube_lab, kube_lab, workloads,
                                "live config")
 
 
-@pytest.mark.modules
+@pytest.mark.floor
 def test_the_module_in_check_mode_through_ansible_playbook_prints_the_plan_and_no_secret(
         talos_kube_lab, kube_lab, workloads, tmp_path):
     lab = _flannel_cluster(talos_kube_lab, workloads, workers=1)
@@ -370,7 +370,7 @@ def adoption_cleanup(kube_lab):
             kube.delete(api_version, kind, name, "ichor-system")
 
 
-@pytest.mark.modules
+@pytest.mark.floor
 def test_the_adopt_playbook_plans_then_adopts_a_flannel_cluster_unmanaged_and_a_rerun_changes_nothing(
         talos_kube_lab, kube_lab, workloads, tmp_path, adoption_cleanup):
     from tests.integration.test_upgrade import _inventory
@@ -519,7 +519,7 @@ def test_b6_three_control_planes_are_released_one_at_a_time_each_back_before_the
     assert adopted.stdout.index("cp-3: released (hold lifted)") < adopted.stdout.index("worker-1: released (hold lifted)")
 
 
-@pytest.mark.modules
+@pytest.mark.floor
 def test_the_rollout_and_talos_machine_config_refuse_a_machine_adopt_holds(
         talos_kube_lab, kube_lab, workloads, tmp_path, adoption_cleanup):
     from ansible_collections.maesh.ichor.plugins.module_utils.adopt import release as adopt_release
@@ -702,7 +702,7 @@ def test_b7_a_non_cilium_inline_manifest_blocks_its_machine_and_nothing_is_appli
     assert lab.control.calls("cp-1").get("ApplyConfiguration", 0) == 0
 
 
-@pytest.mark.modules
+@pytest.mark.floor
 def test_adopt_through_ansible_runner_as_awx_runs_it_leaks_no_credential(
         talos_kube_lab, kube_lab, workloads, tmp_path, adoption_cleanup):
     """AWX's way: a private data dir, the talosconfig and kubeconfig injected as 0600 files by credential types (their

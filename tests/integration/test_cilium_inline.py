@@ -30,7 +30,7 @@ from tests.integration.ansible_env import REPO
 from tests.lab.cilium import fixtures, rbac_fixtures
 from tests.lab.cilium.fixtures import TALOS_VALUES
 
-pytestmark = [pytest.mark.lab, pytest.mark.modules]
+pytestmark = pytest.mark.lab
 
 cilium_charts = fixtures.cilium_charts
 cilium_lab = fixtures.cilium_lab

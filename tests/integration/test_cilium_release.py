@@ -307,7 +307,7 @@ def _playbook(tmp_path, check, **args):
     return json.loads((tmp_path / "result.json").read_text()), proc.stdout
 
 
-@pytest.mark.modules
+@pytest.mark.floor
 def test_the_module_plans_applies_and_reruns_without_change(cilium_lab, cilium_charts, kube_lab, tmp_path):
     lab = cilium_lab(nodes=2)
     lab.helm_install("1.20", merged(TALOS_VALUES, USER_VALUES))
@@ -327,7 +327,6 @@ def test_the_module_plans_applies_and_reruns_without_change(cilium_lab, cilium_c
     assert not [name for name in os.listdir(tempfile.gettempdir()) if name.startswith("ichor-helm-")]
 
 
-@pytest.mark.modules
 def test_the_rollouts_cilium_step_upgrades_1_19_to_1_20_after_a_kubernetes_step(
         talos_kube_lab, cilium_charts, kube_lab, tmp_path):
     from tests.integration.test_upgrade import V114_K8S_136, _inventory, _upgrade

@@ -308,7 +308,6 @@ def playbook(tmp_path, check, **args):
     return json.loads((tmp_path / "result.json").read_text()), proc.stdout
 
 
-@pytest.mark.modules
 def test_the_module_in_check_mode_prints_the_gate_with_diff_and_writes_nothing(cilium_lab, cilium_charts, kube_lab,
                                                                                kube_namespace, tmp_path):
     lab = cilium_lab(nodes=2)

@@ -96,7 +96,7 @@ def test_check_mode_writes_nothing(kube, kube_lab):
     assert _lease(kube)["spec"]["holderIdentity"] == "run-a"
 
 
-@pytest.mark.modules
+@pytest.mark.floor
 def test_the_module_takes_and_gives_back_the_lock_with_changed_false(kube, kube_lab, tmp_path):
     play = [{"hosts": "localhost", "gather_facts": False, "vars": {"ansible_python_interpreter": "{{ ansible_playbook_python }}"},
              "module_defaults": {"group/maesh.ichor.k8s": {"kubeconfig": kube_lab.kubeconfig}},

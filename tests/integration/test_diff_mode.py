@@ -22,7 +22,7 @@ from tests.integration.ansible_env import REPO, ansible_playbook
 from tests.lab.cilium import fixtures as cilium_fixtures
 from tests.lab.cilium.charts import cache_dir as cilium_chart_cache
 
-pytestmark = [pytest.mark.lab, pytest.mark.modules]
+pytestmark = pytest.mark.lab
 
 cilium_charts = cilium_fixtures.cilium_charts
 
@@ -142,6 +142,7 @@ def _run(lab, tmp_path, tasks, *args):
     return results
 
 
+@pytest.mark.floor
 def test_every_module_has_a_task(tmp_path):
     class Lab:
         machines = [{"name": "cp-1", "address": "x", "role": "controlplane"}]
@@ -153,6 +154,7 @@ def test_every_module_has_a_task(tmp_path):
     assert sorted(module for module, _args in _tasks(Lab(), tmp_path / "ns", "ns")) == _modules()
 
 
+@pytest.mark.floor
 def test_diff_only_in_diff_mode(talos_kube_lab, cilium_charts, tmp_path):
     lab = talos_kube_lab(case=CASE, controlplanes=1, workers=1, version=release.TALOS, additions=[
         {"name": "spare", "role": "worker", "version": release.TALOS, "mode": "maintenance"},

@@ -64,7 +64,7 @@ def test_a_worker_a_shared_directory_and_a_reader_are_refused(talos_cluster, tmp
     assert "PERMISSION_DENIED" in info.value.message and not (tmp_path / "r.db").exists()
 
 
-@pytest.mark.modules
+@pytest.mark.floor
 def test_the_module_through_ansible_playbook(talos_cluster, tmp_path):
     cp = [m for m in talos_cluster.machines if m["role"] == "controlplane"][0]
     path = tmp_path / "snap" / "etcd.db"

@@ -246,7 +246,7 @@ def _secret_values(keep):
     return [value for value in found if value and len(value) > 16]
 
 
-@pytest.mark.modules
+@pytest.mark.floor
 def test_init_through_ansible_runner_as_awx_runs_it_leaks_no_secret(
         talos_kube_lab, kube_lab, cilium_lab, cilium_charts, tmp_path, init_cleanup):
     """AWX's way: a private data dir, the inventory as a file, the survey answers as !unsafe extravars; init makes 3+2

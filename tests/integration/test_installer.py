@@ -251,7 +251,7 @@ def test_default_bundle_rbac_holds_delete_on_every_prunable_kind():
                    for r in rules[role]), "%s lacks delete on %s" % (role, kind)
 
 
-@pytest.mark.modules
+@pytest.mark.floor
 def test_install_playbook_under_the_installers_own_service_account(kube_lab, tmp_path):
     # first, as an admin, the default bundle (it holds the installer's ServiceAccount and RBAC)
     proc = ansible_playbook("maesh.ichor.install", "-e", "ichor_kubeconfig=%s" % kube_lab.kubeconfig)
@@ -287,7 +287,7 @@ def test_install_playbook_under_the_installers_own_service_account(kube_lab, tmp
     assert proc.returncode == 0 and "changed=0" in proc.stdout, proc.stdout
 
 
-@pytest.mark.modules
+@pytest.mark.floor
 def test_install_through_ansible_runner_as_awx_runs_it_leaks_no_credential(kube_lab, tmp_path):
     """AWX's way (tests/integration/awx.py): the kubeconfig credential type injects a 0600 file named by KUBECONFIG, the survey's
     extra bundle as an !unsafe extravar; the plan, the install, a rerun that changes nothing, a prune; the runner's
@@ -335,7 +335,6 @@ def _writes(kube_lab, mark):
             for e in kube_lab.mutating_requests(since=mark)]
 
 
-@pytest.mark.modules
 def test_a_failed_run_after_a_killed_one_restores_nothing_and_the_next_run_replaces_its_snapshot(
         client, kube_lab, kube_namespace, tmp_path):
     ns = kube_namespace
@@ -380,7 +379,6 @@ def _wait(check, what, timeout=60):
         time.sleep(0.3)
 
 
-@pytest.mark.modules
 def test_an_inventory_entry_whose_crd_is_gone_is_skipped_with_a_warning(client, kube_lab, kube_namespace, tmp_path):
     ns = kube_namespace
     group = "%s.example.com" % ns.replace("-", "")

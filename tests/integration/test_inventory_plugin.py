@@ -18,7 +18,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, 
 
 from tests.integration.ansible_env import REPO, ansible_env, ansible_playbook
 
-pytestmark = [pytest.mark.lab, pytest.mark.modules]
+pytestmark = pytest.mark.lab
 
 
 def _inventory(path, *args):
@@ -71,6 +71,7 @@ def _discovery_off(lab):
     assert members == []
 
 
+@pytest.mark.floor
 def test_discovery(talos_kube_lab, tmp_path):
     lab = talos_kube_lab(controlplanes=3, workers=2)
     groups, hostvars, shared, _proc = _listed(_source(tmp_path, talosconfig=lab.talosconfig))
@@ -151,6 +152,7 @@ def test_pending_machines_of_the_cluster_record(talos_kube_lab, tmp_path):
         kube.delete("v1", "ConfigMap", cluster_record.NAME, cluster_record.NAMESPACE)
 
 
+@pytest.mark.floor
 def test_constructed_keyed_groups(talos_kube_lab, tmp_path):
     lab = talos_kube_lab(controlplanes=1, workers=1)
     groups, _hostvars, _shared, proc = _listed(_source(tmp_path, talosconfig=lab.talosconfig, keyed_groups=[

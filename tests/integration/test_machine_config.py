@@ -22,7 +22,7 @@ import yaml
 from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
 from tests.integration.ansible_env import ansible_playbook
 
-pytestmark = [pytest.mark.lab, pytest.mark.modules]
+pytestmark = pytest.mark.lab
 
 
 def _playbook(tmp_path, tasks, name="play.yml"):
@@ -100,6 +100,7 @@ def _mc(lab, bundle_path, node, cluster, machine, **extra):
     return {"maesh.ichor.talos_machine_config": args}
 
 
+@pytest.mark.floor
 def test_apply_maintenance_then_configured_and_check_mode(lab, bundle_path, tmp_path):
     addr = lab.address("fresh")
     machine = {"role": "worker", "hostname": "fresh-1", "install": {"disk": "/dev/vda"}}

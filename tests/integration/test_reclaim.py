@@ -19,7 +19,7 @@ import yaml
 
 from tests.integration.ansible_env import ansible_env, ansible_playbook, write_inventory
 
-pytestmark = [pytest.mark.lab, pytest.mark.modules]
+pytestmark = pytest.mark.lab
 
 TASK = "Inspect, check, reset and register the machine"
 MARKER = "ICHOR-RECLAIM-MARKER-7c41"
@@ -148,6 +148,7 @@ def events(outcome, name):
 
 # --- C1 ---------------------------------------------------------------------------------------
 
+@pytest.mark.floor
 def test_c1_worker_of_another_cluster_is_reset_and_registered(world):
     w = world(foreign_cps=1, foreign_workers=1)
     worker = w.foreign.machine("worker-1")
@@ -452,6 +453,7 @@ def files_text(root, skip=()):
     return out
 
 
+@pytest.mark.floor
 def test_c9_no_credential_in_stdout_or_vvvv(world, tmp_path):
     w = world(foreign_cps=1, foreign_workers=1)
     worker = w.foreign.machine("worker-1")
@@ -591,6 +593,7 @@ def test_c9_retries_and_a_rerun_after_a_timed_out_wait_reset_once(world, tmp_pat
 
 # --- the AWX path -----------------------------------------------------------------------------
 
+@pytest.mark.floor
 def test_awx_style_runner_with_injected_credential(world):
     """reclaim.yml the way AWX runs it: survey answers in env/extravars tagged !unsafe, the custom
     credential injected as a file (0600) with TALOSCONFIG in env/envvars pointing at it by path."""

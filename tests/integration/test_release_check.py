@@ -14,7 +14,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Kube
 
 from tests.integration.ansible_env import REPO, ansible_playbook, write_inventory
 
-pytestmark = [pytest.mark.lab, pytest.mark.modules]
+pytestmark = pytest.mark.lab
 
 PLAYBOOK = REPO + "/tests/integration/playbooks/release_check.yml"
 CONFIGS = REPO + "/tests/fixtures/configs/"
@@ -57,6 +57,7 @@ def _no_write(lab, mark):
         assert not [c for c in calls if any(c.endswith(w) for w in WRITES)], calls
 
 
+@pytest.mark.floor
 def test_behind_cluster(talos_kube_lab, tmp_path):
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=2, version="v1.13.9")
     proc = _run(lab, tmp_path)

@@ -17,7 +17,7 @@ import yaml
 
 from tests.integration.ansible_env import REPO, ansible_env, ansible_playbook, write_inventory
 
-pytestmark = [pytest.mark.lab, pytest.mark.modules]
+pytestmark = pytest.mark.lab
 
 COMMENT_MARKER = "ICHOR-SECRET-MARKER-5d0e"
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "facts_plan.txt")
@@ -66,6 +66,7 @@ def _golden(lab):
     return text
 
 
+@pytest.mark.floor
 def test_facts_playbook(lab, inventory):
     proc = ansible_playbook("-i", inventory, "maesh.ichor.facts")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -105,6 +106,7 @@ def test_bad_input_is_one_line(lab, inventory, tmp_path):
         assert marker not in proc.stdout + proc.stderr
 
 
+@pytest.mark.floor
 def test_ansible_runner_stdout_events_and_artifacts(lab, inventory, tmp_path):
     import ansible_runner
     private = tmp_path / "runner"

@@ -15,7 +15,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, talosconfig
 from tests.integration.ansible_env import ansible_playbook
 
-pytestmark = [pytest.mark.lab, pytest.mark.modules]
+pytestmark = pytest.mark.lab
 
 SEED = ("Talos 1.11.5 is older than the oldest version Ichor adopts (v1.12). Upgrade Talos first, with talosctl or "
         "your usual tool, and run adopt again.")
@@ -137,6 +137,7 @@ def test_a_mixed_cluster_is_refused_naming_its_machines_through_ansible(talos_la
     _only_reads(lab)
 
 
+@pytest.mark.floor
 def test_one_task_reads_the_cluster_through_ansible(talos_cluster, tmp_path):
     playbook = tmp_path / "adopt_read.yml"
     out = tmp_path / "result.json"

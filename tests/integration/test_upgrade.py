@@ -22,7 +22,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import etcd
 
 from tests.integration.ansible_env import REPO, ansible_playbook, write_inventory
 
-pytestmark = [pytest.mark.lab, pytest.mark.modules]
+pytestmark = pytest.mark.lab
 
 CONFIGS = REPO + "/tests/fixtures/configs/"
 V113_K8S_135 = CONFIGS + "v1.13/v1.13.9/k8s-older"  # contract v1.13, Talos v1.13.9, Kubernetes 1.35.4
@@ -69,6 +69,7 @@ def _changed_hosts(proc):
             if line.startswith("changed: [") and "localhost" not in line]
 
 
+@pytest.mark.floor
 def test_talos_step_rolls_one_machine_at_a_time(talos_kube_lab, tmp_path):
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=2, version="v1.13.9",
                          overrides=[{"name": "worker-2", "version": "v1.12.7"}])
@@ -331,7 +332,7 @@ def _awx_job(lab, inv, tmp_path):
     return job
 
 
-@pytest.mark.modules
+@pytest.mark.floor
 def test_upgrade_through_ansible_runner_as_awx_runs_it_leaks_no_secret(talos_kube_lab, tmp_path):
     """The plan job, the run job with ichor_upgrade_follow from the survey (talos, config, kubernetes in one job), and
     a rerun that changes nothing, each through ansible-runner; no credential or bundle secret in what they left."""
