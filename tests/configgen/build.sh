@@ -31,6 +31,9 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 mkdir -p "$cache"
+# one build at a time (two pytest workers, or scripts/test's prebuild, may ask at once): the second finds it built
+exec 9>"$cache/.configgen.lock"
+flock 9
 
 for ver in "${versions[@]}"; do
     vdir="$here/$ver"

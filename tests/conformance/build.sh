@@ -21,8 +21,11 @@ hash=$( (export LC_ALL=C; cat go.mod go.sum; for f in ./*.go; do echo "== $f"; c
          "$go" env GOVERSION GOOS GOARCH) | sha256sum | cut -c1-16)
 bindir=${XDG_CACHE_HOME:-$HOME/.cache}/maesh-ichor/bin
 bin=$bindir/conformance-$hash
+mkdir -p "$bindir"
+# one build at a time (two pytest workers, or scripts/test's prebuild, may ask at once): the second finds it built
+exec 9>"$bindir/.conformance.lock"
+flock 9
 if [ ! -x "$bin" ]; then
-  mkdir -p "$bindir"
   tmp=$(mktemp "$bindir/.conformance-$hash.XXXXXX")
   trap 'rm -f "$tmp"' EXIT
   echo "conformance/build.sh: building $bin" >&2

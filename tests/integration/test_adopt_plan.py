@@ -370,7 +370,6 @@ def adoption_cleanup(kube_lab):
             kube.delete(api_version, kind, name, "ichor-system")
 
 
-@pytest.mark.floor
 def test_the_adopt_playbook_plans_then_adopts_a_flannel_cluster_unmanaged_and_a_rerun_changes_nothing(
         talos_kube_lab, kube_lab, workloads, tmp_path, adoption_cleanup):
     from tests.integration.test_upgrade import _inventory

@@ -307,7 +307,6 @@ def _playbook(tmp_path, check, **args):
     return json.loads((tmp_path / "result.json").read_text()), proc.stdout
 
 
-@pytest.mark.floor
 def test_the_module_plans_applies_and_reruns_without_change(cilium_lab, cilium_charts, kube_lab, tmp_path):
     lab = cilium_lab(nodes=2)
     lab.helm_install("1.20", merged(TALOS_VALUES, USER_VALUES))

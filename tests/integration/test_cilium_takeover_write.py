@@ -198,7 +198,6 @@ def test_a8_stopped_after_helm_before_the_records_were_retired_the_rerun_finishe
     assert _run(kube_lab, cilium_charts, kubeconfig=kubeconfig)["changed"] is False
 
 
-@pytest.mark.floor
 def test_the_module_takes_over_and_a_rerun_reports_no_change(cilium_lab, cilium_charts, kube_lab, tmp_path,
                                                              cilium_caller):
     lab = cilium_lab(nodes=2)

@@ -14,6 +14,7 @@ import yaml
 from ansible_collections.maesh.ichor.plugins.module_utils.common import redact
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import kubeconfig as talos_kubeconfig
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine, talosconfig
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 
@@ -114,7 +115,7 @@ def test_etcd_calls(talos_cluster):
 
 def test_kubeconfig(talos_cluster):
     with _client(talos_cluster) as client:
-        kubeconfig = tc.kubeconfig_bytes(client.call("Kubeconfig", node=talos_cluster.machines[0]["address"]))
+        kubeconfig = talos_kubeconfig.kubeconfig_bytes(client.call("Kubeconfig", node=talos_cluster.machines[0]["address"]))
     assert yaml.safe_load(kubeconfig)["kind"] == "Config"
 
 

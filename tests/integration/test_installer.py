@@ -251,7 +251,6 @@ def test_default_bundle_rbac_holds_delete_on_every_prunable_kind():
                    for r in rules[role]), "%s lacks delete on %s" % (role, kind)
 
 
-@pytest.mark.floor
 def test_install_playbook_under_the_installers_own_service_account(kube_lab, tmp_path):
     # first, as an admin, the default bundle (it holds the installer's ServiceAccount and RBAC)
     proc = ansible_playbook("maesh.ichor.install", "-e", "ichor_kubeconfig=%s" % kube_lab.kubeconfig)

@@ -11,6 +11,7 @@ from kubernetes import client as k8s
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Conflict, KubeClient
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import kubeconfig as talos_kubeconfig
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
 
 from tests.lab.agent import kubelet_version
@@ -66,7 +67,7 @@ def test_nodes_follow_the_machines(talos_kube_lab, tmp_path):
 def test_kubeconfig_call_reaches_the_api_server(talos_kube_lab):
     lab = talos_kube_lab(controlplanes=1, workers=1)
     with tc.TalosClient(talosconfig.load(lab.talosconfig), timeout=5) as client:
-        kubeconfig = tc.kubeconfig_bytes(client.call("Kubeconfig", node=lab.machines[0]["address"]))
+        kubeconfig = talos_kubeconfig.kubeconfig_bytes(client.call("Kubeconfig", node=lab.machines[0]["address"]))
     kube = KubeClient(kubeconfig_content=kubeconfig.decode())
     assert kube.get("v1", "Node", "cp-1") is not None
     assert kube.raw_get("/version").count("v1.36") == 1

@@ -100,7 +100,6 @@ def _mc(lab, bundle_path, node, cluster, machine, **extra):
     return {"maesh.ichor.talos_machine_config": args}
 
 
-@pytest.mark.floor
 def test_apply_maintenance_then_configured_and_check_mode(lab, bundle_path, tmp_path):
     addr = lab.address("fresh")
     machine = {"role": "worker", "hostname": "fresh-1", "install": {"disk": "/dev/vda"}}

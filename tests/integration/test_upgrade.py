@@ -69,7 +69,6 @@ def _changed_hosts(proc):
             if line.startswith("changed: [") and "localhost" not in line]
 
 
-@pytest.mark.floor
 def test_talos_step_rolls_one_machine_at_a_time(talos_kube_lab, tmp_path):
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=2, version="v1.13.9",
                          overrides=[{"name": "worker-2", "version": "v1.12.7"}])

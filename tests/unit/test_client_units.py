@@ -7,6 +7,7 @@ import tarfile
 import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import kubeconfig as talos_kubeconfig
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import common_pb2, machine_pb2
 
@@ -43,9 +44,9 @@ def _targz(files):
 def test_kubeconfig_from_chunks():
     data = _targz({"kubeconfig": b"apiVersion: v1\nkind: Config\n"})
     chunks = [common_pb2.Data(bytes=data[:10]), common_pb2.Data(bytes=data[10:])]
-    assert tc.kubeconfig_bytes(chunks).startswith(b"apiVersion: v1")
+    assert talos_kubeconfig.kubeconfig_bytes(chunks).startswith(b"apiVersion: v1")
     with pytest.raises(errors.TalosCallError):
-        tc.kubeconfig_bytes([common_pb2.Data(bytes=_targz({"other": b"x"}))])
+        talos_kubeconfig.kubeconfig_bytes([common_pb2.Data(bytes=_targz({"other": b"x"}))])
 
 
 def test_dial_only_refuses_to_address_other_nodes():

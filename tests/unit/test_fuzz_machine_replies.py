@@ -19,6 +19,7 @@ from grpclib.const import Cardinality, Handler
 from grpclib.testing import ChannelFor
 
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import kubeconfig as talos_kubeconfig
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import (
@@ -243,7 +244,7 @@ def _machine_config(client):
 
 
 def _kubeconfig(client):
-    return talos_client.kubeconfig_bytes(client.call("Kubeconfig"))
+    return talos_kubeconfig.kubeconfig_bytes(client.call("Kubeconfig"))
 
 
 READS = (_facts, _machine_config, lambda client: machine.apply_needs_reboot(client, None, "version: v1alpha1\n"),

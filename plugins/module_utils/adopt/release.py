@@ -124,6 +124,6 @@ def _node_ready(kube, name, timeout, clock):
         node = nodes.get(kube, name)
         return (True, node) if node is not None and nodes.ready(node) else (False, "Node %s not Ready" % name)
 
-    ready, detail = poll.until(check, timeout, interval=1.0, clock=clock)
+    ready, detail = poll.until(check, timeout, clock=clock)
     if not ready:
         raise IchorError("%s: its Node is not Ready within %ds after the apply (%s); it stays held" % (name, timeout, detail))

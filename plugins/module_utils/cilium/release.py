@@ -417,7 +417,7 @@ class CiliumRelease:
         def check():
             running = live_mod.read(self.kube)
             return live_mod.health(running, live_mod.node_count(self.kube)) if running else (False, ["gone"])
-        done, lines = poll.until(check, wait_timeout if wait else 0, interval=1.0, clock=self.clock)
+        done, lines = poll.until(check, wait_timeout if wait else 0, clock=self.clock)
         if done:
             self.plan.say("ready: " + "; ".join(lines))
             return True

@@ -327,7 +327,7 @@ class Takeover:
             running = live_mod.read(self.kube)
             healthy, lines = live_mod.health(running, live_mod.node_count(self.kube)) if running else (False, ["gone"])
             return healthy, lines
-        done, lines = poll.until(check, wait_timeout if wait else 0, interval=1.0, clock=clock)
+        done, lines = poll.until(check, wait_timeout if wait else 0, clock=clock)
         if done:
             self.plan.say("ready: " + "; ".join(lines))
             return True

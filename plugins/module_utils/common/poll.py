@@ -23,7 +23,12 @@ class Clock:
         time.sleep(seconds)
 
 
-def until(check, timeout, interval=1.0, clock=None):
+# Every half second by default: what a wait reads (a Version call, a Node, a DaemonSet) is cheap next to what it waits
+# for (a reboot, a rollout), and the run moves on soon after it is done.
+INTERVAL = 0.5
+
+
+def until(check, timeout, interval=INTERVAL, clock=None):
     """Call ``check()`` until it returns ``(True, value)`` or ``timeout`` seconds have passed.
 
     ``check`` returns ``(done, detail)``: the value when done, else what is still awaited. Returns

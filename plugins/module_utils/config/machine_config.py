@@ -107,7 +107,7 @@ def wait_back(conn, node, timeout, clock):
         finally:
             client.close()
 
-    back, detail = poll.until(check, timeout, interval=1.0, clock=clock)
+    back, detail = poll.until(check, timeout, clock=clock)
     if not back:
         raise ConfigError("%s did not come back with its config within %ds (%s)" % (node, timeout, detail))
     return detail

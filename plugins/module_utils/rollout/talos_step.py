@@ -179,7 +179,7 @@ def run(params, conn, check_mode, clock=None):
             raise
     before = ""
     try:
-        facts = client.run(machine.machine_facts(client, node))
+        facts = client.run(machine.running(client, node))
         hostname = params["hostname"] or facts["hostname"]
         before = facts["version"]
         result = dict(changed=False, before=before, after=target,

@@ -73,7 +73,7 @@ def _wait(params, client, node, result, check_mode, clock):
         healthy, detail = etcd.health(client, node)
         return (True, detail) if healthy else (False, detail)
 
-    healthy, detail = poll.until(check, params["wait_timeout"], interval=1.0, clock=clock or poll.Clock)
+    healthy, detail = poll.until(check, params["wait_timeout"], clock=clock or poll.Clock)
     if not healthy:
         raise IchorError("etcd on %s did not reach a quorum within %ds (%s); run again to go on waiting: it is not "
                          "bootstrapped twice" % (node, params["wait_timeout"], detail), result=result)

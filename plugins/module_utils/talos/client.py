@@ -19,11 +19,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import asyncio
-import io
 import re
 import ssl
-import tarfile
-import zlib
 
 try:
     import yaml
@@ -356,23 +353,3 @@ def resource_dict(resource, resource_type=None):
             raise errors.TalosCallError("the machine: the spec of %s is not YAML" % what, code="INTERNAL")
     return {"id": resource.metadata.id, "version": resource.metadata.version, "phase": resource.metadata.phase,
             "spec": spec}
-
-
-# A kubeconfig is a few kilobytes; the archive is read only until its file is found.
-_KUBECONFIG_LIMIT = 1024 * 1024
-_ARCHIVE_MEMBERS = 100
-
-
-def kubeconfig_bytes(chunks):
-    """Kubeconfig streams common.Data chunks that form a .tar.gz holding one file ``kubeconfig``."""
-    data = b"".join(c.bytes for c in chunks)
-    try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-            for number, member in enumerate(archive):
-                if number >= _ARCHIVE_MEMBERS:
-                    break
-                if member.name.lstrip("./") == "kubeconfig" and member.isfile() and member.size <= _KUBECONFIG_LIMIT:
-                    return archive.extractfile(member).read()
-    except (tarfile.TarError, EOFError, zlib.error, OSError):
-        raise errors.TalosCallError("the Kubeconfig reply is not a gzipped tar archive", code="INTERNAL")
-    raise errors.TalosCallError("the Kubeconfig reply holds no kubeconfig file")

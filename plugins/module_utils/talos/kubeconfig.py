@@ -13,7 +13,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import io
 import os
+import tarfile
+import zlib
 
 try:
     import yaml
@@ -22,7 +25,27 @@ except ImportError:  # pragma: no cover
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import files, poll
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
+
+
+# A kubeconfig is a few kilobytes; the archive is read only until its file is found.
+_KUBECONFIG_LIMIT = 1024 * 1024
+_ARCHIVE_MEMBERS = 100
+
+
+def kubeconfig_bytes(chunks):
+    """Kubeconfig streams common.Data chunks that form a .tar.gz holding one file ``kubeconfig``."""
+    data = b"".join(c.bytes for c in chunks)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+            for number, member in enumerate(archive):
+                if number >= _ARCHIVE_MEMBERS:
+                    break
+                if member.name.lstrip("./") == "kubeconfig" and member.isfile() and member.size <= _KUBECONFIG_LIMIT:
+                    return archive.extractfile(member).read()
+    except (tarfile.TarError, EOFError, zlib.error, OSError):
+        raise errors.TalosCallError("the Kubeconfig reply is not a gzipped tar archive", code="INTERNAL")
+    raise errors.TalosCallError("the Kubeconfig reply holds no kubeconfig file")
 
 
 def options():
@@ -52,7 +75,7 @@ def run(params, conn, check_mode, clock=None):
     node, path = params["node"], params["path"]
     result = dict(changed=False, path=path, plan=[])
     client = conn.talos()
-    fetched = talos_client.kubeconfig_bytes(client.call("Kubeconfig", node=node))
+    fetched = kubeconfig_bytes(client.call("Kubeconfig", node=node))
     wanted = cluster_of(fetched)
     if wanted is None:
         raise IchorError("%s answered with no kubeconfig" % node, result=result)
@@ -100,7 +123,7 @@ def _wait(params, result, check_mode, clock):
             kube.close()
         return (True, answer) if answer.strip() == "ok" else (False, answer.strip()[:200])
 
-    ready, detail = poll.until(check, params["wait_timeout"], interval=2.0, clock=clock or poll.Clock)
+    ready, detail = poll.until(check, params["wait_timeout"], clock=clock or poll.Clock)
     if not ready:
         raise IchorError("the API server %s is not ready within %ds (%s); run again to go on waiting" % (
             result["server"], params["wait_timeout"], detail), result=result)

@@ -115,6 +115,12 @@ async def _config(client, node):
         return None, "its config cannot be read: %s" % exc, None
 
 
+async def running(client, node=None):
+    """{version, hostname} of the machine: what the rollout's Talos step needs of it, in two calls."""
+    ver, host = await asyncio.gather(version(client, node), get_resource(client, res.HOSTNAME_STATUS, node))
+    return {"version": ver["tag"], "hostname": _text(host, "hostname")}
+
+
 async def machine_facts(client, node=None):
     """The facts ``talos_facts`` reports for one machine, read concurrently."""
     facts, unused_text = await machine_read(client, node)

@@ -7,6 +7,9 @@ cache="${XDG_CACHE_HOME:-$HOME/.cache}/maesh-ichor/bin"
 mkdir -p "$cache"
 hash=$(cat "$here/main.go" "$here/go.mod" "$here/go.sum" | sha256sum | cut -c1-16)
 out="$cache/registry-$hash"
+# one build at a time (two pytest workers, or scripts/test's prebuild, may ask at once): the second finds it built
+exec 9>"$cache/.registry.lock"
+flock 9
 if [ ! -x "$out" ]; then
     (cd "$here" && go build -trimpath -o "$out.tmp" . && mv "$out.tmp" "$out")
 fi
