@@ -27,7 +27,8 @@ def _config(cluster, user, path=None, merged=False):
 def test_it_takes_exactly_the_kubeconfigs_whose_every_field_it_speaks():
     rng = random.Random(16)
     for _case in range(400):
-        cluster = dict((f, "x") for f in rng.sample(sorted(reader.CLUSTER_FIELDS - {"server"}), rng.randint(0, 3)))
+        cluster = dict((f, True if f == "insecure-skip-tls-verify" else "x")
+                       for f in rng.sample(sorted(reader.CLUSTER_FIELDS - {"server"}), rng.randint(0, 3)))
         cluster["server"] = rng.choice(["https://127.0.0.1:6443", "http://10.0.0.1:8080", "https://kube.example/prefix"])
         user = dict((f, "x") for f in rng.sample(sorted(reader.USER_FIELDS), rng.randint(0, 4)))
         foreign = rng.random() < 0.5
@@ -36,6 +37,7 @@ def test_it_takes_exactly_the_kubeconfigs_whose_every_field_it_speaks():
         assert reader.covers(_config(cluster, user)) is not foreign, (cluster, user)
     for server in ("", "unix:///run/kube.sock", "127.0.0.1:6443", None):
         assert not reader.covers(_config({"server": server}, {"token": "t"}))
+    assert not reader.covers(_config({"server": "https://10.0.0.1", "insecure-skip-tls-verify": "yes"}, {}))
 
 
 def test_relative_files_of_merged_kubeconfigs_go_to_kubeclient():

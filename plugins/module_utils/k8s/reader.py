@@ -52,6 +52,8 @@ def covers(config):
         return False
     if urlsplit(cluster.get("server") or "").scheme not in ("https", "http"):
         return False
+    if not isinstance(cluster.get("insecure-skip-tls-verify", False), bool):  # the library reads it as it is truthy
+        return False
     # a relative file name is relative to the file that names it: with several files merged, only KubeClient knows it
     return not (config.merged and any(not os.path.isabs(str(body.get(f)))
                                       for body in (cluster, user) for f in _FILES if body.get(f)))

@@ -128,7 +128,7 @@ def start_upgrade(client, node, running, image, hostname=None):
         client.first(client.call("Upgrade", tc.request_type("Upgrade")(image=image), node=node), node, call="Upgrade")
 
 
-def wait_back(client, kube, node, hostname, role, target, timeout, interval=0.25, clock=None):
+def wait_back(client, kube, node, hostname, role, target, timeout, interval=0.1, clock=None):
     """Wait for the machine to answer with the target version, then etcd (control planes), then its Node."""
 
     def back():
@@ -146,8 +146,8 @@ def wait_back(client, kube, node, hostname, role, target, timeout, interval=0.25
             return False, "its Node %s to be Ready on Talos %s" % (hostname, target)
         return True, None
 
-    # every quarter second, so the machine is seen soon after it is back: each poll is one Version call while it
-    # is away, and the Node is read only once it answers with the target
+    # every tenth of a second, so the rollout moves on as soon as the machine and its Node are back: each poll is one
+    # Version call while it is away (a refused or timed-out dial), and the Node is read only once it answers
     done, waiting_for = poll.until(back, timeout, interval, clock)
     if not done:
         raise UpgradeFailed("%s (%s) did not come back within %ss: waited for %s; the remaining machines were not "
