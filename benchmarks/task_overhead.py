@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,7 +39,7 @@ collection_path.ensure()
 # pylint: disable=wrong-import-position
 from tests.integration.ansible_env import ansible_env, write_inventory  # noqa: E402
 from tests.lab.agent import LabAgent  # noqa: E402
-from tests.lab.kube.cluster import KubeLab, binaries  # noqa: E402
+from tests.lab.kube.cluster import KubeLab, binaries, _free_port as free_port  # noqa: E402 pylint: disable=protected-access
 from tests.lab.process import LabProcess  # noqa: E402
 
 BEHIND = "v1.13/v1.13.9/k8s-older"  # real Talos configs: contract v1.13, Talos v1.13.9, Kubernetes 1.35.4
@@ -137,16 +136,10 @@ def _cpu_of(argv):
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def _closed_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _refusing(work, kube):
     """A talosconfig (of a lab machine: real CA and client certificate) and a kubeconfig (the lab API server's) whose
     endpoints are a port nothing listens on."""
-    port = _closed_port()
+    port = free_port()  # nothing listens on it
     lab = LabProcess(os.path.join(work, "startup"), controlplanes=1, workers=0).start(timeout=120)
     try:
         with open(lab.talosconfig) as handle:

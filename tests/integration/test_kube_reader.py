@@ -6,7 +6,6 @@ a per-machine module reading through it never imports the kubernetes package."""
 
 import base64
 import os
-import socket
 
 import pytest
 import yaml
@@ -15,7 +14,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import 
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import kubeconfig, reader
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient, KubeError
 
-from tests.lab.kube.cluster import _CA, _cert_pem  # pylint: disable=protected-access
+from tests.lab.kube.cluster import _CA, _cert_pem, _free_port  # pylint: disable=protected-access
 
 pytestmark = pytest.mark.lab
 
@@ -43,14 +42,6 @@ def _edited(src, tmp_path, edit, name="kubeconfig"):
     path.write_text(yaml.safe_dump(doc))
     os.chmod(str(path), 0o600)
     return str(path)
-
-
-def _free_port():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
 
 
 @pytest.fixture

@@ -74,6 +74,19 @@ def register(value):
             _registered.setdefault(len(piece), set()).add(piece)
 
 
+def register_leaves(value, secret_name, name=""):
+    """Register every string leaf of ``value`` (parsed YAML: dicts, lists) whose key matches the compiled pattern
+    ``secret_name``; a list's items go by the key of the list."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            register_leaves(item, secret_name, str(key))
+    elif isinstance(value, list):
+        for item in value:
+            register_leaves(item, secret_name, name)
+    elif isinstance(value, str) and secret_name.search(name):
+        register(value)
+
+
 def _without_registered(text):
     # plain substring tests, longest first (a whole value before any of its lines): nothing to rebuild when a
     # value is registered, and a run may load many bundles

@@ -27,7 +27,7 @@ try:
 except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
     HAS_YAML = False
 
-from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import register
+from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import register_leaves
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import KubeError, quote
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
@@ -135,20 +135,9 @@ def check(data, where, context):
     credentials = named(data.get("users"), user, "user") if user is not None else {}
     if credentials is None:
         raise KubeError("the %s: context %s names user %s, which it does not define" % (where, quote(name), quote(user)))
-    _register_credentials(credentials)
+    # so that no message (the library's included) can show them
+    register_leaves(credentials, _CREDENTIAL)
     return Source(where, context=name, user=user, contexts=contexts)
-
-
-def _register_credentials(value, name=""):
-    """Register the user's credentials, so that no message (the library's included) can show them."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _register_credentials(item, str(key))
-    elif isinstance(value, list):
-        for item in value:
-            _register_credentials(item, name)
-    elif isinstance(value, str) and _CREDENTIAL.search(name):
-        register(value)
 
 
 def load(kubeconfig=None, kubeconfig_content=None, context=None, environ=None):

@@ -287,18 +287,8 @@ def register_config_secrets(data):
     except yaml.YAMLError:
         return  # the text is not YAML; redaction still removes what looks like key material
 
-    def walk(value, name=""):
-        if isinstance(value, dict):
-            for key, item in value.items():
-                walk(item, str(key))
-        elif isinstance(value, list):
-            for item in value:
-                walk(item, name)
-        elif isinstance(value, str) and _SECRET_LEAF.search(name):
-            redact.register(value)
-
     for doc in docs:
-        walk(doc)
+        redact.register_leaves(doc, _SECRET_LEAF)
 
 
 def version_info(message):
