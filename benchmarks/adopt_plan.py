@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 import yaml
@@ -71,7 +70,7 @@ def _daemonsets(api):
 
 
 def main():
-    work = tempfile.mkdtemp(prefix="ichor-bench-adopt-")
+    work = report.workdir("ichor-bench-adopt-")
     kube = KubeLab.start(workdir=os.path.join(work, "kube"), bins=binaries(build=True, stream=sys.stderr))
     lab = LabProcess(os.path.join(work, "lab"), controlplanes=CONTROLPLANES, workers=WORKERS, case=CASE).start(timeout=120)
     agent = LabAgent(kube.api_client(), talos_lab=lab, owner="bench")

@@ -23,7 +23,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 
 from benchmarks import report
@@ -85,7 +84,7 @@ def params(lab, chart):
 
 
 def main():
-    work = tempfile.mkdtemp(prefix="ichor-bench-cilium-")
+    work = report.workdir("ichor-bench-cilium-")
     lab = KubeLab.start(workdir=os.path.join(work, "kube"))
     cilium = None
     render = Timer(helm.Helm, "template")

@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 import yaml
@@ -64,7 +63,7 @@ def kubectl_run(lab, paths, ns):
 
 
 def main():
-    work = tempfile.mkdtemp(prefix="ichor-bench-inst-")
+    work = report.workdir("ichor-bench-inst-")
     lab = KubeLab.start(workdir=os.path.join(work, "kube"))
     try:
         client = KubeClient(kubeconfig=lab.kubeconfig)

@@ -1,7 +1,10 @@
 """Where a benchmark's result goes: benchmarks/results/<benchmark>.json (not committed, not built)."""
 
+import atexit
 import json
 import os
+import shutil
+import tempfile
 
 from tests import collection_path
 
@@ -12,3 +15,12 @@ def write(result):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "%s.json" % result["benchmark"]), "w") as handle:
         json.dump(result, handle, indent=2)
+
+
+def workdir(prefix):
+    """A new directory for a benchmark's labs, removed when the benchmark exits (it holds their talosconfigs and
+    kubeconfigs, and tens of megabytes of etcd data); ``ICHOR_BENCH_KEEP=1`` keeps it."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    if os.environ.get("ICHOR_BENCH_KEEP") != "1":
+        atexit.register(shutil.rmtree, work, True)
+    return work

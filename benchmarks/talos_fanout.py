@@ -11,7 +11,6 @@ line one JSON object: {"benchmark", "figures", "ratio", "goal"}. Not a pass/fail
 import json
 import os
 import sys
-import tempfile
 import time
 
 from benchmarks import report
@@ -30,7 +29,7 @@ ROUNDS = 3
 
 
 def main():
-    work = tempfile.mkdtemp(prefix="ichor-bench-")
+    work = report.workdir("ichor-bench-")
     lab = LabProcess(os.path.join(work, "lab"), controlplanes=1, workers=MACHINES - 1, latency_ms=LATENCY_MS)
     lab.start(timeout=120)
     try:

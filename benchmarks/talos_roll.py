@@ -10,7 +10,6 @@ The last line is one JSON object: {"benchmark", "figures", "ratio", "goal"}.
 import json
 import os
 import sys
-import tempfile
 import time
 
 from benchmarks import report
@@ -30,7 +29,7 @@ REBOOT_SECONDS = 2.0
 
 
 def main():
-    work = tempfile.mkdtemp(prefix="ichor-bench-roll-")
+    work = report.workdir("ichor-bench-roll-")
     lab = LabProcess(os.path.join(work, "lab"), controlplanes=3, workers=10, version="v1.13.9",
                      reboot_seconds=REBOOT_SECONDS, upgrade_seconds=REBOOT_SECONDS).start(timeout=60)
     try:

@@ -8,8 +8,9 @@
   (the playbook and its module processes) per host, what one more host costs (the slope), and the ratios;
 * ``maesh.ichor.upgrade --check`` on 3 control planes and 10, 50 and 100 workers behind the release set, with the real
   API server: wall time and its growth law (least squares: a + b per machine);
-* the rolling Talos step through ``maesh.ichor.upgrade`` (the real run) on 1 + 2, 1 + 4 and 1 + 6 machines, the
-  fastest of three runs each: what each more machine costs beyond the simulator's own upgrade and reboot time.
+* the rolling Talos step through ``maesh.ichor.upgrade`` (the real run) on 1 + 6 machines, three runs: what each
+  machine costs (from the start of its batch to the start of the next, in Ansible's log) beyond the simulator's own
+  upgrade time, the median over every machine.
 
 Run by hand (about ten minutes on 2 cores):
 
@@ -20,8 +21,10 @@ object: {"benchmark", "figures", "ratio", "goal"}; it is also written to benchma
 """
 
 import argparse
+import datetime
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -126,7 +129,7 @@ STARTUP_MODULES = (("ansible.builtin.ping", ""),
                    ("maesh.ichor.talos_facts", "node=127.0.0.1 talosconfig={talosconfig}"),
                    ("maesh.ichor.talos_upgrade", "node=127.0.0.1 role=worker talosconfig={talosconfig} "
                                                  "kubeconfig={kubeconfig}"))
-STARTUP_RUNS = 10
+STARTUP_RUNS = 20
 
 
 def _cpu_of(argv):
@@ -168,7 +171,7 @@ def startup(work, kube):
     env = ansible_env({"ANSIBLE_KEEP_REMOTE_FILES": "1", "ANSIBLE_REMOTE_TMP": kept})
     adhoc = os.path.join(os.path.dirname(sys.executable), "ansible")
     refusing = _refusing(work, kube)
-    out = {}
+    wrappers = {}
     for module, args in STARTUP_MODULES:
         before = set(_kept_files(kept))
         done = subprocess.run([adhoc, "localhost", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
@@ -178,9 +181,26 @@ def startup(work, kube):
             assert "FAILED" in done.stdout and "127.0.0.1:%d" % refusing["port"] in done.stdout, done.stdout[-1500:]
         wrapper = sorted(set(_kept_files(kept)) - before)
         assert len(wrapper) == 1, wrapper
-        out[module.rsplit(".", 1)[-1]] = round(min(_cpu_of([sys.executable, wrapper[0]]) for _run in range(STARTUP_RUNS)), 3)
+        wrappers[module.rsplit(".", 1)[-1]] = wrapper[0]
+    # interleaved, one run of each module per round: whatever else slows the machine for a while slows them alike
+    cpu = dict((name, []) for name in wrappers)
+    for _round in range(STARTUP_RUNS):
+        for name, wrapper in wrappers.items():
+            cpu[name].append(_cpu_of([sys.executable, wrapper]))
+    out = dict((name, round(min(runs), 3)) for name, runs in cpu.items())
     ratios = dict((name, round(cpu / out["ping"], 2)) for name, cpu in out.items() if name != "ping")
-    return {"cpu_s": out, "ratio_to_ping": ratios}
+    return {"cpu_s": out, "ratio_to_ping": ratios, "talos_facts_parts_ms": _parts(wrappers["talos_facts"], refusing)}
+
+
+def _parts(wrapper, refusing):
+    """Where talos_facts's start-up goes (benchmarks/startup_parts.py in a fresh process, the least of each part
+    over STARTUP_RUNS runs): its AnsiballZ payload exploded next to the wrapper, compiled as from the zip."""
+    subprocess.run([sys.executable, wrapper, "explode"], capture_output=True, check=True)
+    payload = os.path.join(os.path.dirname(wrapper), "debug_dir")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "startup_parts.py")
+    runs = [json.loads(subprocess.run([sys.executable, script, payload, refusing["talosconfig"]], capture_output=True,
+                                      text=True, check=True).stdout) for _run in range(STARTUP_RUNS)]
+    return dict((part, min(run[part] for run in runs)) for part in runs[0])
 
 
 def _kept_files(kept):
@@ -221,21 +241,48 @@ def upgrade_check(work, kube, workers_list):
 
 
 def _roll(work, kube, workers, upgrade_seconds, reboot_seconds):
-    """Wall time of the real run of maesh.ichor.upgrade (its Talos step) on 1 + workers machines."""
+    """The real run of maesh.ichor.upgrade (its Talos step) on 1 + workers machines: each machine's cycle, read from
+    Ansible's own log."""
     lab = LabProcess(tempfile.mkdtemp(dir=work, prefix="roll-%d-" % workers), controlplanes=1, workers=workers, case=BEHIND,
                      version="v1.13.9", upgrade_seconds=upgrade_seconds, reboot_seconds=reboot_seconds).start(timeout=120)
-    # the Nodes follow the machines through their reboots; polled often, so that the simulated kubelet's own lag is
-    # not counted as the collection's
-    agent = LabAgent(kube.api_client(), talos_lab=lab, default_kubelet=KUBELET, interval=0.05, owner="bench")
+    # the Nodes follow the machines through their reboots: polled often, and only a change patched, so that the
+    # simulated kubelets' lag and the agent's own work are not counted as the collection's
+    agent = LabAgent(kube.api_client(), talos_lab=lab, default_kubelet=KUBELET, interval=0.05, owner="bench",
+                     refresh=False)
     agent.start()
     try:
         inventory = _inventory(lab, os.path.join(lab.workdir, "inventory.yml"), kube.kubeconfig)
-        wall, _cpu, out = _play(["-i", inventory, "maesh.ichor.upgrade"])
+        log = os.path.join(lab.workdir, "ansible.log")
+        _wall, _cpu, out = _play(["-i", inventory, "maesh.ichor.upgrade"], env=ansible_env({"ANSIBLE_LOG_PATH": log}))
         assert out.count("changed: [") >= 1 + workers, out[-2000:]
+        with open(log) as handle:
+            cycles = batch_cycles(handle)
+        assert len(cycles) == 1 + workers, cycles
     finally:
         agent.stop()
         lab.stop()
-    return wall
+    return cycles
+
+
+_PLAY_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*\| PLAY \[(.*)\] \**$")
+TALOS_PLAY = "Talos step, one machine at a time, control planes first"
+
+
+def batch_cycles(lines):
+    """Seconds from the start of each batch of the Talos step (its PLAY line in Ansible's log) to the start of the
+    next: the next machine's batch, or for the last machine the play after the step. One machine's whole cost."""
+    marks = []
+    for line in lines:
+        found = _PLAY_LINE.match(line.rstrip("\n"))
+        if not found:
+            continue
+        when = datetime.datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f")
+        if found.group(2) == TALOS_PLAY:
+            marks.append(when)
+        elif marks:
+            marks.append(when)
+            break
+    return [round((b - a).total_seconds(), 3) for a, b in zip(marks, marks[1:])]
 
 
 # What the simulator itself spends on a v1.13+ machine's upgrade (tests/lab/talos_sim): the installer's three output
@@ -245,17 +292,20 @@ def _roll(work, kube, workers, upgrade_seconds, reboot_seconds):
 SIMULATED_UPGRADE_EXTRA_S = 3 * 0.01 + 0.1
 
 
-def rolling_upgrade(work, kube, sizes=(2, 4, 6), upgrade_seconds=0.5, reboot_seconds=0.3, runs=RUNS):
-    """The Talos step through the playbook: what each more machine costs (the least-squares slope of the run's wall
-    time over 1 + 2, 1 + 4 and 1 + 6 machines, so the plan and the record are not counted), less the simulator's
-    upgrade and reboot; each size run ``runs`` times, the fastest run counted (a rollout's own work is the same each
-    time; the others were slowed by something else on the machine)."""
-    walls = dict((1 + workers, min(_roll(work, kube, workers, upgrade_seconds, reboot_seconds) for _run in range(runs)))
-                 for workers in sizes)
-    unused_fixed, per_machine = _growth(sorted(walls.items()))
+def rolling_upgrade(work, kube, workers=6, upgrade_seconds=0.5, reboot_seconds=0.3, runs=RUNS):
+    """The Talos step through the playbook: what each machine costs, from the start of its batch to the start of the
+    next (read from Ansible's log, so the plan and the record around the step are not counted), less the
+    simulator's own upgrade time. 1 + ``workers`` machines, ``runs`` runs: the median over every machine of every
+    run, and the control plane's apart (it also waits for etcd)."""
+    runs_cycles = [_roll(work, kube, workers, upgrade_seconds, reboot_seconds) for _run in range(runs)]
+    every = [c for cycles in runs_cycles for c in cycles]
     simulated = SIMULATED_UPGRADE_EXTRA_S + upgrade_seconds
-    return {"wall_s": dict((str(n), round(w, 3)) for n, w in sorted(walls.items())), "runs": runs,
-            "per_machine_s": round(per_machine, 3), "simulated_per_machine_s": simulated,
+    per_machine = statistics.median(every)
+    return {"machines": 1 + workers, "runs": runs, "cycles_s": runs_cycles,
+            "per_machine_s": round(per_machine, 3),
+            "controlplane_s": round(statistics.median(cycles[0] for cycles in runs_cycles), 3),
+            "worker_s": round(statistics.median(c for cycles in runs_cycles for c in cycles[1:]), 3),
+            "simulated_per_machine_s": simulated,
             "overhead_per_machine_s": round(per_machine - simulated, 3)}
 
 
@@ -266,7 +316,7 @@ def main():
                         help="measure only this and print it (the result file is written by a full run only)")
     args = parser.parse_args()
     sizes, forks_list, workers_list = ([5], [5], [10, 20]) if args.quick else ([5, 20, 50], [5, 50], [10, 50, 100])
-    work = tempfile.mkdtemp(prefix="ichor-bench-overhead-")
+    work = report.workdir("ichor-bench-overhead-")
     kube = KubeLab.start(workdir=os.path.join(work, "kube"), bins=binaries(build=True, stream=sys.stderr))
     try:
         if args.only:

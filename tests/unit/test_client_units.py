@@ -1,6 +1,7 @@
 """Client pieces that need no lab: reply unwrapping with per-node errors, kubeconfig archives,
 the plan callback's text."""
 
+import asyncio
 import io
 import tarfile
 
@@ -9,6 +10,7 @@ import pytest
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import kubeconfig as talos_kubeconfig
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import common_pb2, machine_pb2
 
 
@@ -62,3 +64,26 @@ def test_dial_only_refuses_to_address_other_nodes():
 def test_call_error_hint_for_maintenance():
     err = errors.call_error("10.0.0.1", "UNIMPLEMENTED", "API is not implemented in maintenance mode")
     assert "maintenance mode" in str(err) and "10.0.0.1" in str(err)
+
+
+def test_gather_runs_every_read_to_its_end_then_raises_the_first_failure_in_order():
+    finished = []
+
+    async def read(name, delay, fails=False):
+        await asyncio.sleep(delay)
+        finished.append(name)
+        if fails:
+            raise errors.TalosError("%s failed" % name)
+        return name
+
+    async def reads():
+        return await machine.gather(read("slow", 0.05), read("second", 0.02, fails=True), read("first", 0.0, fails=True))
+
+    with pytest.raises(errors.TalosError, match="second failed"):  # the given order, not the order they failed in
+        asyncio.run(reads())
+    assert sorted(finished) == ["first", "second", "slow"]  # none abandoned while running
+
+    async def fine():
+        return await machine.gather(read("a", 0.01), read("b", 0.0))
+
+    assert asyncio.run(fine()) == ["a", "b"]

@@ -17,7 +17,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import asyncio
 import os
 import socket
 from concurrent.futures import ThreadPoolExecutor
@@ -191,7 +190,7 @@ async def inspect_configured(client, node, probe=tcp_answers, force=False):
     from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine  # grpclib-dependent
 
     facts = await machine.machine_facts(client)
-    disks, volumes, sysdisk = await asyncio.gather(
+    disks, volumes, sysdisk = await machine.gather(
         _safe(machine.list_resources(client, res.DISKS), []),
         _safe(machine.list_resources(client, res.VOLUME_STATUSES), []),
         _safe(machine.get_resource(client, res.SYSTEM_DISK)))
@@ -286,6 +285,6 @@ async def maintenance_identity(client):
     """(UUID, stage) of a machine answering in maintenance mode (an insecure client)."""
     from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
 
-    sysinfo, status = await asyncio.gather(machine.get_resource(client, res.SYSTEM_INFORMATION),
+    sysinfo, status = await machine.gather(machine.get_resource(client, res.SYSTEM_INFORMATION),
                                            _safe(machine.get_resource(client, res.MACHINE_STATUS)))
     return spec_of(sysinfo).get("uuid", ""), spec_of(status).get("stage", "")

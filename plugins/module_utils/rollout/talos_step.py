@@ -128,27 +128,40 @@ def start_upgrade(client, node, running, image, hostname=None):
         client.first(client.call("Upgrade", tc.request_type("Upgrade")(image=image), node=node), node, call="Upgrade")
 
 
+# Once the machine answers with the new version, what is left (its etcd member, its Node) is read from etcd and the API
+# server: cheap reads, polled often so that the rollout moves on the moment they are ready.
+HEALTH_INTERVAL = 0.05
+
+
 def wait_back(client, kube, node, hostname, role, target, timeout, interval=0.1, clock=None):
     """Wait for the machine to answer with the target version, then etcd (control planes), then its Node."""
+    clock = clock or poll.Clock
+    deadline = clock.time() + timeout
 
-    def back():
+    def answers():
         try:
             version = client.run(machine.version(client, node))["tag"]
         except errors.TalosError:
             version = None
-        if version != target:
-            return False, "it to answer with Talos %s" % target
+        return version == target, "it to answer with Talos %s" % target
+
+    def healthy():
+        answered, detail = answers()  # again: it may have gone away after it first answered
+        if not answered:
+            return False, detail
         if role == "controlplane":
-            healthy, detail = etcd.health(client, node)
-            if not healthy:
+            ok, detail = etcd.health(client, node)
+            if not ok:
                 return False, "its etcd member to be healthy (%s)" % detail
         if kube is not None and not node_ready(kube, hostname, target):
             return False, "its Node %s to be Ready on Talos %s" % (hostname, target)
         return True, None
 
-    # every tenth of a second, so the rollout moves on as soon as the machine and its Node are back: each poll is one
-    # Version call while it is away (a refused or timed-out dial), and the Node is read only once it answers
-    done, waiting_for = poll.until(back, timeout, interval, clock)
+    # every tenth of a second while it is away, so the rollout moves on as soon as it is back: each poll is one
+    # Version call (a refused or timed-out dial)
+    done, waiting_for = poll.until(answers, timeout, interval, clock)
+    if done:
+        done, waiting_for = poll.until(healthy, max(0.0, deadline - clock.time()), HEALTH_INTERVAL, clock)
     if not done:
         raise UpgradeFailed("%s (%s) did not come back within %ss: waited for %s; the remaining machines were not "
                             "touched; fix the machine and rerun, the rollout continues from it" % (

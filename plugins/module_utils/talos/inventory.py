@@ -18,7 +18,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import asyncio
 import re
 
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
@@ -82,7 +81,7 @@ def from_nodes(nodes):
 
 
 async def _one_machine(client, node):
-    ver, kind, host = await asyncio.gather(machine.version(client, node),
+    ver, kind, host = await machine.gather(machine.version(client, node),
                                            machine.get_resource(client, MACHINE_TYPE, node),
                                            machine.get_resource(client, res.HOSTNAME_STATUS, node))
     spec = (kind or {}).get("spec")

@@ -10,14 +10,20 @@ __metaclass__ = type
 
 import asyncio
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import talos_side
-from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
-from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import version_gate
+
+
+async def gather(*reads):
+    """Every read to its end, then the first failure (in the given order) raised: like asyncio.gather, but no read
+    is abandoned while still running, to print its own error when the process exits."""
+    results = await asyncio.gather(*reads, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
 
 
 async def get_resource(client, ref, node=None, resource_id=None):
@@ -109,6 +115,9 @@ async def _config(client, node):
         return None, "the machine config is readable with the os:admin role only; this talosconfig's role cannot", None
     if item is None or not isinstance(item.get("spec"), str):
         return None, "the machine has no config", None
+    # the config engine is imported only where a config is read: the rollout's per-machine step never reads one
+    from ansible_collections.maesh.ichor.plugins.module_utils.config import talos_side
+    from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
     try:
         return talos_side.facts(item["spec"]), "", item["spec"]
     except ConfigError as exc:
@@ -117,7 +126,7 @@ async def _config(client, node):
 
 async def running(client, node=None):
     """{version, hostname} of the machine: what the rollout's Talos step needs of it, in two calls."""
-    ver, host = await asyncio.gather(version(client, node), get_resource(client, res.HOSTNAME_STATUS, node))
+    ver, host = await gather(version(client, node), get_resource(client, res.HOSTNAME_STATUS, node))
     return {"version": ver["tag"], "hostname": _text(host, "hostname")}
 
 
@@ -130,7 +139,7 @@ async def machine_facts(client, node=None):
 async def machine_read(client, node=None):
     """(machine_facts, the live config's text or None): the text holds the cluster's secrets, so it is never part
     of the facts; adopt's inspection hands it to the config engine."""
-    ver, sysinfo, host, status, identity, info, members, config, cni_files = await asyncio.gather(
+    ver, sysinfo, host, status, identity, info, members, config, cni_files = await gather(
         version(client, node),
         get_resource(client, res.SYSTEM_INFORMATION, node),
         get_resource(client, res.HOSTNAME_STATUS, node),
@@ -271,6 +280,8 @@ def read_cluster(client, machines, with_config_text=False, concurrency=CLUSTER_C
 
 def versions_line(verdict):
     """The version verdict's plan line."""
+    from ansible_collections.maesh.ichor.plugins.module_utils import release
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import version_gate
     if verdict["refused"]:
         return "refused: %s" % verdict["message"]
     return "versions: every machine read runs Talos %s or later, none newer than the release set's %s" % (
@@ -284,6 +295,8 @@ def cluster_facts_result(client, machines, concurrency=CLUSTER_CONCURRENCY):
     Read-only. A machine that cannot be read, or a refusing version verdict, fails with one line; the error
     carries the facts read so far, the verdict and the plan.
     """
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import version_gate  # the cluster-wide read only
+
     found = read_cluster(client, machines, concurrency=concurrency)
     read = [facts for unused_m, facts in found.read]
     verdict = version_gate.judge([(facts["name"], facts["version"]) for facts in read])
