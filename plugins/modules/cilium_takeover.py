@@ -399,7 +399,7 @@ gate:
     change:
       description: >-
         C(differs), C(missing live) (the chart adds it), C(live only, kept) or C(live only, dropped) (what the takeover
-        leaves), C(absent live: the takeover creates it), or C(invalid) (the API server refuses the chart's object).
+        leaves), C(absent live: Helm creates it), or C(invalid) (the API server refuses the chart's object).
       returned: always
       type: str
     live:

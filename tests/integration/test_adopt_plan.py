@@ -306,6 +306,16 @@ def test_a_case_c_cilium_is_planned_for_the_takeover(talos_kube_lab, kube_lab, c
     assert result["contract"] == "v1.13"  # the fixture's configs were made for contract v1.13
     assert [m["held"] for m in result["machines"]] == [True, True]
     assert [i["name"] for i in result["cluster_spec"]["inlineManifests"]] == ["cilium"]
+    # phase 4 renders without the entry the takeover hands over: its leaving cp-1's config is class B, listed for
+    # consent, as the release will find it; the worker has no entry and zero drift
+    cp, worker = result["machines"]
+    assert cp["name"] == "cp-1" and cp["reason"] == "class B needs consent (ichor_accept_changes)"
+    entry = ["remove v1alpha1:cluster.inlineManifests[cilium].contents", "remove v1alpha1:cluster.inlineManifests[cilium].name"]
+    assert sorted("%s %s" % (d["change"], d["path"]) for d in cp["drift"]["B"]) == entry
+    assert not cp["drift"]["C"] and not cp["drift"]["A"]
+    assert sorted(result["consent"]) == ["cp-1: " + line for line in entry]
+    assert "class B consent (ichor_accept_changes): %s" % "; ".join(result["consent"]) in result["plan"]
+    assert worker["drift"]["zero"] and worker["reason"] == "released in phase 4 once its drift is zero after class A"
     assert "phase 3: the Cilium takeover (maesh.ichor.cilium_takeover; its check mode plans its preconditions and " \
         "diff gate)" in result["plan"]
     assert reader.writes(mark) == []

@@ -136,7 +136,7 @@ def test_the_gate_over_a_fake_server():
     found = gate.run(kube, rendered, "ichor-system", "chart 1.20.4")
     assert [(e["object"], e["path"], e["change"]) for e in found.entries] == [
         ("ConfigMap ichor-system/c", "data.a", "differs"),
-        ("ClusterRole r", None, "absent live: the takeover creates it")]
+        ("ClusterRole r", None, "absent live: Helm creates it")]
     assert found.objects == 2 and found.skipped and kube.applied == ["c" + gate.SCRATCH, "c", "r" + gate.SCRATCH]
     assert found.summary() == "diff gate: 2 differences in 2 of 2 objects"
 

@@ -52,6 +52,10 @@ def test_values_lines_name_each_changed_path():
     assert release._values_lines({"debug": {"enabled": False}, "a": 1}, {"debug": {"enabled": True}, "b": [1]}) == [
         "values: a: 1 -> unset", "values: b: unset -> [1]", "values: debug.enabled: false -> true"]
     assert release._values_lines({"x": 1}, {"x": 1}) == []
+    # from no values (an install) or to none: only the paths that are set, never the empty root
+    assert release._values_lines({}, {"a": {"b": 1}}) == ["values: a.b: unset -> 1"]
+    assert release._values_lines({"a": 1}, {}) == ["values: a: 1 -> unset"]
+    assert release._values_lines({}, {}) == []
 
 
 def test_the_backoff_doubles_up_to_its_cap():

@@ -216,7 +216,10 @@ def _drift(params, result, read, docs, bundle, preset, kube_proxy):
     adoption = mapping.read([(f["name"], docs[f["name"]], f["version"]) for f in read], preset=preset)
     base = dict(adoption.cluster)
     base["cni"] = dict(base["cni"], kubeProxy=kube_proxy)
-    cluster_spec = specs.cluster(dict(base, versionContract=release.CONTRACT))
+    # judged against what phase 4 applies: it renders without inline manifests (a managed Cilium's entry is handed
+    # to the Helm release by the takeover; adoption maps no other), so the entry leaving a control plane's config is
+    # the class B change the plan lists for consent
+    cluster_spec = specs.cluster(dict(base, versionContract=release.CONTRACT, inlineManifests=[]))
     specs_by_name = dict((f["name"], specs.machine(spec, cluster_spec)) for f, spec in zip(read, adoption.machines))
     override = rules.contract_override(params.get("version_contract"))
     probed = _probe_all(bundle, cluster_spec, specs_by_name, read, docs, adoption.unmapped)

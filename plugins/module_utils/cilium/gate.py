@@ -244,7 +244,7 @@ def run(kube, rendered, release_namespace, chart_label):
         live = kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
         chart = comparable(as_stored(kube, obj))
         if live is None:
-            gate.add(ref, None, "absent live: the takeover creates it")
+            gate.add(ref, None, "absent live: Helm creates it")
             gate.diff.append({"before_header": "%s (not live)" % ref, "after_header": "%s (%s)" % (ref, chart_label),
                               "before": "", "after": _dump(chart)})
             continue

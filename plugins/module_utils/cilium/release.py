@@ -431,7 +431,8 @@ class CiliumRelease:
 
 def _values_lines(old, new):
     """One line per changed values path (the effective values, before and after)."""
-    before, after = gate_mod.flatten(old), gate_mod.flatten(new)
+    # no values at all have no paths (flatten gives an empty mapping the root path "")
+    before, after = gate_mod.flatten(old) if old else {}, gate_mod.flatten(new) if new else {}
     out = []
     for path in sorted(set(before) | set(after)):
         if before.get(path, _MISSING) != after.get(path, _MISSING):

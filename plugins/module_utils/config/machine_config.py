@@ -139,8 +139,7 @@ def _run(params, conn, check_mode, result, clock):
         raise ConfigError(other)
     if params.get("uuid"):
         uuid = spec_of(client.run(talos_machine.get_resource(client, res.SYSTEM_INFORMATION, node))).get("uuid", "")
-        if uuid != params["uuid"]:
-            raise ConfigError(MOVED % (node, uuid or "none", params["uuid"]))
+        check_uuid(node, uuid, params["uuid"])
         result["uuid"] = uuid
     if explicit:
         contract = contracts.get(explicit).name
@@ -216,18 +215,25 @@ MOVED = ("%s answers with UUID %s, but the inventory expects %s: another machine
          "moved?); nothing applied. Correct the address or the expected UUID")
 
 
-def _maintenance_identity(client, node, expected):
-    """The UUID of the machine answering in maintenance mode at ``node``, checked against ``expected`` (the
-    inventory's). A machine that refuses the maintenance API is configured by another cluster: refused."""
-    try:
-        uuid = client.run(maintenance_identity(client))[0]
-    except errors.TalosError as exc:
-        if exc.code == "UNAVAILABLE":  # unreachable; a closed connection (CLOSED) or a TLS refusal is a configured machine
-            raise
-        raise ConfigError(FOREIGN % (node, exc))
+def check_uuid(node, uuid, expected):
+    """Refuse the machine at ``node`` when the inventory expects a UUID and it answers with another."""
     if expected and uuid != expected:
         raise ConfigError(MOVED % (node, uuid or "none", expected))
-    return uuid
+
+
+def maintenance_identity_checked(client, node, expected):
+    """(UUID, stage) of the machine answering in maintenance mode at ``node``, its UUID checked against ``expected``
+    (the inventory's). A machine that refuses the maintenance API is configured by another cluster: refused. An
+    unreachable one (UNAVAILABLE; a closed connection or a TLS refusal is a configured machine) is raised as it is,
+    for the caller to say what it stops."""
+    try:
+        uuid, stage = client.run(maintenance_identity(client))
+    except errors.TalosError as exc:
+        if exc.code == "UNAVAILABLE":
+            raise
+        raise ConfigError(FOREIGN % (node, exc))
+    check_uuid(node, uuid, expected)
+    return uuid, stage
 
 
 def _maintenance(params, conn, check_mode, result, clock, bundle, cluster, machine, explicit):
@@ -244,7 +250,7 @@ def _maintenance(params, conn, check_mode, result, clock, bundle, cluster, machi
     result["diff"] = {"before": "", "after": documents.emit(drift.mask_docs(rendered))}
     client = conn.talos(maintenance=True, dial_only=node)
     try:
-        result["uuid"] = _maintenance_identity(client, node, params.get("uuid"))
+        result["uuid"] = maintenance_identity_checked(client, node, params.get("uuid"))[0]
         if check_mode:
             return result
         talos_machine.apply_config(client, None, text, reboot=True)

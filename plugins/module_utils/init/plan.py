@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import specs as ansible_specs
@@ -28,8 +29,8 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import I
 from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
-from ansible_collections.maesh.ichor.plugins.module_utils.config.machine_config import FOREIGN, MOVED, read_live
-from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.inspection import maintenance_identity, spec_of
+from ansible_collections.maesh.ichor.plugins.module_utils.config import machine_config
+from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.inspection import spec_of
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import bootstrap, errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine as talos_machine
@@ -117,28 +118,23 @@ def read_machine(params, context, bundle, m):
     if context is not None and bundle is not None:
         with talos_client.TalosClient(context=context, dial_only=node, timeout=params.get("timeout")) as client:
             try:
-                version, live = read_live(client, None)  # dialled directly: no node metadata
+                version, live = machine_config.read_live(client, None)  # dialled directly: no node metadata
             except errors.TalosError as exc:
                 if exc.code not in ("TLS", "CLOSED"):
                     raise IchorError("%s (%s) does not answer: %s; nothing was sent to any machine" % (m["name"], node, exc))
             else:
                 other = secrets.same_cluster(bundle, live)
                 if other:
-                    raise ConfigError(FOREIGN % (node, other))
+                    raise ConfigError(machine_config.FOREIGN % (node, other))
                 uuid = spec_of(client.run(talos_machine.get_resource(client, res.SYSTEM_INFORMATION))).get("uuid", "")
-                if m.get("uuid") and uuid != m["uuid"]:
-                    raise ConfigError(MOVED % (node, uuid or "none", m["uuid"]))
+                machine_config.check_uuid(node, uuid, m.get("uuid"))
                 names = bootstrap.members(client, None) if m["role"] == "controlplane" else None
                 return dict(state="configured", uuid=uuid, talos=version, etcd_members=names)
     with talos_client.TalosClient(dial_only=node, maintenance=True, timeout=params.get("timeout")) as client:
         try:
-            uuid, stage = client.run(maintenance_identity(client))
-        except errors.TalosError as exc:
-            if exc.code == "UNAVAILABLE":
-                raise IchorError("%s (%s) does not answer: %s; nothing was sent to any machine" % (m["name"], node, exc))
-            raise ConfigError(FOREIGN % (node, exc))
-    if m.get("uuid") and uuid != m["uuid"]:
-        raise ConfigError(MOVED % (node, uuid or "none", m["uuid"]))
+            uuid, stage = machine_config.maintenance_identity_checked(client, node, m.get("uuid"))
+        except errors.TalosError as exc:  # unreachable
+            raise IchorError("%s (%s) does not answer: %s; nothing was sent to any machine" % (m["name"], node, exc))
     return dict(state="maintenance", uuid=uuid, stage=stage)
 
 
@@ -172,8 +168,12 @@ def _run(params, conn, result):
                     "secrets bundle: a new one (name a file to keep it)")
     context = _authenticated(params)
     entries = []
-    for m in machines:
-        found = read_machine(params, context, bundle, m)
+    # every machine read at once (at most CLUSTER_CONCURRENCY), each on its own client; reads only, so a refusal
+    # still has sent nothing anywhere: the first in inventory order is raised once every read has ended
+    with ThreadPoolExecutor(max_workers=max(1, min(len(machines), talos_machine.CLUSTER_CONCURRENCY))) as pool:
+        reads = [pool.submit(read_machine, params, context, bundle, m) for m in machines]
+    for m, read in zip(machines, reads):
+        found = read.result()
         entry = dict(name=m["name"], node=m["node"], role=m["role"], uuid=found["uuid"], state=found["state"],
                      spec=dict((k, m[k]) for k in ("hostname", "install") if m.get(k)))
         entries.append(entry)
