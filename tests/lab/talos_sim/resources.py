@@ -295,7 +295,9 @@ def build(lab, m):
                         "runtime.MachineStatusController", ms.SerializeToString(),
                         _yaml({"stage": stage, "status": {"ready": ready,
                                                           "unmetConditions": []}})))
-    serial = hashlib.sha1(m.uuid.encode()).hexdigest()[:12].upper()
+    # a letter first: hex digits alone can read as a number in YAML (901641009E21 is a float to Go's yaml), and the
+    # real client then finds the YAML spec and the proto spec disagreeing
+    serial = "QM" + hashlib.sha1(m.uuid.encode()).hexdigest()[:10].upper()
     out.append(Resource("SystemInformations.hardware.talos.dev", "systeminformation",
                         "hardware.SystemInfoController",
                         hardware.SystemInformationSpec(
