@@ -77,6 +77,16 @@ _CALLS = {
 }
 
 
+async def gather(*reads):
+    """Every read to its end, then the first failure (in the given order) raised: like asyncio.gather, but no read
+    is abandoned while still running, to print its own error when the process exits."""
+    results = await asyncio.gather(*reads, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
+
+
 def _package(name):
     """The generated module of a proto package. Those of the calls only the rollout and reclaim make are imported
     when first used: every other module's start-up would pay for their descriptors."""
@@ -244,7 +254,7 @@ class TalosClient:
                 return NodeResult(node, error=exc)
 
         async def all_of():
-            return await asyncio.gather(*[one(n) for n in nodes])
+            return await gather(*[one(n) for n in nodes])
 
         return dict((r.node, r) for r in self.run(all_of()))
 

@@ -16,14 +16,8 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 
 
-async def gather(*reads):
-    """Every read to its end, then the first failure (in the given order) raised: like asyncio.gather, but no read
-    is abandoned while still running, to print its own error when the process exits."""
-    results = await asyncio.gather(*reads, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return results
+# every read to its end, then the first failure raised (client.gather); the name the readers of this module use
+gather = talos_client.gather
 
 
 async def get_resource(client, ref, node=None, resource_id=None):
