@@ -2,21 +2,23 @@
 (undecodable bytes, strings that are not UTF-8, messages missing or repeated), COSI resources of unexpected
 shapes, metadata errors and gRPC statuses with codes no one knows, and a Kubeconfig archive that is not one.
 Every read (talos_facts' facts, a resource, the machine config, a dry-run apply, the kubeconfig) succeeds or
-fails with one TalosError line without key material. The machine is an in-memory gRPC server (grpclib's
-ChannelFor), so the replies go through the client's real call path. Budget and the maintainer's command:
-tests/unit/conftest.py."""
+fails with one TalosError line without key material. The machine is a gRPC server of another stack (grpclib on
+h2) on loopback TLS, so the replies go through the client's real call path, HTTP/2 included. Budget and the
+maintainer's command: tests/unit/conftest.py."""
 
+import asyncio
 import base64
 import io
 import json
 import logging
 import tarfile
+import threading
 
 import grpclib
 import pytest
 import yaml
 from grpclib.const import Cardinality, Handler
-from grpclib.testing import ChannelFor
+from grpclib.server import Server
 
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import kubeconfig as talos_kubeconfig
@@ -24,6 +26,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, m
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import (
     common_pb2, cosi_resource_pb2, cosi_state_pb2, machine_pb2, spec_config_pb2)
+from tests.lab import pki
 from tests.unit.conftest import mutate_bytes, mutate_tree
 
 KEY_BODY = "MC4CAQAwBQYDK2VwBCIEIICHORfuzzREPLYkeyMATERIAL0vGq7sW2xY9zQ4uT1pLk8"
@@ -251,27 +254,41 @@ READS = (_facts, _machine_config, lambda client: machine.apply_needs_reboot(clie
          _kubeconfig)
 
 
-@pytest.fixture
-def talos():
+@pytest.fixture(scope="module")
+def machine_server():
+    """(the Machine, its address): one server on loopback for the module's tests, on a loop of its own thread."""
     logging.getLogger("grpclib.server").setLevel(logging.CRITICAL)  # the machine's own protocol errors are the point
-    client = talos_client.TalosClient(endpoint="machine.test", maintenance=True, timeout=5.0)
-    server = Machine()
-    opened = []
+    loop = asyncio.new_event_loop()
+    server_machine = Machine()
+    context = pki.server_ssl_context(pki.maintenance_certificate(["127.0.0.1"]))
+
+    async def started():
+        server = Server([server_machine])  # grpclib binds it to the loop running here
+        await server.start("127.0.0.1", 0, ssl=context)
+        return server
+
+    server = loop.run_until_complete(started())
+    port = server._server.sockets[0].getsockname()[1]  # pylint: disable=protected-access
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield server_machine, "127.0.0.1:%d" % port
+    server.close()
+    asyncio.run_coroutine_threadsafe(server.wait_closed(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    loop.close()
+
+
+@pytest.fixture
+def talos(machine_server):
+    server_machine, address = machine_server
+    client = talos_client.TalosClient(endpoint=address, maintenance=True, timeout=5.0)
 
     def connect(replies):
-        while opened:
-            client.run(opened.pop().__aexit__(None, None, None))
-        server.replies = replies
-        channel_for = ChannelFor([server])
-        channel = client.run(channel_for.__aenter__())
-        opened.append(channel_for)
-        client._channel = lambda host, port: channel  # pylint: disable=protected-access
-        client._drop = lambda host, port: None  # pylint: disable=protected-access
+        server_machine.replies = replies
         return client
 
     yield connect
-    while opened:
-        client.run(opened.pop().__aexit__(None, None, None))
     client.close()
 
 

@@ -10,8 +10,8 @@
   other endpoints or nodes); no node metadata is sent.
 - Maintenance mode: TLS without a client certificate, for the calls Talos allows there.
 
-grpclib is asyncio; every public method is synchronous and runs on the client's own loop.
-``fan_out`` runs one call per node concurrently on that loop.
+The calls go over our own gRPC transport (module_utils.talos.wire), which is asyncio; every public method is
+synchronous and runs on the client's own loop. ``fan_out`` runs one call per node concurrently on that loop.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -24,9 +24,6 @@ import ssl
 
 try:
     import yaml
-    import grpclib
-    import grpclib.client
-    from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
     from google.protobuf import empty_pb2
     from google.protobuf.message import DecodeError
     from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import (
@@ -38,7 +35,7 @@ except ImportError as _exc:  # reported by the module through missing_required_l
     IMPORT_ERROR = _exc
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import redact
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, wire
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.talosconfig import split_endpoint
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.transport import client_context, maintenance_context
 
@@ -75,6 +72,13 @@ _CALLS = {
     "Get": ("/cosi.resource.State/Get", "state.GetRequest", "state.GetResponse", UNARY),
     "List": ("/cosi.resource.State/List", "state.ListRequest", "state.ListResponse", STREAM),
 }
+
+
+async def _settled():
+    """Let the closed channels' tasks end (their connections' readers), so none is pending when the loop closes."""
+    current = asyncio.current_task()
+    await asyncio.gather(*[task for task in asyncio.all_tasks() if task is not current], return_exceptions=True)
+    await asyncio.sleep(0)
 
 
 async def gather(*reads):
@@ -130,7 +134,7 @@ class TalosClient:
 
     def __init__(self, context=None, endpoint=None, dial_only=None, maintenance=False, timeout=30.0):
         if not HAS_DEPS:
-            raise errors.TalosError("the Talos client needs grpclib and protobuf (%s)" % IMPORT_ERROR)
+            raise errors.TalosError("the Talos client needs protobuf and PyYAML (%s)" % IMPORT_ERROR)
         self.timeout = float(timeout)
         self.dial_only = dial_only
         if dial_only:
@@ -158,7 +162,7 @@ class TalosClient:
             channel.close()
         self._channels = {}
         if not self._loop.is_closed():
-            self._loop.run_until_complete(asyncio.sleep(0))
+            self._loop.run_until_complete(_settled())
             self._loop.close()
 
     def __enter__(self):
@@ -175,8 +179,7 @@ class TalosClient:
     def _channel(self, host, port):
         key = (host, port)
         if key not in self._channels:
-            asyncio.set_event_loop(self._loop)
-            self._channels[key] = grpclib.client.Channel(host, port, ssl=self._ssl)
+            self._channels[key] = wire.Channel(host, port, self._ssl)
         return self._channels[key]
 
     # -- the one place a call is made ------------------------------------------------------
@@ -203,31 +206,33 @@ class TalosClient:
             target = node or address
             channel = self._channel(host, port)
             try:
-                if cardinality == UNARY:
-                    method = grpclib.client.UnaryUnaryMethod(channel, path, req_cls, reply_cls)
-                    return await asyncio.wait_for(method(request, timeout=timeout, metadata=metadata), timeout + 1)
-                method = grpclib.client.UnaryStreamMethod(channel, path, req_cls, reply_cls)
-                return await asyncio.wait_for(method(request, timeout=timeout, metadata=metadata), timeout + 1)
-            except GRPCError as exc:
+                replies = await asyncio.wait_for(channel.call(path, request.SerializeToString(), metadata=metadata,
+                                                              timeout=timeout), timeout)
+                if cardinality == STREAM:
+                    return [reply_cls.FromString(reply) for reply in replies]
+                if len(replies) != 1:
+                    raise wire.ProtocolViolation("a unary reply of %d messages" % len(replies))
+                return reply_cls.FromString(replies[0])
+            except wire.CallError as exc:
                 # An endpoint that answered decides; only a failure to reach it moves on.
-                if exc.status.name == "UNAVAILABLE" and node is None:
+                if exc.status == "UNAVAILABLE" and node is None:
                     last = errors.unreachable(address)
                     continue
                 if call == "ApplyConfiguration":
                     register_config_secrets(request.data)  # the machine's message may quote them
-                raise errors.call_error(target, exc.status.name, exc.message or "", call=call, maintenance=self.maintenance)
+                raise errors.call_error(target, exc.status, exc.message, call=call, maintenance=self.maintenance)
             except asyncio.TimeoutError:
                 last = errors.unreachable(target, timeout=timeout)
             except ssl.SSLError as exc:
                 last = errors.tls_error(address, getattr(exc, "reason", None) or str(exc), maintenance=self.maintenance)
             except (ConnectionError, OSError):
                 last = errors.unreachable(address)
-            except StreamTerminatedError:
+            except wire.Terminated:
                 last = errors.closed(address, maintenance=self.maintenance)
             except DecodeError:
                 # the endpoint answered: what it said decides, and it is not the Talos API's message
                 raise undecodable(target, "its reply to %s" % call)
-            except ProtocolError:
+            except wire.ProtocolViolation:
                 raise errors.TalosCallError("%s: %s: the machine broke the gRPC protocol; check that the address is a "
                                             "Talos API endpoint" % (target, call), address=target, code="INTERNAL")
             self._drop(host, port)
@@ -284,10 +289,7 @@ _HOSTNAME_LIMIT = 253
 
 def status_name(code):
     """The name of a gRPC status code; UNKNOWN for 0 in an error and for a code gRPC does not define."""
-    try:
-        return grpclib.Status(code).name if code else "UNKNOWN"
-    except ValueError:
-        return "UNKNOWN"
+    return wire.status_name(code) if code else "UNKNOWN"
 
 
 def undecodable(address, what):

@@ -49,7 +49,7 @@ class TalosCallError(TalosError):
     said = ""
 
 
-# gRPC status names (grpclib.Status) -> what the user should check.
+# gRPC status names (wire.STATUS_NAMES) -> what the user should check.
 _HINTS = {
     "UNAUTHENTICATED": "the client certificate was not accepted; check the talosconfig context",
     "PERMISSION_DENIED": "the talosconfig's certificate lacks the role this call needs (os:admin for writes)",

@@ -4,8 +4,8 @@
 """TLS for the Talos API on Python's ssl module.
 
 Talos makes its API CA Ed25519 by default. grpcio's TLS (BoringSSL) offers no Ed25519
-signature algorithm, so we run gRPC with grpclib, which speaks HTTP/2 over Python's ssl
-(OpenSSL), which does. ALPN is ``h2`` on both sides (grpc-go refuses TLS without it).
+signature algorithm, so our gRPC transport (module_utils.talos.wire) speaks HTTP/2 over Python's
+ssl (OpenSSL), which does. ALPN is ``h2`` on both sides (grpc-go refuses TLS without it).
 """
 
 from __future__ import absolute_import, division, print_function
