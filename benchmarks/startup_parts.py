@@ -23,8 +23,7 @@ PARTS = (
     ("ssl", "ssl"),
     ("asyncio", "asyncio"),
     ("pyyaml", "yaml"),
-    ("h2", "h2.connection"),
-    ("grpclib", "grpclib.client"),
+    ("grpc_transport", "ansible_collections.maesh.ichor.plugins.module_utils.talos.wire"),
     ("protobuf", "google.protobuf.empty_pb2"),
     ("collection", "ansible_collections.maesh.ichor.plugins.modules.talos_facts"),
 )

@@ -30,7 +30,10 @@ MODULES = sorted(os.path.splitext(os.path.basename(p))[0]
 # what only the Kubernetes side calls (urllib3: only k8s/client.py and the kubernetes package use it; requests and
 # jmespath: nothing of ours); and the collection's packages a Talos-only module has no use for
 KUBE_ONLY = ("kubernetes", "urllib3", MODULE_UTILS + "k8s")
-FORBIDDEN = KUBE_ONLY + ("requests", "jmespath") + tuple(
+# a general gRPC stack and the HTTP/2 library under it: the client speaks gRPC itself (talos/wire.py), and these
+# were a fifth of every Talos module's start-up
+GRPC_STACK = ("grpclib", "h2", "hpack", "hyperframe", "multidict")
+FORBIDDEN = KUBE_ONLY + GRPC_STACK + ("requests", "jmespath") + tuple(
     MODULE_UTILS + package for package in ("installer", "cilium", "rollout", "reclaim"))
 
 # a kubeconfig that makes a client without reaching any server (KubeClient dials nothing until the first call)
@@ -113,6 +116,20 @@ def test_the_kubernetes_client_is_loaded_when_the_connection_is_made():
     seen = probe("talos_facts", kubeconfig=KUBECONFIG)
     assert not seen["import"]
     assert set(_tops(seen["kube"])) >= set(KUBE_ONLY), seen["kube"]
+
+
+@pytest.mark.parametrize("module", KUBE_MODULES)
+def test_a_kubernetes_module_imports_no_grpc_stack(module):
+    # the Talos-only modules are held to it above (FORBIDDEN)
+    seen = probe(module, forbidden=GRPC_STACK)
+    assert not seen["import"], "%s imports a gRPC stack: %s" % (module, seen["import"])
+
+
+def test_the_probe_sees_a_grpc_stack_where_it_is_imported():
+    env = dict(os.environ, PYTHONPATH=collection_path.collections_root())
+    done = subprocess.run([sys.executable, "-c", "import grpclib.client, sys; print(sorted(sys.modules))"], env=env,
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert all(name in done.stdout for name in ("'grpclib'", "'h2'", "'hpack'")), done.stdout[-300:]
 
 
 @pytest.mark.parametrize("module", ["cluster_record", "installer_apply"])

@@ -20,10 +20,11 @@ import re
 
 REDACTED = "<redacted>"
 
-# What looks like key material although no Secret announced it.
-_PEM = re.compile(r"-----BEGIN [A-Z0-9 ]+-----.*?(-----END [A-Z0-9 ]+-----|$)", re.S)
-_B64 = re.compile(r"[A-Za-z0-9+/=_-]{40,}")
-_TOKEN = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")  # Kubernetes bootstrap and trustd tokens
+# What looks like key material although no Secret announced it. Patterns, not compiled here: re compiles (and
+# caches) each on its first use, so a module that redacts nothing does not pay for compiling them.
+_PEM = r"(?s)-----BEGIN [A-Z0-9 ]+-----.*?(-----END [A-Z0-9 ]+-----|$)"
+_B64 = r"[A-Za-z0-9+/=_-]{40,}"
+_TOKEN = r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b"  # Kubernetes bootstrap and trustd tokens
 
 # Shorter registered pieces would hide ordinary words.
 _MIN_REGISTERED = 8
@@ -102,9 +103,9 @@ def _without_registered(text):
 def redact_text(text):
     """Return text with registered secrets and key material replaced, folded to one line."""
     text = _without_registered(str(text))
-    text = _PEM.sub(REDACTED, text)
-    text = _B64.sub(_b64_run, text)
-    text = _TOKEN.sub(REDACTED, text)
+    text = re.sub(_PEM, REDACTED, text)
+    text = re.sub(_B64, _b64_run, text)
+    text = re.sub(_TOKEN, REDACTED, text)
     return " ".join(text.split())
 
 
@@ -155,4 +156,4 @@ class RedactingEncoder(json.JSONEncoder):
 def redact_lines(text):
     """Like redact_text, but keeps the line breaks (a traceback stays readable)."""
     text = _without_registered(str(text))
-    return "\n".join(redact_text(line) for line in _PEM.sub(REDACTED, text).splitlines())
+    return "\n".join(redact_text(line) for line in re.sub(_PEM, REDACTED, text).splitlines())

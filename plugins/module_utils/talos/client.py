@@ -301,7 +301,8 @@ def undecodable(address, what):
 # Leaves of a machine config that hold credentials, by name (v1alpha1 and the typed documents: machine.token,
 # cluster.secret, *.key, issuer.privateKey, clusterSecret, secretbox keys, registry auth, passphrases, ...).
 # Registering more than needed only hides more of a refusal's text.
-_SECRET_LEAF = re.compile(r"(?:^|[a-z])(?:[Kk]ey|[Tt]oken|[Ss]ecret|[Pp]assword|[Pp]assphrase|[Aa]uth)$")
+# (compiled where used: only a refused apply reads it)
+_SECRET_LEAF = r"(?:^|[a-z])(?:[Kk]ey|[Tt]oken|[Ss]ecret|[Pp]assword|[Pp]assphrase|[Aa]uth)$"
 
 
 def register_config_secrets(data):
@@ -312,7 +313,7 @@ def register_config_secrets(data):
         return  # the text is not YAML; redaction still removes what looks like key material
 
     for doc in docs:
-        redact.register_leaves(doc, _SECRET_LEAF)
+        redact.register_leaves(doc, re.compile(_SECRET_LEAF))
 
 
 def version_info(message):

@@ -17,53 +17,76 @@ class HpackError(Exception):
     """A header block that cannot be decoded (a COMPRESSION_ERROR of the connection)."""
 
 
-# RFC 7541 Appendix A; index 1 is the first entry.
-STATIC_TABLE = (
-    (":authority", ""), (":method", "GET"), (":method", "POST"), (":path", "/"), (":path", "/index.html"),
-    (":scheme", "http"), (":scheme", "https"), (":status", "200"), (":status", "204"), (":status", "206"),
-    (":status", "304"), (":status", "400"), (":status", "404"), (":status", "500"), ("accept-charset", ""),
-    ("accept-encoding", "gzip, deflate"), ("accept-language", ""), ("accept-ranges", ""), ("accept", ""),
-    ("access-control-allow-origin", ""), ("age", ""), ("allow", ""), ("authorization", ""), ("cache-control", ""),
-    ("content-disposition", ""), ("content-encoding", ""), ("content-language", ""), ("content-length", ""),
-    ("content-location", ""), ("content-range", ""), ("content-type", ""), ("cookie", ""), ("date", ""),
-    ("etag", ""), ("expect", ""), ("expires", ""), ("from", ""), ("host", ""), ("if-match", ""),
-    ("if-modified-since", ""), ("if-none-match", ""), ("if-range", ""), ("if-unmodified-since", ""),
-    ("last-modified", ""), ("link", ""), ("location", ""), ("max-forwards", ""), ("proxy-authenticate", ""),
-    ("proxy-authorization", ""), ("range", ""), ("referer", ""), ("refresh", ""), ("retry-after", ""),
-    ("server", ""), ("set-cookie", ""), ("strict-transport-security", ""), ("transfer-encoding", ""),
-    ("user-agent", ""), ("vary", ""), ("via", ""), ("www-authenticate", ""),
-)
+# RFC 7541 Appendix A, a field a line ("name value"); index 1 is the first. Data as one string literal: each
+# module process compiles this file from source, and a literal is one token where a tuple of tuples is hundreds.
+STATIC_TABLE = tuple(tuple(line.partition(" ")[::2]) for line in """\
+:authority
+:method GET
+:method POST
+:path /
+:path /index.html
+:scheme http
+:scheme https
+:status 200
+:status 204
+:status 206
+:status 304
+:status 400
+:status 404
+:status 500
+accept-charset
+accept-encoding gzip, deflate
+accept-language
+accept-ranges
+accept
+access-control-allow-origin
+age
+allow
+authorization
+cache-control
+content-disposition
+content-encoding
+content-language
+content-length
+content-location
+content-range
+content-type
+cookie
+date
+etag
+expect
+expires
+from
+host
+if-match
+if-modified-since
+if-none-match
+if-range
+if-unmodified-since
+last-modified
+link
+location
+max-forwards
+proxy-authenticate
+proxy-authorization
+range
+referer
+refresh
+retry-after
+server
+set-cookie
+strict-transport-security
+transfer-encoding
+user-agent
+vary
+via
+www-authenticate""".splitlines())
 
 # The Huffman code of RFC 7541 Appendix B is canonical: codes go up in order of (length, symbol), so the code
-# lengths define it. Code length -> its symbols (256 is EOS).
-_SYMBOLS_BY_LENGTH = {
-    5: (48, 49, 50, 97, 99, 101, 105, 111, 115, 116),
-    6: (32, 37, 45, 46, 47, 51, 52, 53, 54, 55, 56, 57, 61, 65, 95, 98, 100, 102, 103, 104, 108, 109, 110, 112,
-        114, 117),
-    7: (58, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 89, 106, 107,
-        113, 118, 119, 120, 121, 122),
-    8: (38, 42, 44, 59, 88, 90),
-    10: (33, 34, 40, 41, 63),
-    11: (39, 43, 124),
-    12: (35, 62),
-    13: (0, 36, 64, 91, 93, 126),
-    14: (94, 125),
-    15: (60, 96, 123),
-    19: (92, 195, 208),
-    20: (128, 130, 131, 162, 184, 194, 224, 226),
-    21: (153, 161, 167, 172, 176, 177, 179, 209, 216, 217, 227, 229, 230),
-    22: (129, 132, 133, 134, 136, 146, 154, 156, 160, 163, 164, 169, 170, 173, 178, 181, 185, 186, 187, 189, 190,
-         196, 198, 228, 232, 233),
-    23: (1, 135, 137, 138, 139, 140, 141, 143, 147, 149, 150, 151, 152, 155, 157, 158, 165, 166, 168, 174, 175, 180,
-         182, 183, 188, 191, 197, 231, 239),
-    24: (9, 142, 144, 145, 148, 159, 171, 206, 215, 225, 236, 237),
-    25: (199, 207, 234, 235),
-    26: (192, 193, 200, 201, 202, 205, 210, 213, 218, 219, 238, 240, 242, 243, 255),
-    27: (203, 204, 211, 212, 214, 221, 222, 223, 241, 244, 245, 246, 247, 248, 250, 251, 252, 253, 254),
-    28: (2, 3, 4, 5, 6, 7, 8, 11, 12, 14, 15, 16, 17, 18, 19, 20, 21, 23, 24, 25, 26, 27, 28, 29, 30, 31, 127, 220,
-         249),
-    30: (10, 13, 22, 256),
-}
+# lengths define it. The length of each symbol 0..256 (256 is EOS), as chr(ord("A") + length - 5).
+_CODE_LENGTHS = ("ISXXXXXXXTZXXZXXXXXXXXZXXXXXXXXXBFFHIBDGFFDGDBBBAAABBBBBBBCDKBHFIBCCCCCCCCCCCCCCCCCCCCCCDCDIOIJBKABABABBBA"
+                 "CCBBBABCBAABCCCCCKGJIXPRPPRRRSRSSSSSTSTTRSTSSSSQRSRSSTRQPRRSSQSRRTQRSSQQRQSRSSPRRRSRRSVVPORSRUVVVWWVTUOQVWWV"
+                 "WTQQVVXWWWPTPQRQQSRRUUTTVSVWVVWWWWWXWWWWWVZ")
 EOS = 256
 
 
@@ -72,12 +95,10 @@ def _huffman_codes():
     codes = {}
     code = 0
     previous = None
-    for length in sorted(_SYMBOLS_BY_LENGTH):
+    for length, symbol in sorted((ord(c) - ord("A") + 5, symbol) for symbol, c in enumerate(_CODE_LENGTHS)):
         if previous is not None:
-            code <<= length - previous
-        for symbol in _SYMBOLS_BY_LENGTH[length]:
-            codes[(length, code)] = symbol
-            code += 1
+            code = (code + 1) << (length - previous)
+        codes[(length, code)] = symbol
         previous = length
     return codes
 
@@ -133,7 +154,7 @@ def _integer(data, pos, prefix):
             raise HpackError("an integer of a header block is too large")
 
 
-def _string(data, pos):
+def _string(data, pos, limit):
     if pos >= len(data):
         raise HpackError("a header block ends before a string")
     huffman = data[pos] & 0x80
@@ -141,6 +162,8 @@ def _string(data, pos):
     end = pos + length
     if end > len(data):
         raise HpackError("a header block ends inside a string")
+    if length > limit:  # refused before decoding: Huffman decoding is slow in Python
+        raise HpackError("a header list is larger than %d bytes" % limit)
     raw = bytes(data[pos:end])
     return (huffman_decode(raw) if huffman else raw), end
 
@@ -208,9 +231,9 @@ class Decoder:
                 if index:
                     name = self._field(index)[0]
                 else:
-                    raw_name, pos = _string(data, pos)
+                    raw_name, pos = _string(data, pos, self.max_list_size)
                     name = _text(raw_name)
-                raw_value, pos = _string(data, pos)
+                raw_value, pos = _string(data, pos, self.max_list_size)
                 value = _text(raw_value)
                 if indexing:
                     self._add(name, value)

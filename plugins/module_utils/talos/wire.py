@@ -17,6 +17,7 @@ __metaclass__ = type
 import asyncio
 import ssl
 import struct
+from urllib.parse import unquote
 
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import hpack
 
@@ -40,20 +41,21 @@ MAX_WINDOW = (1 << 31) - 1
 RECEIVE_WINDOW = 1 << 24
 MAX_HEADER_LIST = 1 << 20
 
-# the error codes of RST_STREAM and GOAWAY (RFC 9113 7)
-_H2_ERRORS = ("NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT",
-              "STREAM_CLOSED", "FRAME_SIZE_ERROR", "REFUSED_STREAM", "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR",
-              "ENHANCE_YOUR_CALM", "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED")
+# Tables as strings split once: this file is compiled from source by every module process, and a string is one
+# token where a tuple literal is dozens.
+# the error codes of RST_STREAM and GOAWAY (RFC 9113 7), by number
+_H2_ERRORS = ("NO_ERROR PROTOCOL_ERROR INTERNAL_ERROR FLOW_CONTROL_ERROR SETTINGS_TIMEOUT STREAM_CLOSED FRAME_SIZE_ERROR "
+              "REFUSED_STREAM CANCEL COMPRESSION_ERROR CONNECT_ERROR ENHANCE_YOUR_CALM INADEQUATE_SECURITY "
+              "HTTP_1_1_REQUIRED").split()
 _CANCEL = 8
-
 # gRPC status codes, by number
-STATUS_NAMES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
-                "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-                "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
-
+STATUS_NAMES = ("OK CANCELLED UNKNOWN INVALID_ARGUMENT DEADLINE_EXCEEDED NOT_FOUND ALREADY_EXISTS PERMISSION_DENIED "
+                "RESOURCE_EXHAUSTED FAILED_PRECONDITION ABORTED OUT_OF_RANGE UNIMPLEMENTED INTERNAL UNAVAILABLE "
+                "DATA_LOSS UNAUTHENTICATED").split()
 # a reply with an HTTP status other than 200 has no gRPC status: gRPC's mapping (doc/http-grpc-status-mapping.md)
-_HTTP_STATUS = {"400": "INTERNAL", "401": "UNAUTHENTICATED", "403": "PERMISSION_DENIED", "404": "UNIMPLEMENTED",
-                "429": "UNAVAILABLE", "502": "UNAVAILABLE", "503": "UNAVAILABLE", "504": "UNAVAILABLE"}
+_HTTP_STATUS = dict(pair.split("=") for pair in (
+    "400=INTERNAL 401=UNAUTHENTICATED 403=PERMISSION_DENIED 404=UNIMPLEMENTED 429=UNAVAILABLE 502=UNAVAILABLE "
+    "503=UNAVAILABLE 504=UNAVAILABLE").split())
 
 USER_AGENT = "maesh.ichor"
 
@@ -88,27 +90,6 @@ def _timeout_header(seconds):
     """grpc-timeout: at most eight digits and a unit."""
     millis = max(1, int(seconds * 1000))
     return "%dm" % millis if millis < 10 ** 8 else "%dS" % min(int(seconds), 10 ** 8 - 1)
-
-
-def _percent_decoded(text):
-    """grpc-message is percent-encoded UTF-8."""
-    if "%" not in text:
-        return text
-    raw = text.encode("utf-8")
-    out = bytearray()
-    i = 0
-    while i < len(raw):
-        if raw[i] == 0x25 and _is_hex(raw[i + 1:i + 3]):  # "%"
-            out.append(int(raw[i + 1:i + 3], 16))
-            i += 3
-        else:
-            out.append(raw[i])
-            i += 1
-    return out.decode("utf-8", "replace")
-
-
-def _is_hex(pair):
-    return len(pair) == 2 and all(c in b"0123456789abcdefABCDEF" for c in pair)
 
 
 def messages(data):
@@ -178,7 +159,7 @@ class _Stream:
         code = int(status)
         if code:
             message = (self.trailers if self.trailers is not None else headers).get("grpc-message", "")
-            raise CallError(status_name(code), _percent_decoded(message))
+            raise CallError(status_name(code), unquote(message, errors="replace"))  # percent-encoded UTF-8
         return messages(self.data)
 
 
@@ -342,9 +323,7 @@ class Connection:
         elif kind == RST_STREAM:
             stream = self._streams.get(stream_id)
             if stream is not None and len(payload) == 4:
-                code = struct.unpack(">I", payload)[0]
-                stream.end(Terminated("the server reset the stream (%s)" % (
-                    _H2_ERRORS[code] if code < len(_H2_ERRORS) else "error %d" % code)))
+                stream.end(Terminated("the server reset the stream (%s)" % _h2_error(payload)))
         elif kind == SETTINGS:
             if not flags & ACK:
                 self._settings(payload)
@@ -420,11 +399,9 @@ class Connection:
     def _goaway(self, payload):
         self.going_away = True
         last = struct.unpack(">I", payload[:4])[0] & MAX_WINDOW if len(payload) >= 8 else 0
-        code = struct.unpack(">I", payload[4:8])[0] if len(payload) >= 8 else 0
         for stream in list(self._streams.values()):
             if stream.id > last:  # never processed: a new connection may carry it
-                stream.end(Terminated("the server is going away (%s)" % (
-                    _H2_ERRORS[code] if code < len(_H2_ERRORS) else "error %d" % code)))
+                stream.end(Terminated("the server is going away (%s)" % _h2_error(payload[4:8])))
         self._changed.set()
 
     def _window_update(self, stream_id, payload):
@@ -436,6 +413,12 @@ class Connection:
         elif stream_id in self._streams:
             self._streams[stream_id].send_window += increment
         self._changed.set()
+
+
+def _h2_error(payload):
+    """The name of the error code of RST_STREAM or GOAWAY."""
+    code = struct.unpack(">I", payload)[0] if len(payload) == 4 else 0
+    return _H2_ERRORS[code] if code < len(_H2_ERRORS) else "error %d" % code
 
 
 def _unpadded(flags, payload):

@@ -1,0 +1,317 @@
+"""The client's gRPC transport (talos/wire.py) against a scripted HTTP/2 server on loopback TLS: each test writes
+the frames a server may send (header blocks from the ``hpack`` package, another implementation) and reads what the
+client sent. HTTP/2's corners a Talos machine (grpc-go) may use: CONTINUATION, padding, a message split over DATA
+frames, trailers-only replies, PING, SETTINGS, flow control both ways, RST_STREAM, GOAWAY. And a fuzz: a reply's
+bytes mutated make the client return or fail with one TalosError line, never anything else and never a hang. The
+same transport against grpc-go itself: tests/integration/test_wire_grpc_go.py."""
+
+import asyncio
+import struct
+import threading
+import time
+
+import hpack as peer
+import pytest
+
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, wire
+from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import common_pb2, machine_pb2
+from tests.lab import pki
+from tests.unit.conftest import mutate_bytes
+
+PREFACE = wire.PREFACE
+
+
+async def read_frame(reader):
+    head = await reader.readexactly(9)
+    length = int.from_bytes(head[:3], "big")
+    payload = await reader.readexactly(length) if length else b""
+    return head[3], head[4], int.from_bytes(head[5:9], "big") & 0x7FFFFFFF, payload
+
+
+def until(condition, seconds=5.0):
+    """Whether the condition held within the time (what the server's thread reads arrives on its own time)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def headers(fields, huffman=True):
+    return peer.Encoder().encode(fields, huffman=huffman)
+
+
+def grpc_message(data):
+    return b"\x00" + struct.pack(">I", len(data)) + data
+
+
+OK_HEADERS = [(":status", "200"), ("content-type", "application/grpc")]
+OK_TRAILERS = [("grpc-status", "0")]
+
+
+def reply(body, stream_id=1):
+    """A whole reply: headers, one DATA frame, trailers."""
+    return (wire.frame(wire.HEADERS, wire.END_HEADERS, stream_id, headers(OK_HEADERS)) +
+            wire.frame(wire.DATA, 0, stream_id, grpc_message(body)) +
+            wire.frame(wire.HEADERS, wire.END_HEADERS | wire.END_STREAM, stream_id, headers(OK_TRAILERS)))
+
+
+class Server:
+    """A TLS server on its own thread's loop; ``behave(reader, writer, seen)`` is the test's script for each
+    connection, ``seen`` the frames it read (its own list per connection, in ``connections``)."""
+
+    def __init__(self):
+        self.behave = None
+        self.connections = []
+        self.loop = asyncio.new_event_loop()
+        context = pki.server_ssl_context(pki.maintenance_certificate(["127.0.0.1"]))
+        self.server = self.loop.run_until_complete(
+            asyncio.start_server(self._connection, "127.0.0.1", 0, ssl=context))
+        self.address = "127.0.0.1:%d" % self.server.sockets[0].getsockname()[1]
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    async def _connection(self, reader, writer):
+        seen = []
+        self.connections.append(seen)
+        try:
+            assert await reader.readexactly(len(PREFACE)) == PREFACE
+            await self.behave(reader, writer, seen)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    def stop(self):
+        async def shut():
+            self.server.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        asyncio.run_coroutine_threadsafe(shut(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+async def read_request(reader, seen):
+    """The frames up to the client's request's END_STREAM; returns the request body."""
+    body = b""
+    while True:
+        kind, flags, stream_id, payload = await read_frame(reader)
+        seen.append((kind, flags, stream_id, payload))
+        if kind == wire.DATA:
+            body += payload
+            if flags & wire.END_STREAM:
+                return body
+
+
+async def drain(reader, seen):
+    """What the client sends until it closes."""
+    while True:
+        seen.append(await read_frame(reader))
+
+
+def answer(data):
+    async def behave(reader, writer, seen):
+        await read_request(reader, seen)
+        writer.write(data)
+        await drain(reader, seen)
+    return behave
+
+
+@pytest.fixture(scope="module")
+def server():
+    made = Server()
+    yield made
+    made.stop()
+
+
+@pytest.fixture
+def client(server):
+    made = talos_client.TalosClient(endpoint=server.address, maintenance=True, timeout=3.0)
+    server.connections.clear()
+    yield made
+    made.close()
+
+
+VERSION = machine_pb2.VersionResponse(messages=[machine_pb2.Version(version=machine_pb2.VersionInfo(tag="v1.14.5"))])
+
+
+def test_a_reply_of_every_frame_shape(server, client):
+    body = grpc_message(VERSION.SerializeToString())
+    block = headers(OK_HEADERS + [("x-long", "v" * 300)])
+    padded = lambda data: bytes([7]) + data + b"\x00" * 7  # noqa: E731
+    server.behave = answer(
+        wire.frame(wire.SETTINGS, 0, 0, struct.pack(">HI", wire.MAX_CONCURRENT_STREAMS, 100)) +
+        wire.frame(wire.PING, 0, 0, b"12345678") +
+        wire.frame(wire.HEADERS, wire.PADDED | wire.PRIORITY_FLAG, 1, padded(b"\x00\x00\x00\x00\x10" + block[:20])) +
+        wire.frame(wire.CONTINUATION, 0, 1, block[20:40]) +
+        wire.frame(wire.CONTINUATION, wire.END_HEADERS, 1, block[40:]) +
+        wire.frame(0xFA, 0, 1, b"a frame type no one knows") +
+        wire.frame(wire.DATA, wire.PADDED, 1, padded(body[:3])) +
+        wire.frame(wire.DATA, 0, 1, body[3:]) +
+        wire.frame(wire.HEADERS, wire.END_HEADERS | wire.END_STREAM, 1, headers(OK_TRAILERS)))
+    assert client.call("Version").messages[0].version.tag == "v1.14.5"
+    client.close()
+    seen = server.connections[0]
+    assert until(lambda: (wire.PING, wire.ACK, 0, b"12345678") in seen and (wire.SETTINGS, wire.ACK, 0, b"") in seen)
+
+
+def test_the_request_is_what_grpc_asks(server, client):
+    server.behave = answer(reply(VERSION.SerializeToString()))
+    client.call("Version", node="10.5.0.3")
+    client.close()
+    seen = server.connections[0]
+    block = next(payload for kind, _flags, _sid, payload in seen if kind == wire.HEADERS)
+    fields = dict(peer.Decoder().decode(block, raw=False))
+    assert fields[":method"] == "POST" and fields[":path"] == "/machine.MachineService/Version"
+    assert fields["content-type"] == "application/grpc" and fields["te"] == "trailers"
+    assert fields["node"] == "10.5.0.3" and fields["grpc-timeout"] == "3000m"
+    assert fields[":authority"] == server.address and fields[":scheme"] == "https"
+
+
+@pytest.mark.parametrize("frames, error, said", [
+    # trailers-only: the status in the one header block, its message percent-encoded
+    ([(wire.HEADERS, wire.END_HEADERS | wire.END_STREAM, OK_HEADERS + [
+        ("grpc-status", "7"), ("grpc-message", "not allowed: %C3%A9t%2525")])], errors.TalosCallError,
+     "not allowed: \u00e9t%25"),
+    ([(wire.HEADERS, wire.END_HEADERS | wire.END_STREAM, [(":status", "404")])], errors.TalosCallError, "UNIMPLEMENTED"),
+    ([(wire.HEADERS, wire.END_HEADERS | wire.END_STREAM, [(":status", "200"), ("content-type", "text/html")])],
+     errors.TalosCallError, "broke the gRPC protocol"),
+    ([(wire.HEADERS, wire.END_HEADERS, OK_HEADERS), (wire.DATA, wire.END_STREAM, b"")], errors.TalosCallError,
+     "broke the gRPC protocol"),  # no status
+    ([(wire.HEADERS, wire.END_HEADERS, OK_HEADERS), (wire.RST_STREAM, 0, struct.pack(">I", 2))], errors.TalosError,
+     "closed the connection"),
+    ([(wire.GOAWAY, 0, struct.pack(">II", 0, 0))], errors.TalosError, "closed the connection"),
+    ([(wire.PUSH_PROMISE, wire.END_HEADERS, b"\x00\x00\x00\x02")], errors.TalosCallError, "broke the gRPC protocol"),
+    ([(wire.HEADERS, 0, OK_HEADERS), (wire.DATA, 0, b"")], errors.TalosCallError, "broke the gRPC protocol"),
+])
+def test_a_reply_that_ends_badly_is_one_talos_error(server, client, frames, error, said):
+    def encoded(kind, flags, content):
+        stream_id = 0 if kind == wire.GOAWAY else 1
+        data = headers(content) if isinstance(content, list) else content
+        return wire.frame(kind, flags, stream_id, data)
+    server.behave = answer(b"".join(encoded(*f) for f in frames))
+    with pytest.raises(error) as raised:
+        client.call("Version")
+    assert said in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_after_goaway_the_next_call_opens_a_new_connection(server, client):
+    async def behave(reader, writer, seen):
+        await read_request(reader, seen)
+        if len(server.connections) == 1:
+            writer.write(reply(VERSION.SerializeToString()) + wire.frame(wire.GOAWAY, 0, 0, struct.pack(">II", 1, 0)))
+        else:
+            writer.write(reply(VERSION.SerializeToString()))
+        await drain(reader, seen)
+    server.behave = behave
+    client.call("Version")
+    client.call("Version")
+    assert len(server.connections) == 2
+
+
+def test_the_client_waits_for_the_servers_window_before_sending_more(server, client):
+    request = machine_pb2.ApplyConfigurationRequest(data=b"x" * 200000, dry_run=True)
+    got = {}
+
+    async def behave(reader, writer, seen):
+        body = b""
+        while True:
+            kind, flags, stream_id, payload = await read_frame(reader)
+            if kind != wire.DATA:
+                continue
+            body += payload
+            # the default window: never more than 65535 bytes unacknowledged
+            assert len(body) - got.get("granted", 0) <= 65535
+            if len(body) - got.get("granted", 0) == 65535 or flags & wire.END_STREAM:
+                got["granted"] = len(body)
+                update = struct.pack(">I", 65535)
+                writer.write(wire.frame(wire.WINDOW_UPDATE, 0, 0, update) +
+                             wire.frame(wire.WINDOW_UPDATE, 0, stream_id, update))
+            if flags & wire.END_STREAM:
+                break
+        got["body"] = body
+        writer.write(reply(machine_pb2.ApplyConfigurationResponse().SerializeToString()))
+        await drain(reader, seen)
+    server.behave = behave
+    client.call("ApplyConfiguration", request)
+    assert got["body"] == grpc_message(request.SerializeToString())
+
+
+def test_a_reply_larger_than_the_window_is_acknowledged_as_it_arrives(server, client):
+    size = wire.RECEIVE_WINDOW + 100000
+    body = grpc_message(common_pb2.Data(bytes=b"s" * size).SerializeToString())
+
+    async def behave(reader, writer, seen):
+        await read_request(reader, seen)
+        writer.write(wire.frame(wire.HEADERS, wire.END_HEADERS, 1, headers(OK_HEADERS)))
+        granted = wire.RECEIVE_WINDOW  # what the client's settings allow the stream (and its update the connection)
+        sent = 0
+        reading = asyncio.ensure_future(read_frame(reader))
+        while sent < len(body):
+            if sent == granted:  # the window is spent: only the client's update lets the rest through
+                kind, flags, stream_id, payload = await reading
+                seen.append((kind, flags, stream_id, payload))
+                reading = asyncio.ensure_future(read_frame(reader))
+                if kind == wire.WINDOW_UPDATE and stream_id == 1:
+                    granted += struct.unpack(">I", payload)[0]
+                continue
+            part = body[sent:min(sent + 16384, granted)]
+            writer.write(wire.frame(wire.DATA, 0, 1, part))
+            sent += len(part)
+            await writer.drain()
+        writer.write(wire.frame(wire.HEADERS, wire.END_HEADERS | wire.END_STREAM, 1, headers(OK_TRAILERS)))
+        seen.append(await reading)
+        await drain(reader, seen)
+    server.behave = behave
+    client.timeout = 30.0
+    chunks = client.call("Kubeconfig")
+    assert len(chunks) == 1 and len(chunks[0].bytes) == size
+
+
+def test_concurrent_calls_share_one_connection(server, client):
+    async def behave(reader, writer, seen):
+        answered = 0
+        while answered < 20:
+            kind, flags, stream_id, payload = await read_frame(reader)
+            if kind == wire.DATA and flags & wire.END_STREAM:
+                writer.write(reply(VERSION.SerializeToString(), stream_id))
+                answered += 1
+        await drain(reader, seen)
+    server.behave = behave
+    nodes = ["10.5.0.%d" % i for i in range(20)]
+    results = client.fan_out(lambda node: client.ainvoke("Version", node=node), nodes)
+    assert all(r.error is None for r in results.values()) and len(server.connections) == 1
+
+
+def test_a_server_that_never_answers_is_a_timeout(server, client):
+    async def behave(reader, writer, seen):
+        await read_request(reader, seen)
+        await drain(reader, seen)
+    server.behave = behave
+    client.timeout = 0.3
+    with pytest.raises(errors.TalosUnavailable, match="no answer within"):
+        client.call("Version")
+    client.close()
+    # the client gave the stream up with RST_STREAM CANCEL (read by the server's thread)
+    assert until(lambda: (wire.RST_STREAM, 0, 1, struct.pack(">I", 8)) in server.connections[0])
+
+
+def test_fuzz_the_frames_of_a_reply(fuzz, server):
+    valid = (wire.frame(wire.SETTINGS, 0, 0, struct.pack(">HI", wire.INITIAL_WINDOW_SIZE, 1 << 20)) +
+             reply(VERSION.SerializeToString()))
+    run = fuzz("wire-frames", seconds=8.0)
+    for index, rng in run.cases():
+        data = valid
+        for _round in range(rng.randint(1, 3)):
+            data = mutate_bytes(data, rng)
+        server.behave = answer(data)
+        talos = talos_client.TalosClient(endpoint=server.address, maintenance=True, timeout=0.5)
+        try:
+            run.check(lambda: talos.call("Version"), index, data, [])
+        finally:
+            talos.close()
