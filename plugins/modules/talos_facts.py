@@ -298,7 +298,8 @@ def main():
     module = specs.module(specs.spec(dict(node=dict(type="str"), machines=machines), talos=True),
                           supports_check_mode=True, mutually_exclusive=[("node", "machines")])
     if module.params["machines"] is not None:
-        runner.run(module, lambda conn: machine.cluster_facts_result(conn.talos(), module.params["machines"]))
+        from ansible_collections.maesh.ichor.plugins.module_utils.talos import cluster_read  # the cluster-wide read only
+        runner.run(module, lambda conn: cluster_read.cluster_facts_result(conn.talos(), module.params["machines"]))
     else:
         runner.run(module, lambda conn: machine.facts_result(conn.talos(), module.params["node"]))
 

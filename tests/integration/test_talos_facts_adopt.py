@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, talosconfig
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import cluster_read, machine, talosconfig
 from tests.integration.ansible_env import ansible_playbook
 
 pytestmark = pytest.mark.lab
@@ -41,7 +41,7 @@ def test_cluster_read_of_real_configs_kitchen_sink(talos_lab):
     """Configs machinery v1.14.1 made (Cilium inline with cni none, KubePrism on 7446, kube-proxy off, mirrors, SANs)."""
     lab = talos_lab(controlplanes=1, workers=1, case="v1.14/v1.14.1/kitchen-sink")
     with _client(lab) as client:
-        result = machine.cluster_facts_result(client, _machines(lab))
+        result = cluster_read.cluster_facts_result(client, _machines(lab))
     assert result["changed"] is False and result["versions"]["refused"] is False
     by_name = dict((m["name"], m) for m in result["machines"])
     assert [m["name"] for m in result["machines"]] == [m["name"] for m in lab.machines]
@@ -73,7 +73,7 @@ def test_legacy_flannel_cluster_and_two_cnis_on_one_machine(talos_lab):
     w1 = [m for m in lab.machines if m["role"] == "worker"][0]
     lab.control.set_cni_files(w1["name"], {"05-cilium.conflist": "{}\n", "10-calico.conflist": "{}\n"})
     with _client(lab) as client:
-        result = machine.cluster_facts_result(client, _machines(lab))
+        result = cluster_read.cluster_facts_result(client, _machines(lab))
     for facts in result["machines"]:
         assert facts["config"]["form"] == "legacy" and facts["config"]["cni"]["name"] == "flannel"
         assert facts["config"]["kubeprism"] == {"enabled": True, "port": 7445} and facts["config"]["kube_proxy"]["enabled"]
@@ -95,10 +95,10 @@ def test_the_fan_out_is_concurrent(talos_lab):
     lab = talos_lab(controlplanes=1, workers=2, latency_ms=int(latency * 1000))
     with _client(lab) as client:
         start = time.monotonic()
-        machine.cluster_facts_result(client, _machines(lab))
+        cluster_read.cluster_facts_result(client, _machines(lab))
         together = time.monotonic() - start
         start = time.monotonic()
-        machine.cluster_facts_result(client, _machines(lab), concurrency=1)
+        cluster_read.cluster_facts_result(client, _machines(lab), concurrency=1)
         one_at_a_time = time.monotonic() - start
     # A call through the endpoint waits there and at the machine; one machine's nine calls run at once. Read one
     # at a time, the three machines wait about 5 s in all; read together, about 2 s.
@@ -110,7 +110,7 @@ def test_below_the_floor_is_refused_with_the_seeds_message_and_nothing_written(t
     lab = talos_lab(controlplanes=1, workers=0, version="v1.11.5")
     with _client(lab) as client:
         with pytest.raises(IchorError) as exc:
-            machine.cluster_facts_result(client, _machines(lab))
+            cluster_read.cluster_facts_result(client, _machines(lab))
     assert exc.value.message == SEED
     assert exc.value.result["versions"]["older"] == [lab.machines[0]["name"]]
     assert exc.value.result["plan"][-1] == "refused: " + SEED

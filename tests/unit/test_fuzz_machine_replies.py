@@ -272,8 +272,12 @@ def machine_server():
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     yield server_machine, "127.0.0.1:%d" % port
-    server.close()
-    asyncio.run_coroutine_threadsafe(server.wait_closed(), loop).result(10)
+
+    async def stopped():  # on the server's own loop: asyncio's server is not thread-safe
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run_coroutine_threadsafe(stopped(), loop).result(10)
     loop.call_soon_threadsafe(loop.stop)
     thread.join(10)
     loop.close()

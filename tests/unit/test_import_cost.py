@@ -151,7 +151,7 @@ def test_a_per_machine_module_reads_without_the_kubernetes_package(module):
 # what a machine's reads have no use for: the config engine (only where a config is read), the release set and the
 # version gate (the cluster-wide read and the rollout), the protobuf packages of the rollout's and reclaim's calls
 READ_ONLY_FORBIDDEN = tuple(MODULE_UTILS + name for name in (
-    "config", "release", "talos.version_gate", "talos.proto.storage_pb2", "talos.proto.machine_image_pb2",
+    "config", "release", "talos.version_gate", "talos.cluster_read", "talos.proto.storage_pb2", "talos.proto.machine_image_pb2",
     "talos.proto.machine_lifecycle_pb2"))
 
 

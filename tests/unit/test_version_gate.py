@@ -8,7 +8,7 @@ import pytest
 from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, version_gate
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import cluster_read, machine, version_gate
 
 SEED = ("Talos 1.11.5 is older than the oldest version Ichor adopts (v1.12). Upgrade Talos first, with talosctl or "
         "your usual tool, and run adopt again.")
@@ -67,7 +67,7 @@ def test_a_version_that_is_no_version_refuses_and_is_not_quoted_whole():
     assert "\n" not in verdict["message"]
 
 
-# -- the cluster-wide read's bound (machine.cluster_facts_result), with the client's own fan_out --------------------
+# -- the cluster-wide read's bound (cluster_read.cluster_facts_result), with the client's own fan_out --------------------
 
 class _Loop:
     """The part of TalosClient that fan_out uses: its loop (the real fan_out runs on it)."""
@@ -100,7 +100,7 @@ def test_the_cluster_read_runs_at_most_its_bound_at_once(monkeypatch, bound, mac
     monkeypatch.setattr(machine, "machine_facts", _fake_facts(seen))
     client = _Loop()
     try:
-        result = machine.cluster_facts_result(client, [{"name": "m%02d" % i, "node": "10.0.0.%d" % i} for i in range(machines)],
+        result = cluster_read.cluster_facts_result(client, [{"name": "m%02d" % i, "node": "10.0.0.%d" % i} for i in range(machines)],
                                               concurrency=bound)
     finally:
         client._loop.close()
@@ -114,7 +114,7 @@ def test_a_machine_given_twice_is_refused_before_any_read(monkeypatch):
     client = _Loop()
     try:
         with pytest.raises(IchorError) as exc:
-            machine.cluster_facts_result(client, [{"name": "a", "node": "10.0.0.1"}, {"name": "b", "node": "10.0.0.1"}])
+            cluster_read.cluster_facts_result(client, [{"name": "a", "node": "10.0.0.1"}, {"name": "b", "node": "10.0.0.1"}])
     finally:
         client._loop.close()
     assert exc.value.message == "machines: each node once; given more than once: 10.0.0.1" and seen["most"] == 0

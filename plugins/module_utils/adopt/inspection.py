@@ -26,7 +26,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import C
 from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
 from ansible_collections.maesh.ichor.plugins.module_utils.installer import policies
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_facts, cluster_record
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, version_gate
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import cluster_read, machine, version_gate
 
 
 def options():
@@ -73,7 +73,7 @@ def _network_policies(k8s, mode):
 
 def _inspect(params, conn, result):
     plan = result["plan"]
-    found = machine.read_cluster(conn.talos(), params["machines"], with_config_text=True)
+    found = cluster_read.read_cluster(conn.talos(), params["machines"], with_config_text=True)
     plan.extend(found.plan)
     if found.warnings:
         result["warnings"] = found.warnings
@@ -130,7 +130,7 @@ def _role(facts):
 def _versions(result, read):
     verdict = version_gate.judge([(f["name"], f["version"]) for f in read])
     result["versions"] = verdict
-    result["plan"].append(machine.versions_line(verdict))
+    result["plan"].append(cluster_read.versions_line(verdict))
     if verdict["refused"]:
         raise rules.Refusal(verdict["message"])
 

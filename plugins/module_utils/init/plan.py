@@ -33,7 +33,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config import machine_
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.inspection import spec_of
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import bootstrap, errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine as talos_machine
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import cluster_read, machine as talos_machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
 
@@ -170,7 +170,7 @@ def _run(params, conn, result):
     entries = []
     # every machine read at once (at most CLUSTER_CONCURRENCY), each on its own client; reads only, so a refusal
     # still has sent nothing anywhere: the first in inventory order is raised once every read has ended
-    with ThreadPoolExecutor(max_workers=max(1, min(len(machines), talos_machine.CLUSTER_CONCURRENCY))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(len(machines), cluster_read.CLUSTER_CONCURRENCY))) as pool:
         reads = [pool.submit(read_machine, params, context, bundle, m) for m in machines]
     for m, read in zip(machines, reads):
         found = read.result()

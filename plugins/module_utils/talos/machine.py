@@ -8,10 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import asyncio
-
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
-from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 
@@ -178,6 +175,13 @@ async def machine_read(client, node=None):
     }, config[2]
 
 
+def plan_line(facts, where):
+    """A machine's plan line, from its facts."""
+    return "%s (%s): Talos %s, %s, %s, cluster %s (%d members)" % (
+        facts["hostname"] or "?", where, facts["version"], facts["role"] or "unknown role",
+        facts["stage"] or "unknown stage", facts["cluster"]["name"] or "?", len(facts["members"]))
+
+
 def facts_result(client, node=None):
     """The ``talos_facts`` module's result: the facts as ``ansible_facts.talos`` and one plan line.
 
@@ -188,123 +192,8 @@ def facts_result(client, node=None):
     except errors.TalosError as exc:
         exc.result = dict(plan=[])
         raise
-    plan = [_plan_line(facts, node or client.endpoints[0][0])]
+    plan = [plan_line(facts, node or client.endpoints[0][0])]
     return dict(changed=False, ansible_facts={"talos": facts}, plan=plan)
-
-
-# Machines read at once by the cluster-wide read (each is nine calls at once): bounded so that a 100-machine
-# cluster does not open 900 streams through one endpoint at the same moment.
-CLUSTER_CONCURRENCY = 16
-
-
-def _plan_line(facts, where):
-    return "%s (%s): Talos %s, %s, %s, cluster %s (%d members)" % (
-        facts["hostname"] or "?", where, facts["version"], facts["role"] or "unknown role",
-        facts["stage"] or "unknown stage", facts["cluster"]["name"] or "?", len(facts["members"]))
-
-
-def _cluster_plan_line(name, facts):
-    config = facts["config"]
-    if config is None:
-        detail = "machine config not read: %s" % facts["config_unread"]
-    else:
-        prism = config["kubeprism"]
-        detail = "KubePrism %s, kube-proxy %s, Talos CNI %s, %d inline manifest(s)" % (
-            "on port %d" % prism["port"] if prism["enabled"] else "off",
-            "on" if config["kube_proxy"]["enabled"] else "off",
-            config["cni"]["name"] or "not stated", len(config["inline_manifests"]))
-    return "%s: %s; %s; CNI configs: %s" % (
-        name, _plan_line(facts, facts["node"]), detail, ", ".join(facts["cni_configs"]) or "none")
-
-
-def bounded_fan_out(client, read, nodes, concurrency=CLUSTER_CONCURRENCY):
-    """read(client, node) for every node on the client's one loop, at most ``concurrency`` at a time:
-    {node: NodeResult}."""
-    bound = {}
-
-    async def one(node):
-        if "semaphore" not in bound:  # made on the client's loop
-            bound["semaphore"] = asyncio.Semaphore(max(1, int(concurrency)))
-        async with bound["semaphore"]:
-            return await read(client, node)
-
-    return client.fan_out(one, nodes)
-
-
-class ClusterRead:
-    """Every machine of a cluster read at once (read_cluster): what was read, what was not, and their plan lines."""
-
-    def __init__(self):
-        self.read = []  # (machine entry, facts with its name)
-        self.texts = {}  # name -> live config text (machine_read only): secrets, never returned
-        self.unread = []  # "name: why"
-        self.plan = []
-        self.warnings = []
-
-
-def read_cluster(client, machines, with_config_text=False, concurrency=CLUSTER_CONCURRENCY):
-    """machine_facts (or machine_read, with_config_text) of every machine ([{name, node, role}]) concurrently,
-    bounded; a machine given twice is one line of error."""
-    names = [m["name"] for m in machines]
-    nodes = [m["node"] for m in machines]
-    for what, values in (("name", names), ("node", nodes)):
-        twice = sorted(set(v for v in values if values.count(v) > 1))
-        if twice:
-            raise IchorError("machines: each %s once; given more than once: %s" % (what, ", ".join(twice)),
-                             result=dict(plan=[]))
-    results = bounded_fan_out(client, machine_read if with_config_text else machine_facts, nodes, concurrency)
-    out = ClusterRead()
-    for m in machines:
-        result = results[m["node"]]
-        if result.error is not None:
-            out.unread.append("%s: %s" % (m["name"], result.error))
-            out.plan.append("%s (%s): not read: %s" % (m["name"], m["node"], result.error))
-            continue
-        message = result.message
-        if with_config_text:
-            message, out.texts[m["name"]] = message
-        facts = dict(message, name=m["name"])
-        out.read.append((m, facts))
-        out.plan.append(_cluster_plan_line(m["name"], facts))
-        if m.get("role") and facts["role"] and m["role"] != facts["role"]:
-            out.warnings.append("%s is a %s in the inventory and a %s in the cluster's discovery membership" % (
-                m["name"], m["role"], facts["role"]))
-    return out
-
-
-def versions_line(verdict):
-    """The version verdict's plan line."""
-    from ansible_collections.maesh.ichor.plugins.module_utils import release
-    from ansible_collections.maesh.ichor.plugins.module_utils.talos import version_gate
-    if verdict["refused"]:
-        return "refused: %s" % verdict["message"]
-    return "versions: every machine read runs Talos %s or later, none newer than the release set's %s" % (
-        version_gate.FLOOR, release.TALOS)
-
-
-def cluster_facts_result(client, machines, concurrency=CLUSTER_CONCURRENCY):
-    """``talos_facts`` over a cluster (``machines``: [{name, node, role}]): every machine read concurrently on the
-    client's one loop (at most ``concurrency`` at a time), and the versions judged (version_gate).
-
-    Read-only. A machine that cannot be read, or a refusing version verdict, fails with one line; the error
-    carries the facts read so far, the verdict and the plan.
-    """
-    from ansible_collections.maesh.ichor.plugins.module_utils.talos import version_gate  # the cluster-wide read only
-
-    found = read_cluster(client, machines, concurrency=concurrency)
-    read = [facts for unused_m, facts in found.read]
-    verdict = version_gate.judge([(facts["name"], facts["version"]) for facts in read])
-    plan = found.plan + [versions_line(verdict)]
-    result = dict(changed=False, machines=read, versions=verdict, plan=plan)
-    if found.warnings:
-        result["warnings"] = found.warnings
-    problems = [verdict["message"]] if verdict["refused"] else []
-    if found.unread:
-        problems.append("%d of %d machines could not be read: %s" % (
-            len(found.unread), len(machines), "; ".join(found.unread)))
-    if problems:
-        raise IchorError(" ".join(problems), result=result)
-    return result
 
 
 def facts_for(client, nodes):
