@@ -37,7 +37,6 @@ options:
     type: float
     default: 30
 requirements:
-  - grpclib >= 0.4.7
   - protobuf >= 4.25
   - cryptography
   - PyYAML

@@ -133,7 +133,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
         from ansible_collections.maesh.ichor.plugins.module_utils.talos import inventory, talosconfig
         if not talos_client.HAS_DEPS:
-            raise IchorError("the Talos client needs grpclib and protobuf (%s)" % talos_client.IMPORT_ERROR)
+            raise IchorError("the Talos client needs protobuf and PyYAML (%s)" % talos_client.IMPORT_ERROR)
         wanted = self.get_option("source")
         has_kube = bool(self.get_option("kubeconfig"))
         if wanted == inventory.KUBERNETES and not has_kube:

@@ -241,10 +241,10 @@ def test_a_bug_is_not_turned_into_a_one_liner():
 
 
 def test_an_unusable_managed_connection_fails_with_the_audit():
-    io = RecordingIO(inspection(), managed=IchorError("grpclib and protobuf are required"))
+    io = RecordingIO(inspection(), managed=IchorError("protobuf and PyYAML are required"))
     with pytest.raises(ReclaimError) as exc:
         flow.run(flow.Options("10.0.0.7", confirm_uuid=UUID, user="alice"), io)
-    assert exc.value.message == "grpclib and protobuf are required"
+    assert exc.value.message == "protobuf and PyYAML are required"
     assert names(exc.value.result["audit"]) == ["ReclaimRequested", "ReclaimFailed"]
 
 

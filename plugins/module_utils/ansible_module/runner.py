@@ -36,7 +36,7 @@ class Connections:
     def talos(self, maintenance=False, dial_only=None):
         """A new TalosClient (the talosconfig is read each time: a machine may have moved to another CA)."""
         if not talos_client.HAS_DEPS:
-            raise IchorError(missing_required_lib("grpclib and protobuf"))
+            raise IchorError(missing_required_lib("protobuf and PyYAML"))
         p = self.params
         context = None
         if not maintenance:

@@ -187,7 +187,7 @@ async def inspect_configured(client, node, probe=tcp_answers, force=False):
     ``force`` lets a machine that lists more than ``PROBE_LIMIT`` control planes be inspected (the first
     ``PROBE_LIMIT`` probed); without it that is a ReclaimError, raised before any probe.
     """
-    from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine  # grpclib-dependent
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine  # protobuf-dependent
 
     facts = await machine.machine_facts(client)
     disks, volumes, sysdisk = await machine.gather(
