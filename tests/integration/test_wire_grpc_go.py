@@ -166,7 +166,7 @@ def test_many_calls_in_flight_at_once(etcd):
 
     async def use(channel):
         return await asyncio.gather(*[channel.call("/etcdserverpb.Maintenance/Status", b"", timeout=10)
-                                      for _ in range(200)])
+                                      for _index in range(200)])
 
     replies = calls(context, port, use)
     assert len(replies) == 200 and all(dict(fields(r[0]))[2].startswith(b"3.6.") for r in replies)
@@ -191,7 +191,7 @@ def test_grpc_gos_header_blocks_take_huffman_coding_and_the_dynamic_table(etcd, 
     monkeypatch.setattr(hpack.Decoder, "_field", counted_field)
 
     async def use(channel):
-        for _ in range(2):
+        for _index in range(2):
             await channel.call("/etcdserverpb.Maintenance/Status", b"", timeout=5)
 
     calls(context, port, use)

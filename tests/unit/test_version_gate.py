@@ -101,7 +101,7 @@ def test_the_cluster_read_runs_at_most_its_bound_at_once(monkeypatch, bound, mac
     client = _Loop()
     try:
         result = cluster_read.cluster_facts_result(client, [{"name": "m%02d" % i, "node": "10.0.0.%d" % i} for i in range(machines)],
-                                              concurrency=bound)
+                                                   concurrency=bound)
     finally:
         client._loop.close()
     assert seen["most"] == most

@@ -143,7 +143,9 @@ VERSION = machine_pb2.VersionResponse(messages=[machine_pb2.Version(version=mach
 def test_a_reply_of_every_frame_shape(server, client):
     body = grpc_message(VERSION.SerializeToString())
     block = headers(OK_HEADERS + [("x-long", "v" * 300)])
-    padded = lambda data: bytes([7]) + data + b"\x00" * 7  # noqa: E731
+
+    def padded(data):
+        return bytes([7]) + data + b"\x00" * 7
     server.behave = answer(
         wire.frame(wire.SETTINGS, 0, 0, struct.pack(">HI", wire.MAX_CONCURRENT_STREAMS, 100)) +
         wire.frame(wire.PING, 0, 0, b"12345678") +

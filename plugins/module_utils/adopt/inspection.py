@@ -26,7 +26,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import C
 from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
 from ansible_collections.maesh.ichor.plugins.module_utils.installer import policies
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_facts, cluster_record
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import cluster_read, machine, version_gate
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import cluster_read, version_gate
 
 
 def options():
