@@ -6,13 +6,11 @@ fails with one TalosError line without key material. The machine is a gRPC serve
 h2) on loopback TLS, so the replies go through the client's real call path, HTTP/2 included. Budget and the
 maintainer's command: tests/unit/conftest.py."""
 
-import asyncio
 import base64
 import io
 import json
 import logging
 import tarfile
-import threading
 
 import grpclib
 import pytest
@@ -28,6 +26,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import (
     common_pb2, cosi_resource_pb2, cosi_state_pb2, machine_pb2, spec_config_pb2)
 from tests.lab import pki
 from tests.unit.conftest import mutate_bytes, mutate_tree
+from tests.unit.loop_thread import LoopThread
 
 KEY_BODY = "MC4CAQAwBQYDK2VwBCIEIICHORfuzzREPLYkeyMATERIAL0vGq7sW2xY9zQ4uT1pLk8"
 KEY_PEM = "-----BEGIN ED25519 PRIVATE KEY-----\n%s\n-----END ED25519 PRIVATE KEY-----\n" % KEY_BODY
@@ -258,7 +257,6 @@ READS = (_facts, _machine_config, lambda client: machine.apply_needs_reboot(clie
 def machine_server():
     """(the Machine, its address): one server on loopback for the module's tests, on a loop of its own thread."""
     logging.getLogger("grpclib.server").setLevel(logging.CRITICAL)  # the machine's own protocol errors are the point
-    loop = asyncio.new_event_loop()
     server_machine = Machine()
     context = pki.server_ssl_context(pki.maintenance_certificate(["127.0.0.1"]))
 
@@ -267,20 +265,10 @@ def machine_server():
         await server.start("127.0.0.1", 0, ssl=context)
         return server
 
-    server = loop.run_until_complete(started())
-    port = server._server.sockets[0].getsockname()[1]  # pylint: disable=protected-access
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
+    running = LoopThread(started)
+    port = running.server._server.sockets[0].getsockname()[1]  # pylint: disable=protected-access
     yield server_machine, "127.0.0.1:%d" % port
-
-    async def stopped():  # on the server's own loop: asyncio's server is not thread-safe
-        server.close()
-        await server.wait_closed()
-
-    asyncio.run_coroutine_threadsafe(stopped(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
-    loop.close()
+    running.stop()
 
 
 @pytest.fixture

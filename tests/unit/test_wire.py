@@ -7,7 +7,6 @@ same transport against grpc-go itself: tests/integration/test_wire_grpc_go.py.""
 
 import asyncio
 import struct
-import threading
 import time
 
 import hpack as peer
@@ -18,6 +17,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, w
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import common_pb2, machine_pb2
 from tests.lab import pki
 from tests.unit.conftest import mutate_bytes
+from tests.unit.loop_thread import LoopThread
 
 PREFACE = wire.PREFACE
 
@@ -65,13 +65,13 @@ class Server:
     def __init__(self):
         self.behave = None
         self.connections = []
-        self.loop = asyncio.new_event_loop()
         context = pki.server_ssl_context(pki.maintenance_certificate(["127.0.0.1"]))
-        self.server = self.loop.run_until_complete(
-            asyncio.start_server(self._connection, "127.0.0.1", 0, ssl=context))
-        self.address = "127.0.0.1:%d" % self.server.sockets[0].getsockname()[1]
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
+
+        async def started():
+            return await asyncio.start_server(self._connection, "127.0.0.1", 0, ssl=context)
+
+        self.running = LoopThread(started)
+        self.address = "127.0.0.1:%d" % self.running.server.sockets[0].getsockname()[1]
 
     async def _connection(self, reader, writer):
         seen = []
@@ -85,15 +85,7 @@ class Server:
             writer.close()
 
     def stop(self):
-        async def shut():
-            self.server.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        asyncio.run_coroutine_threadsafe(shut(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
+        self.running.stop()
 
 
 async def read_request(reader, seen):

@@ -36,7 +36,9 @@ HEADER_TABLE_SIZE, ENABLE_PUSH, MAX_CONCURRENT_STREAMS, INITIAL_WINDOW_SIZE, MAX
 
 DEFAULT_WINDOW = 65535
 DEFAULT_FRAME_SIZE = 16384
-MAX_WINDOW = (1 << 31) - 1
+# stream ids, windows and their increments are 31 bits (the top bit of a frame's stream id is reserved)
+MAX_31 = (1 << 31) - 1
+MAX_WINDOW = MAX_31
 # what we receive before the server must wait for a WINDOW_UPDATE: large, so a snapshot streams without stalls
 RECEIVE_WINDOW = 1 << 24
 MAX_HEADER_LIST = 1 << 20
@@ -188,7 +190,7 @@ class Connection:
 
     @property
     def usable(self):
-        return self.error is None and not self.going_away and self._next_id < MAX_WINDOW
+        return self.error is None and not self.going_away and self._next_id < MAX_31
 
     async def open(self):
         reader, self._writer = await asyncio.open_connection(self.host, self.port, ssl=self._ssl)
@@ -291,7 +293,7 @@ class Connection:
                 if length > DEFAULT_FRAME_SIZE:
                     raise ProtocolViolation("the server sent a frame larger than allowed")
                 payload = await reader.readexactly(length) if length else b""
-                self._frame(head[3], head[4], int.from_bytes(head[5:9], "big") & MAX_WINDOW, payload)
+                self._frame(head[3], head[4], int.from_bytes(head[5:9], "big") & MAX_31, payload)
                 if self.going_away and not self._streams:
                     raise Terminated("the server closed the connection (GOAWAY)")
         except asyncio.CancelledError:
@@ -398,7 +400,7 @@ class Connection:
 
     def _goaway(self, payload):
         self.going_away = True
-        last = struct.unpack(">I", payload[:4])[0] & MAX_WINDOW if len(payload) >= 8 else 0
+        last = struct.unpack(">I", payload[:4])[0] & MAX_31 if len(payload) >= 8 else 0
         for stream in list(self._streams.values()):
             if stream.id > last:  # never processed: a new connection may carry it
                 stream.end(Terminated("the server is going away (%s)" % _h2_error(payload[4:8])))
@@ -407,7 +409,7 @@ class Connection:
     def _window_update(self, stream_id, payload):
         if len(payload) != 4:
             raise ProtocolViolation("a WINDOW_UPDATE frame of a wrong size")
-        increment = struct.unpack(">I", payload)[0] & MAX_WINDOW
+        increment = struct.unpack(">I", payload)[0] & MAX_31
         if stream_id == 0:
             self._send_window += increment
         elif stream_id in self._streams:
