@@ -28,7 +28,7 @@ from kubernetes import client as k8s  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import inspection  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module.runner import Connections  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_facts  # noqa: E402
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import cluster_read  # noqa: E402
 from tests.integration.ansible_env import ansible_env, write_inventory  # noqa: E402
 from tests.lab.agent import LabAgent  # noqa: E402
 from tests.lab.kube.cluster import KubeLab, binaries  # noqa: E402
@@ -84,7 +84,7 @@ def main():
         params = dict(talosconfig=lab.talosconfig, talosconfig_content=None, context=None, endpoint=None,
                       kubeconfig=kube.kubeconfig, kubeconfig_content=None, kube_context=None, timeout=60.0,
                       machines=machines, secrets=None, recover_from="cp-1", cni_unmanaged=True, version_contract=None)
-        talos_calls = Timed(machine, "read_cluster")
+        talos_calls = Timed(cluster_read, "read_cluster")
         kube_read = Timed(cluster_facts, "gather")
         conn = Connections(params)
         start = time.perf_counter()

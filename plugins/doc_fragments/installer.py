@@ -26,4 +26,11 @@ options:
       - Its directory must be writable by its owner only, and owned by the user running the module or by root (not
         C(/tmp)); otherwise the module fails, naming the directory and its mode.
     type: path
+  holder:
+    description:
+      - The id under which this run holds the cluster lock (M(maesh.ichor.cluster_lock)). Given, the module checks that
+        the run still holds it before it writes anything, and fails naming the holder otherwise (another run took
+        the lock over after it expired). The installer role always gives it.
+      - Not checked in check mode, which writes nothing.
+    type: str
 """

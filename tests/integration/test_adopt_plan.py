@@ -380,6 +380,22 @@ def adoption_cleanup(kube_lab):
             kube.delete(api_version, kind, name, "ichor-system")
 
 
+def test_the_plan_reads_103_machines_through_one_endpoint_that_allows_ten_streams(
+        talos_kube_lab, workloads, tmp_path):
+    """Every machine is read through the first endpoint (the node metadata), nine reads each, sixteen machines at once:
+    144 streams wanted on one connection, where this server allows 10 (and ends the connection of a client that opens
+    more). The transport waits for the server's SETTINGS and queues what its limit does not allow."""
+    from tests.integration.test_upgrade import _inventory
+    lab = _flannel_cluster(talos_kube_lab, workloads, controlplanes=3, workers=100, max_streams=10, start_timeout=120)
+    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1")
+    proc = _adopt(inv, "--check", "-e", "ichor_cni_unmanaged=true")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "could not be read" not in proc.stdout
+    read = [m["name"] for m in lab.control.machines() if "Version" in lab.control.calls(m["name"])]
+    assert len(read) == 103
+    assert "mode: unmanaged (ichor_cni_unmanaged=true)" in proc.stdout
+
+
 def test_the_adopt_playbook_plans_then_adopts_a_flannel_cluster_unmanaged_and_a_rerun_changes_nothing(
         talos_kube_lab, kube_lab, workloads, tmp_path, adoption_cleanup):
     from tests.integration.test_upgrade import _inventory

@@ -77,6 +77,8 @@ def _parser():
     up.add_argument("--generated", action="store_true",
                     help="configured machines get configs the simulator makes (Talos CA only: the "
                     "config engine refuses them) instead of --case's")
+    up.add_argument("--max-streams", type=int, default=None,
+                    help="concurrent streams each machine allows per connection (default: h2's 100)")
     up.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -101,6 +103,9 @@ def main(argv=None):
         except (ValueError, OSError) as exc:
             print("bad --case: %s" % exc, file=sys.stderr)
             return 2
+    if args.max_streams is not None:
+        from tests.lab.talos_sim.lab import limit_streams
+        limit_streams(args.max_streams)
     explicit = args.index is not None
     attempts = 1 if explicit else 5
     last = None

@@ -47,9 +47,10 @@ def talos_lab(request, tmp_path):
     def factory(**kwargs):
         n = len(labs)
         workdir = kwargs.pop("workdir", None) or str(tmp_path / ("lab%d" % n))
+        start_timeout = kwargs.pop("start_timeout", 30.0)
         lab = LabProcess(workdir, **kwargs)
         labs.append(lab)
-        lab.start()
+        lab.start(timeout=start_timeout)
         return lab
 
     yield factory

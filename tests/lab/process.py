@@ -37,7 +37,7 @@ class LabProcess:
                  mode="configured", ca="ed25519", latency_ms=0, overrides=(), additions=(),
                  mixed_versions=False, extra_maintenance=False, bootstrapped=True,
                  reboot_seconds=0.3, upgrade_seconds=0.5, install_seconds=0.2, name="lab",
-                 kubeconfig_server=None, index=None, case=None):
+                 kubeconfig_server=None, index=None, case=None, max_streams=None):
         self.workdir = os.path.abspath(workdir)
         self.lab_json = os.path.join(self.workdir, "lab.json")
         self.talosconfig = os.path.join(self.workdir, "talosconfig")
@@ -70,6 +70,8 @@ class LabProcess:
             self._args.append("--no-bootstrap")
         if kubeconfig_server:
             self._args += ["--kubeconfig-server", kubeconfig_server]
+        if max_streams is not None:
+            self._args += ["--max-streams", str(int(max_streams))]
         self.case = None
         if case:
             # resolved here: the simulator runs from the checkout root, not the test's cwd

@@ -225,14 +225,17 @@ def test_a_first_run_snapshots_applies_prunes_nothing_and_records_its_inventory(
     saved = snapshot.from_secret(kube.live("Secret", snapshot.SNAPSHOT_NAME))
     assert saved.run_id == RUN and applied["run_id"] == RUN
     assert [e["object"] for e in saved.entries] == [None, None, None]
-
-    pruned = stages.prune_run(installer(kube, paths), False)
-    assert pruned["changed"] and pruned["pruned"] == [] and pruned["kept"] == []
-    assert pruned["plan"] == ["wrote the inventory %s/%s (3 objects)" % (NS, inventory.INVENTORY_NAME)]
-    assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
+    # the inventory lists them before they are applied: written right after the snapshot
+    first_apply = next(i for i, w in enumerate(kube.writes) if w[0] == "apply" and w[1][1] != "Secret")
+    assert kube.writes.index(("create", ("", "ConfigMap", NS, inventory.INVENTORY_NAME))) < first_apply
     recorded, warnings = inventory.parse(kube.live("ConfigMap", inventory.INVENTORY_NAME))
     assert warnings == [] and sorted(str(r) for r in recorded) == sorted(
         ["ServiceAccount %s/a" % NS, "ConfigMap %s/c" % NS, "ClusterRole r"])
+
+    pruned = stages.prune_run(installer(kube, paths), False)
+    assert pruned["changed"] and pruned["pruned"] == [] and pruned["kept"] == []
+    assert pruned["plan"] == []  # the inventory is already what it should be; the snapshot is gone
+    assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
 
 
 def test_check_mode_plans_the_whole_run_and_writes_nothing(kube, write):
@@ -359,16 +362,120 @@ def test_an_object_re_created_after_the_check_is_kept(kube, write):
         pruned["kept"]
 
 
-def test_an_inventory_that_cannot_be_written_is_a_warning_and_the_run_succeeds(kube, write):
-    paths = write("v1", [sa("a")])
-    stages.apply_run(installer(kube, paths), False)
-    kube.fail[("create", inventory.INVENTORY_NAME)] = KubeError("create ConfigMap: 403 Forbidden", status=403)
-    pruned = stages.prune_run(installer(kube, paths), False)
-    warning = ("the installer inventory could not be written (create ConfigMap: 403 Forbidden); the next run prunes "
-               "less, never more")
-    assert pruned["changed"] and pruned["warnings"] == [warning]
-    assert pruned["plan"] == ["WARNING: " + warning]
+def test_an_inventory_that_cannot_be_written_after_the_prune_is_a_warning_and_still_lists_what_was_pruned(kube, write):
+    install(kube, write("v1", [sa("a"), sa("b")]))
+    v2 = write("v2", [sa("a")])
+    stages.apply_run(installer(kube, v2), False)
+    kube.fail[("replace", inventory.INVENTORY_NAME)] = KubeError("update ConfigMap: 403 Forbidden", status=403)
+    pruned = stages.prune_run(installer(kube, v2), False)
+    warning = ("the installer inventory could not be written (update ConfigMap: 403 Forbidden); it still lists what "
+               "this run pruned, and the next run finds those gone")
+    assert pruned["changed"] and pruned["pruned"] == ["ServiceAccount %s/b" % NS] and pruned["warnings"] == [warning]
+    assert pruned["plan"][-1] == "WARNING: " + warning
     assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
+    assert sorted(r.name for r in inventory.parse(kube.live("ConfigMap", inventory.INVENTORY_NAME))[0]) == ["a", "b"]
+    del kube.fail[("replace", inventory.INVENTORY_NAME)]
+    unused_applied, pruned = install(kube, v2)  # the next run finds b gone and writes the inventory without it
+    assert [r.name for r in inventory.parse(kube.live("ConfigMap", inventory.INVENTORY_NAME))[0]] == ["a"]
+
+
+def test_an_inventory_that_cannot_be_recorded_before_the_apply_stops_the_run_with_nothing_applied(kube, write):
+    install(kube, write("v1", [sa("a")]))
+    kube.fail[("replace", inventory.INVENTORY_NAME)] = KubeError("update ConfigMap: 403 Forbidden", status=403)
+    with pytest.raises(RunFailed, match="apply failed: update ConfigMap: 403 Forbidden; the cluster was restored"):
+        stages.apply_run(installer(kube, write("v2", [sa("a"), sa("new")])), False)
+    assert kube.live("ServiceAccount", "new") is None and kube.live("Secret", snapshot.SNAPSHOT_NAME) is None
+
+
+def test_a_run_stopped_after_its_apply_leaves_its_objects_listed_and_a_later_run_prunes_them(kube, write):
+    v1 = write("v1", [sa("a")])
+    install(kube, v1)
+    stages.apply_run(installer(kube, write("v2", [sa("a"), sa("new"), cr("role")]), run_id="killed"), False)
+    listed = sorted(str(r) for r in inventory.parse(kube.live("ConfigMap", inventory.INVENTORY_NAME))[0])
+    assert listed == ["ClusterRole role", "ServiceAccount %s/a" % NS, "ServiceAccount %s/new" % NS]
+    unused_applied, pruned = install(kube, v1)
+    assert sorted(pruned["pruned"]) == ["ClusterRole role", "ServiceAccount %s/new" % NS]
+    assert [r.name for r in inventory.parse(kube.live("ConfigMap", inventory.INVENTORY_NAME))[0]] == ["a"]
+
+
+def test_what_the_owner_check_keeps_stays_listed_and_is_pruned_once_it_carries_the_mark_again(kube, write):
+    install(kube, write("v1", [sa("a"), sa("b")]))
+    relabelled = kube.live("ServiceAccount", "b")
+    relabelled["metadata"]["labels"] = {}
+    kube.store[kube._obj_key(relabelled)] = relabelled  # pylint: disable=protected-access
+    v2 = write("v2", [sa("a")])
+    unused_applied, pruned = install(kube, v2)
+    assert pruned["pruned"] == [] and [k["object"] for k in pruned["kept"]] == ["ServiceAccount %s/b" % NS]
+    assert sorted(r.name for r in inventory.parse(kube.live("ConfigMap", inventory.INVENTORY_NAME))[0]) == ["a", "b"]
+    relabelled["metadata"]["labels"] = dict(MARK)
+    kube.store[kube._obj_key(relabelled)] = relabelled  # pylint: disable=protected-access
+    unused_applied, pruned = install(kube, v2)
+    assert pruned["pruned"] == ["ServiceAccount %s/b" % NS]
+
+
+class Killed(BaseException):
+    """A run's process ending (SIGKILL) at a write: no handler of the stages runs."""
+
+
+# Objects of the kinds the installer prunes: the bundles of the interleaving property are drawn from them.
+POOL = [sa("s%d" % i) for i in range(5)] + [cr("r%d" % i) for i in range(3)]
+
+
+def _marked_pool_objects(kube):
+    names = set(o["metadata"]["name"] for o in POOL)
+    return sorted("%s %s" % (key[1], key[3]) for key, obj in kube.store.items()
+                  if key[3] in names and (obj["metadata"].get("labels") or {}).get(objects.MARK_KEY))
+
+
+def _listed(kube):
+    refs = inventory.parse(kube.live("ConfigMap", inventory.INVENTORY_NAME))[0] or []
+    return sorted("%s %s" % (r.kind, r.name) for r in refs)
+
+
+def test_any_interleaving_of_installs_loses_no_object_and_one_calm_run_converges(kube, write):
+    """Two and three runs with different bundles, their stages interleaved in a seeded random order, some killed at a
+    random write (no rescue runs, as after SIGKILL), with no lock between them (what the lock prevents, the inventory
+    must still survive): after every stage every marked object that exists is listed in the inventory, and one calm
+    run with any bundle leaves exactly that bundle in the cluster and in the inventory, and no snapshot."""
+    import random
+    for case in range(60):
+        rng = random.Random("interleave:%d" % case)
+        kube.__init__()
+        install(kube, write("base-%d" % case, rng.sample(POOL, rng.randint(1, len(POOL)))))
+        runs = []
+        for index in range(rng.choice((2, 3))):
+            paths = write("b-%d-%d" % (case, index), rng.sample(POOL, rng.randint(1, len(POOL))))
+            runs.append({"paths": paths, "id": "run-%d-%d" % (case, index), "stages": [stages.apply_run, stages.prune_run],
+                         "kill_at": rng.choice([None, None] + list(range(1, 12)))})
+        writes = 0
+        while any(r["stages"] for r in runs):
+            run = rng.choice([r for r in runs if r["stages"]])
+            stage = run["stages"].pop(0)
+            budget = {"left": run["kill_at"] - writes if run["kill_at"] is not None else None}
+
+            def count(budget=budget):
+                if budget["left"] is not None:
+                    budget["left"] -= 1
+                    if budget["left"] <= 0:
+                        raise Killed()
+            for verb in ("apply", "create", "replace", "delete"):
+                for obj in POOL + [{"metadata": {"name": n}} for n in (inventory.INVENTORY_NAME, snapshot.SNAPSHOT_NAME)]:
+                    kube.fail[(verb, obj["metadata"]["name"])] = count
+            try:
+                stage(installer(kube, run["paths"], run_id=run["id"]), False)
+            except Killed:
+                run["stages"] = []
+            except RunFailed:
+                run["stages"] = []
+            finally:
+                kube.fail.clear()
+            assert set(_marked_pool_objects(kube)) <= set(_listed(kube)), "case %d" % case
+        last = [o for o in POOL if rng.random() < 0.5] or [POOL[0]]
+        install(kube, write("calm-%d" % case, last))
+        want = sorted("%s %s" % (o["kind"], o["metadata"]["name"]) for o in last)
+        assert _marked_pool_objects(kube) == want, "case %d" % case
+        assert _listed(kube) == want, "case %d" % case
+        assert kube.live("Secret", snapshot.SNAPSHOT_NAME) is None, "case %d" % case
 
 
 def test_an_unparseable_inventory_is_ignored_with_a_warning_and_the_renamed_role_is_pruned(kube, write):

@@ -64,6 +64,7 @@ class Server:
 
     def __init__(self):
         self.behave = None
+        self.preface = wire.frame(wire.SETTINGS, 0, 0)  # what the server writes first (HTTP/2: its SETTINGS)
         self.connections = []
         context = pki.server_ssl_context(pki.maintenance_certificate(["127.0.0.1"]))
 
@@ -78,6 +79,7 @@ class Server:
         self.connections.append(seen)
         try:
             assert await reader.readexactly(len(PREFACE)) == PREFACE
+            writer.write(self.preface)
             await self.behave(reader, writer, seen)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -125,6 +127,7 @@ def server():
 def client(server):
     made = talos_client.TalosClient(endpoint=server.address, maintenance=True, timeout=3.0)
     server.connections.clear()
+    server.preface = wire.frame(wire.SETTINGS, 0, 0)
     yield made
     made.close()
 
@@ -280,6 +283,76 @@ def test_concurrent_calls_share_one_connection(server, client):
     nodes = ["10.5.0.%d" % i for i in range(20)]
     results = client.fan_out(lambda node: client.ainvoke("Version", node=node), nodes)
     assert all(r.error is None for r in results.values()) and len(server.connections) == 1
+
+
+def settings(**values):
+    return wire.frame(wire.SETTINGS, 0, 0, b"".join(struct.pack(">HI", getattr(wire, k), v) for k, v in values.items()))
+
+
+def test_no_call_goes_out_before_the_servers_settings(server, client):
+    server.preface = b""
+    before = []
+
+    async def behave(reader, writer, seen):
+        try:  # what the client sends while the server has not yet sent its SETTINGS
+            while True:
+                before.append(await asyncio.wait_for(read_frame(reader), 0.3))
+        except asyncio.TimeoutError:
+            pass
+        writer.write(settings(MAX_CONCURRENT_STREAMS=5))
+        await read_request(reader, seen)
+        writer.write(reply(VERSION.SerializeToString()))
+        await drain(reader, seen)
+    server.behave = behave
+    assert client.call("Version").messages[0].version.tag == "v1.14.5"
+    assert [kind for kind, _f, _s, _p in before] == [wire.SETTINGS, wire.WINDOW_UPDATE]  # its own preface only
+
+
+def test_calls_beyond_the_servers_limit_wait_for_a_free_stream(server, client):
+    server.preface = settings(MAX_CONCURRENT_STREAMS=3)
+    counts = {"open": 0, "most": 0}
+
+    async def behave(reader, writer, seen):
+        async def answer_later(stream_id):
+            await asyncio.sleep(0.02)
+            counts["open"] -= 1
+            writer.write(reply(VERSION.SerializeToString(), stream_id))
+        while True:
+            kind, flags, stream_id, _payload = await read_frame(reader)
+            if kind == wire.HEADERS:
+                counts["open"] += 1
+                counts["most"] = max(counts["most"], counts["open"])
+            if kind == wire.DATA and flags & wire.END_STREAM:
+                asyncio.ensure_future(answer_later(stream_id))
+    server.behave = behave
+    nodes = ["10.5.0.%d" % i for i in range(30)]
+    results = client.fan_out(lambda node: client.ainvoke("Version", node=node), nodes)
+    assert all(r.error is None for r in results.values())
+    assert counts["most"] == 3 and len(server.connections) == 1
+
+
+def test_calls_waiting_for_a_stream_go_to_a_new_connection_after_goaway(server, client):
+    server.preface = settings(MAX_CONCURRENT_STREAMS=1)
+
+    async def behave(reader, writer, seen):
+        first = len(server.connections) == 1
+        while True:
+            await read_request(reader, seen)
+            stream_id = seen[-1][2]
+            if first:  # going away, this call still answered: the calls waiting for a stream were never sent here
+                writer.write(wire.frame(wire.GOAWAY, 0, 0, struct.pack(">II", stream_id, 0)))
+            writer.write(reply(VERSION.SerializeToString(), stream_id))
+    server.behave = behave
+    results = client.fan_out(lambda node: client.ainvoke("Version", node=node), ["10.5.0.1", "10.5.0.2", "10.5.0.3"])
+    assert [r.error for r in results.values()] == [None, None, None]
+    assert len(server.connections) == 2
+
+
+def test_a_server_that_does_not_begin_with_settings_broke_the_protocol(server, client):
+    server.preface = reply(VERSION.SerializeToString())  # a reply where its SETTINGS should be
+    server.behave = lambda reader, unused_writer, seen: drain(reader, seen)
+    with pytest.raises(errors.TalosCallError, match="broke the gRPC protocol"):
+        client.call("Version")
 
 
 def test_a_server_that_never_answers_is_a_timeout(server, client):

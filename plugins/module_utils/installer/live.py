@@ -50,6 +50,7 @@ class Installer:
         self.objects = bundle.apply_order(bundle.load(bundle_paths, namespace, self._namespaced))
         self.refs = [Ref.of(o) for o in self.objects]
         self.warnings = []
+        self._previous = None  # previous_inventory, read once per run stage
 
     def _namespaced(self, api_version, kind):
         return bool(self.client.resource(api_version, kind).namespaced)
@@ -80,7 +81,13 @@ class Installer:
         return steps
 
     def previous_inventory(self):
-        """The previous run's refs that name an object this server can hold; what does not is skipped with a warning."""
+        """The previous run's refs that name an object this server can hold; what does not is skipped with a warning.
+        Read once: the plan and the inventory this run writes see the same."""
+        if self._previous is None:
+            self._previous = self._read_inventory()
+        return self._previous
+
+    def _read_inventory(self):
         configmap = self.client.get("v1", "ConfigMap", inventory.INVENTORY_NAME, self.namespace)
         refs, warnings = inventory.parse(configmap)
         self.warnings.extend(warnings)
@@ -126,9 +133,22 @@ class Installer:
                               uid=live["metadata"].get("uid"), renamed=renamed))
         return steps
 
-    def inventory_changed(self):
+    def still_installed(self, previous, pruned=()):
+        """The inventory's refs after this run: every object the bundle ships, then every object of ``previous`` (refs
+        a past run installed) that still exists and is not ``pruned``: kept by the owner check, of a kind never pruned,
+        or left by a run that did not reach its prune. Nothing that still exists leaves the inventory, so a later
+        run prunes it once the bundle no longer ships it and the owner check allows."""
+        shipped, gone = set(self.refs), set(pruned)
+        return self.refs + [r for r in previous or [] if r not in shipped and r not in gone and self._get(r) is not None]
+
+    def planned_inventory(self, prune_steps):
+        """The inventory this run writes if its prune deletes what ``prune_steps`` plan to (check mode's view)."""
+        previous, _configmap = self.previous_inventory()
+        return self.still_installed(previous, [s.ref for s in prune_steps if s.action == "prune"])
+
+    def inventory_changed(self, refs):
         configmap = self.client.get("v1", "ConfigMap", inventory.INVENTORY_NAME, self.namespace)
-        return configmap is None or (configmap.get("data") or {}) != inventory.data(self.refs)
+        return configmap is None or (configmap.get("data") or {}) != inventory.data(refs)
 
     # -- snapshot --------------------------------------------------------------------------
     def snapshot_entries(self, apply_steps, prune_steps):
@@ -237,19 +257,51 @@ class Installer:
             done.append(step.ref)
         return done, kept
 
-    def write_inventory(self):
-        """Delete then create (the installer may not update ConfigMaps). Whether it was written: a failure is a warning."""
-        body = inventory.configmap(self.refs, self.namespace)
+    def record_inventory(self):
+        """Before the apply: the inventory also lists every object this run is about to apply, so that a run stopped
+        after its apply and before its prune leaves nothing the next run cannot prune. Nothing is taken out here.
+        A failure raises: the run must not apply what it could not record."""
+        shipped = set(self.refs)
+        return self._put_inventory(lambda current: [r for r in current if r not in shipped] + self.refs)
+
+    def write_inventory(self, pruned):
+        """After the prune: what still_installed keeps, from the inventory as it is now (read again). The refs written
+        (None when unchanged); a failure is a warning, and the inventory stays as record_inventory left it (a
+        superset)."""
         try:
-            if self.client.get("v1", "ConfigMap", inventory.INVENTORY_NAME, self.namespace) is not None:
-                self.client.delete("v1", "ConfigMap", inventory.INVENTORY_NAME, self.namespace)
-            self.client.create(body)
+            return self._put_inventory(lambda current: self.still_installed(self._usable_refs(current), pruned))
         except Exception as exc:  # pylint: disable=broad-except
-            # ADR 0111: whatever stops the write, the run succeeds; the next run then prunes less, never more
-            self.warnings.append("the installer inventory could not be written (%s); the next run prunes less, "
-                                 "never more" % exc)
-            return False
-        return True
+            # whatever stops the write, the run succeeds: the inventory it leaves lists more, never less
+            self.warnings.append("the installer inventory could not be written (%s); it still lists what this run "
+                                 "pruned, and the next run finds those gone" % exc)
+            return None
+
+    def _usable_refs(self, refs):
+        return [r for r in refs if not self._unusable(r)]
+
+    def _put_inventory(self, refs_of, attempts=3):
+        """Write refs_of(the inventory's refs now) in one update conditional on what was read (resourceVersion), so a
+        write never replaces one it did not see; read again and redo on a conflict. The refs written, or None when the
+        inventory already was that."""
+        for _attempt in range(attempts):
+            configmap = self.client.get("v1", "ConfigMap", inventory.INVENTORY_NAME, self.namespace)
+            current, _warnings = inventory.parse(configmap)
+            refs = refs_of(current or [])
+            body = inventory.configmap(refs, self.namespace)
+            if configmap is not None and (configmap.get("data") or {}) == body["data"]:
+                return None
+            try:
+                if configmap is None:
+                    self._ensure_namespace()
+                    self.client.create(body)
+                else:
+                    body["metadata"]["resourceVersion"] = configmap["metadata"].get("resourceVersion")
+                    self.client.replace(body)
+                return refs
+            except Conflict:
+                continue  # another writer got there first: build on what it wrote
+        raise InstallerError("the installer inventory %s/%s changed %d times while this run wrote it; run again"
+                             % (self.namespace, inventory.INVENTORY_NAME, attempts))
 
     def restore(self, entries):
         """Put every snapshotted object back as it was; returns the refs that had to be re-created."""

@@ -23,6 +23,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.installer.errors impor
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.inventory import INVENTORY_NAME
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.live import Installer
 from ansible_collections.maesh.ichor.plugins.module_utils.installer import policies
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import lock
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.objects import DEFAULT_NAMESPACE, Ref
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.prune import RENAMED_OBJECTS
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.snapshot import new_run_id
@@ -31,7 +32,8 @@ from ansible_collections.maesh.ichor.plugins.module_utils.installer.snapshot imp
 def options(bundle=False, run_id=None):
     """The installer modules' own options (doc fragment maesh.ichor.installer); ``bundle`` for apply and prune;
     ``run_id``: "required" for installer_prune, "optional" for installer_restore (installer_apply makes the id)."""
-    opts = dict(namespace=dict(type="str", default=DEFAULT_NAMESPACE), snapshot_file=dict(type="path"))
+    opts = dict(namespace=dict(type="str", default=DEFAULT_NAMESPACE), snapshot_file=dict(type="path"),
+                holder=dict(type="str"))
     if bundle:
         opts["bundle"] = dict(type="list", elements="path", required=True)
         opts["network_policies"] = dict(type="list", elements="path", default=[])
@@ -49,6 +51,8 @@ def run_stage(stage, params, conn, check_mode):
     run_id = new_run_id() if stage is apply_run else params.get("run_id")
     try:
         kube = conn.kube()
+        if params.get("holder") and not check_mode:
+            lock.require(kube, params["holder"])  # two runs never write one cluster's bundle at once
         paths = list(params.get("bundle") or [])
         gated = None
         if params.get("network_policies"):
@@ -148,6 +152,7 @@ def apply_run(run, check_mode, diff=True):
     own = None
     try:
         own = run.save_snapshot(run.snapshot_entries(apply_steps, prune_steps))
+        run.record_inventory()  # before anything is applied: a run stopped after the apply leaves nothing untracked
         run.apply(apply_steps)
     except Exception as exc:  # pylint: disable=broad-except
         # whatever stops the apply, the cluster goes back to the snapshot
@@ -159,14 +164,15 @@ def prune_run(run, check_mode, diff=True):
     """Plan the prune, and unless check_mode: delete, write the inventory, drop the snapshot (this run's, or one
     another run left: this run succeeded, so that one no longer describes the cluster before a change)."""
     steps = run.plan_prune()
-    inventory_changed = run.inventory_changed()
+    planned = run.planned_inventory(steps)
+    inventory_changed = run.inventory_changed(planned)
     own = run.this_runs_snapshot()
     leftover = run.leftover
     result = dict(plan=lines(steps, run.warnings), pruned=[], warnings=list(run.warnings),
                   kept=[{"object": str(s.ref), "reason": s.reason} for s in steps if s.action == "keep"])
     if diff:
         result["diff"] = diffs(steps)
-    inventory_line = "the inventory %s/%s (%d objects)" % (run.namespace, INVENTORY_NAME, len(run.refs))
+    inventory_line = "the inventory %s/%s (%d objects)" % (run.namespace, INVENTORY_NAME, len(planned))
     leftover_line = leftover and "the snapshot in %s left by %s" % (
         run.snapshot_place(), leftover.describe() if leftover.run_id else "a run (it cannot be read)")
     if check_mode:
@@ -183,12 +189,12 @@ def prune_run(run, check_mode, diff=True):
         _restore_after(run, own, "prune failed: %s" % exc, result)
     result["pruned"] = [str(r) for r in done]
     result["kept"] += [{"object": str(r), "reason": why} for r, why in kept]
-    written = inventory_changed and run.write_inventory()
+    written = run.write_inventory(done)
     result["warnings"] = list(run.warnings)
     result["plan"] = (["pruned %s" % r for r in done] + ["kept %s: %s" % (r, why) for r, why in kept]
                       + [s.line() for s in steps if s.action == "keep"] + ["WARNING: %s" % w for w in run.warnings])
-    if written:
-        result["plan"].append("wrote " + inventory_line)
+    if written is not None:
+        result["plan"].append("wrote the inventory %s/%s (%d objects)" % (run.namespace, INVENTORY_NAME, len(written)))
     dropped = False
     if own is not None:
         run.delete_snapshot(own)
@@ -196,7 +202,7 @@ def prune_run(run, check_mode, diff=True):
         dropped = run.delete_snapshot(leftover)  # not when another run replaced it meanwhile
         if dropped:
             result["plan"].append("dropped " + leftover_line)
-    result["changed"] = bool(done or inventory_changed or own or dropped)
+    result["changed"] = bool(done or written is not None or own or dropped)
     return result
 
 

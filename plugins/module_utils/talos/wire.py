@@ -42,6 +42,11 @@ MAX_WINDOW = MAX_31
 # what we receive before the server must wait for a WINDOW_UPDATE: large, so a snapshot streams without stalls
 RECEIVE_WINDOW = 1 << 24
 MAX_HEADER_LIST = 1 << 20
+# Streams open at once on one connection: the server's SETTINGS_MAX_CONCURRENT_STREAMS once read, this until then
+# and when the server states none (RFC 9113 6.5.2 recommends servers allow at least 100). No call goes out before the
+# server's SETTINGS are read (its preface), so a server that allows fewer is never sent more: it would end the
+# connection and every call on it.
+DEFAULT_MAX_STREAMS = 100
 
 # Tables as strings split once: this file is compiled from source by every module process, and a string is one
 # token where a tuple literal is dozens.
@@ -78,6 +83,11 @@ class CallError(Exception):
 
 class Terminated(Exception):
     """The stream or its connection ended before the call's status arrived."""
+
+
+class NotSent(Terminated):
+    """The connection stopped taking calls (GOAWAY) while this one waited for a free stream: nothing of it was sent,
+    so another connection may carry it."""
 
 
 class ProtocolViolation(Exception):
@@ -182,7 +192,8 @@ class Connection:
         self._send_window = DEFAULT_WINDOW
         self._peer_window = DEFAULT_WINDOW  # SETTINGS_INITIAL_WINDOW_SIZE: each new stream's send window
         self._peer_frame_size = DEFAULT_FRAME_SIZE
-        self._peer_max_streams = None
+        self._peer_max_streams = DEFAULT_MAX_STREAMS
+        self._settings_seen = False  # the server's preface (its first SETTINGS) was read
         self._unacknowledged = 0
         self._decoder = hpack.Decoder(max_list_size=MAX_HEADER_LIST)
         self._header_block = None  # (stream id, END_STREAM, fragments) while CONTINUATION frames are due
@@ -216,9 +227,12 @@ class Connection:
 
     # -- calls -----------------------------------------------------------------------------
     async def call(self, path, request, metadata=None, timeout=None):
-        """One call: the request's bytes out, the reply's messages (bytes) back."""
-        while self._peer_max_streams is not None and len(self._streams) >= self._peer_max_streams and self.usable:
+        """One call: the request's bytes out, the reply's messages (bytes) back. It waits for the server's SETTINGS
+        and for a free stream within the server's limit (the caller's deadline bounds the wait)."""
+        while self.usable and (not self._settings_seen or len(self._streams) >= self._peer_max_streams):
             await self._wait_change()
+        if self.error is None and not self.usable:
+            raise NotSent("the server is going away")
         self._check()
         stream = _Stream(self._next_id, self._peer_window)
         self._next_id += 2
@@ -244,6 +258,9 @@ class Connection:
             elif not stream.ended.cancelled():
                 stream.ended.exception()  # retrieved, so asyncio does not report it at exit
             self._changed.set()
+
+    def streams_open(self):
+        return len(self._streams)
 
     def _check(self):
         if self.error is not None:
@@ -316,6 +333,10 @@ class Connection:
             self._changed.set()
 
     def _frame(self, kind, flags, stream_id, payload):
+        if not self._settings_seen:
+            if kind != SETTINGS or flags & ACK:
+                raise ProtocolViolation("the server did not begin with a SETTINGS frame (its HTTP/2 preface)")
+            self._settings_seen = True
         if self._header_block is not None and kind != CONTINUATION:
             raise ProtocolViolation("a header block was interrupted by another frame")
         if kind == DATA:
@@ -439,6 +460,7 @@ class Channel:
         self.port = port
         self._ssl = ssl_context
         self._connection = None
+        self._draining = []  # connections that went away with calls still to finish on them
         self._opening = None
 
     async def _usable(self):
@@ -453,20 +475,29 @@ class Channel:
                 self._opening = None
 
     async def _open(self):
-        if self._connection is not None:
-            self._connection.close()
+        old = self._connection
+        self._draining = [c for c in self._draining if c.error is None]
+        if old is not None:
+            if old.error is None and old.streams_open():
+                self._draining.append(old)  # after GOAWAY its calls finish there; its reader ends it then
+            else:
+                old.close()
         connection = Connection(self.host, self.port, self._ssl)
         await connection.open()
         self._connection = connection
         return connection
 
     async def call(self, path, request, metadata=None, timeout=None):
-        connection = await self._usable()
-        return await connection.call(path, request, metadata=metadata, timeout=timeout)
+        try:
+            return await (await self._usable()).call(path, request, metadata=metadata, timeout=timeout)
+        except NotSent:  # it waited for a stream on a connection that went away: once more, on a new one
+            return await (await self._usable()).call(path, request, metadata=metadata, timeout=timeout)
 
     def close(self):
         """Stop the connection; its reader task ends when the loop next runs."""
         if self._opening is not None:
             self._opening.cancel()
-        if self._connection is not None:
-            self._connection.close()
+        for connection in [self._connection] + self._draining:
+            if connection is not None:
+                connection.close()
+        self._draining = []

@@ -31,6 +31,25 @@ def subnet_for_index(index):
     return "127.%d.%d" % (10 + index // 256, index % 256)
 
 
+def limit_streams(limit):
+    """Every machine of this process allows ``limit`` concurrent streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS)
+    instead of h2's 100, from its first SETTINGS on: a client that opens more is ended with a connection error, as h2
+    ends it at 100 (a server may allow fewer than the RFC's recommended floor)."""
+    from grpclib import protocol
+    from h2.connection import H2Connection
+    from h2.settings import SettingCodes, Settings
+
+    class Limited(H2Connection):
+        def __init__(self, config=None):
+            super().__init__(config=config)
+            if not self.config.client_side:
+                self.local_settings = Settings(client=False, initial_values={
+                    SettingCodes.MAX_CONCURRENT_STREAMS: int(limit),
+                    SettingCodes.MAX_HEADER_LIST_SIZE: self.DEFAULT_MAX_HEADER_LIST_SIZE})
+
+    protocol.H2Connection = Limited
+
+
 class _TrackingServer(Server):
     """A grpclib Server that can drop its established connections (a machine going down)."""
 
