@@ -380,6 +380,27 @@ def adoption_cleanup(kube_lab):
             kube.delete(api_version, kind, name, "ichor-system")
 
 
+def test_a_cluster_halfway_through_a_kubernetes_upgrade_is_refused_with_the_way_forward(
+        talos_kube_lab, kube_lab, workloads, reader, tmp_path):
+    """Issue 26 §2: configs real Talos code made, the control-plane components at Kubernetes 1.36.3 and every kubelet
+    at 1.35.4 (a Kubernetes upgrade stopped halfway). Adopt planned the API server a minor back as class A; it refuses,
+    naming the split and the way forward, and writes nothing anywhere."""
+    from tests.integration.test_upgrade import _inventory
+    lab = talos_kube_lab(case=os.path.join(CONFIGS, "v1.13", "v1.14.1", "k8s-upgrade-halfway"), controlplanes=1, workers=1)
+    workloads.flannel()
+    workloads.kube_proxy()
+    mark = kube_lab.audit_mark()
+    refused = _refused(lab, reader, cni_unmanaged=True)
+    assert refused.message.startswith("the cluster runs Kubernetes at 2 minors (kube-apiserver v1.36.3 on cp-1;")
+    assert "kubelet v1.35.4 on cp-1, worker-1)" in refused.message
+    assert refused.message.endswith("finish the upgrade (talosctl upgrade-k8s --to 1.36.3), then adopt")
+    assert reader.writes(mark) == []
+    _only_reads(lab)
+    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1")
+    proc = _adopt(inv, "--check", "--diff", "-e", "ichor_cni_unmanaged=true")
+    assert proc.returncode != 0 and "a Kubernetes upgrade stopped halfway" in proc.stdout, proc.stdout[-3000:]
+
+
 def test_the_plan_reads_103_machines_through_one_endpoint_that_allows_ten_streams(
         talos_kube_lab, workloads, tmp_path):
     """Every machine is read through the first endpoint (the node metadata), nine reads each, sixteen machines at once:

@@ -130,3 +130,23 @@ def test_the_contract_override_names_only_the_sets():
                                         ("10-calico.conflist", "calico"), ("87-podman.conflist", "other")])
 def test_cni_config_owners(name, owner):
     assert rules.config_owner(name) == owner
+
+
+def test_a_cluster_at_two_kubernetes_minors_is_refused_naming_the_split_and_the_way_forward():
+    running = {("cp-1", "kube-apiserver"): "v1.36.3", ("cp-1", "kube-scheduler"): "v1.36.3",
+               ("cp-1", "kubelet"): "v1.35.4", ("worker-1", "kubelet"): "v1.35.4"}
+    with pytest.raises(rules.Refusal) as refused:
+        rules.kubernetes_split(running)
+    message = str(refused.value)
+    assert message == ("the cluster runs Kubernetes at 2 minors (kube-apiserver v1.36.3 on cp-1; kube-scheduler v1.36.3 on "
+                       "cp-1 | kubelet v1.35.4 on cp-1, worker-1): a Kubernetes upgrade stopped halfway, which no single "
+                       "version describes, and adopting it would take components back a minor; finish the upgrade "
+                       "(talosctl upgrade-k8s --to 1.36.3), then adopt")
+    # patches of one minor, or one version: adopt goes on (the drift classes decide)
+    rules.kubernetes_split({("cp-1", "kube-apiserver"): "v1.36.4", ("cp-1", "kubelet"): "v1.36.3"})
+    rules.kubernetes_split({})
+    many = dict((("worker-%d" % i, "kubelet"), "v1.35.4") for i in range(20))
+    many[("cp-1", "kube-apiserver")] = "v1.36.3"
+    with pytest.raises(rules.Refusal, match=r"kubelet v1\.35\.4 on worker-0, worker-1, worker-10, worker-11, worker-12, "
+                                            r"worker-13 and 14 more\)"):
+        rules.kubernetes_split(many)

@@ -19,7 +19,9 @@ import sys
 
 import pytest
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, contracts, documents, drift, render, secrets, spec
+from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, contracts, documents, drift, images, render, \
+    secrets, spec
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -61,7 +63,7 @@ def load_case(case_dir):
 
 
 def test_fixture_matrix_is_complete():
-    assert len(CASE_DIRS) == 112 and len(EXTRA_CASE_DIRS) == 56
+    assert len(CASE_DIRS) == 112 and len(EXTRA_CASE_DIRS) == 70
     contracts_seen = set(json.loads(_read(os.path.join(d, "case.json")))["contract"] for d in ALL_CASE_DIRS)
     assert contracts_seen == {"v1.12", "v1.13", "v1.14"}
 
@@ -498,10 +500,11 @@ def test_images_from_another_registry_are_class_c(contract, gen):
     adopted = adopt.read([(role, live[role], case["talos_version"]) for role in ROLES])
     chosen, results = drift.probe(bundle, adopted.cluster, adopted.machines[1], live["worker"], case["talos_version"])
     assert chosen == contract and [g["hint"] for g in results[chosen].hints()] == [drift.HINT_IMAGE]
-    # the tag alone differing is still class A, a digest pin is not
+    # the tag alone differing (forward) is still class A, a digest pin is not
     plain = load_case(os.path.join(CONFIGS, contract, gen, "basic"))
-    older = dict(plain[2], kubernetesVersion="1.30.1")
-    result = drift.drift(render.render(plain[1], older, dict(plain[3], role="worker")), plain[4]["worker"], older)
+    major, minor_, patch = release.parse(plain[2]["kubernetesVersion"])
+    newer = dict(plain[2], kubernetesVersion="%d.%d.%d" % (major, minor_, patch + 1))
+    result = drift.drift(render.render(plain[1], newer, dict(plain[3], role="worker")), plain[4]["worker"], newer)
     assert [(d.cls, d.hint) for d in result.differences] == [("A", "spec.kubernetesVersion")]
     docs = list(plain[4]["worker"])
     kubelet = documents.find(docs, "KubeletConfig")
@@ -683,3 +686,54 @@ def test_an_unmanaged_render_leaves_every_cni_relevant_path_as_the_node_has_it(c
             # the kube-proxy image is Kubernetes', not the CNI's (another registry's is class C: images-air-gapped)
             if _CNI_RELEVANT.match(path) and not path.endswith(".image") and path != "KubeProxyConfig:image":
                 assert json.dumps(flat_rendered.get(path)) == json.dumps(flat_live.get(path)), (role, path)
+
+
+GENERATORS = [("v1.12", "v1.12.7"), ("v1.12", "v1.14.1"), ("v1.13", "v1.13.9"), ("v1.13", "v1.14.1"), ("v1.14", "v1.14.1")]
+
+
+@pytest.mark.parametrize("contract,gen", GENERATORS)
+def test_images_pinned_by_digest_are_read_by_their_tag_and_the_digest_reported(contract, gen):
+    """Issue 26 §4: machinery accepts name:tag@sha256:...; adoption failed with "the live config does not state the
+    cluster name, endpoint and kubelet image". The version is the tag's; the digest is compared and reported (class C:
+    no spec field holds it), never dropped by an apply."""
+    case, bundle, unused_spec, unused_machine, live = _extra(contract, gen, "images-digest")
+    adopted = adopt.read([(role, live[role], case["talos_version"]) for role in ROLES])
+    assert adopted.cluster["kubernetesVersion"] == case["kubernetes_version"]
+    for index, role in enumerate(ROLES):
+        chosen, results = drift.probe(bundle, adopted.cluster, adopted.machines[index], live[role], case["talos_version"])
+        found = results[chosen]
+        images_seen = [d for d in found.differences if d.path.endswith("image")]
+        assert images_seen and all(d.cls == "C" and "@sha256:" in d.to_dict()["live"] for d in images_seen)
+        assert all(d.to_dict()["rendered"] == d.live.split("@")[0] for d in images_seen)  # same name and tag
+        assert found.blocked
+
+
+@pytest.mark.parametrize("contract,gen", GENERATORS)
+def test_a_kubernetes_upgrade_stopped_halfway_is_never_a_silent_minor_downgrade(contract, gen):
+    """Issue 26 §2: the control-plane components a minor ahead of the kubelets. Read at the kubelets' version, the
+    API server's image was planned a minor back as class A (applied without consent). Every component image a minor
+    behind the one it runs is class C, at any spec."""
+    case, bundle, unused_spec, unused_machine, live = _extra(contract, gen, "k8s-upgrade-halfway")
+    adopted = adopt.read([(role, live[role], case["talos_version"]) for role in ROLES])
+    running = images.component_versions(live["controlplane"])
+    assert release.parse(running["kube-apiserver"])[:2] > release.parse(running["kubelet"])[:2]
+    assert adopted.cluster["kubernetesVersion"] == running["kubelet"].lstrip("v")
+    chosen, results = drift.probe(bundle, adopted.cluster, adopted.machines[0], live["controlplane"], case["talos_version"])
+    back = [d for d in results[chosen].differences if d.path.endswith("image")]
+    assert len(back) == 4 and all((d.cls, d.hint) == ("C", drift.HINT_DOWNGRADE) for d in back)  # apiserver, cm, sched, proxy
+    assert not [d for d in results[chosen].differences if d.cls == "A" and d.path.endswith("image")]
+    # the kubelets' minor renders the kubelet as it is; the control plane's minor would move the kubelets forward
+    ahead = dict(adopted.cluster, kubernetesVersion=running["kube-apiserver"].lstrip("v"), versionContract=chosen)
+    forward = drift.drift(render.render(bundle, ahead, dict(adopted.machines[0], role="controlplane"), chosen),
+                          live["controlplane"], ahead, chosen)
+    assert [d.cls for d in forward.differences if d.path.endswith("image")] == ["A"]
+
+
+def test_machines_that_disagree_on_a_registry_mirror_map_none():
+    """Issue 26 §2: where machines disagree on a mirror, nothing is mapped (the control planes' was)."""
+    plain = load_case(os.path.join(CONFIGS, "v1.14", "v1.14.1", "mirrors-plain"))
+    other = load_case(os.path.join(CONFIGS, "v1.14", "v1.14.1", "basic"))
+    configs = [("controlplane", plain[4]["controlplane"], "v1.14.1"), ("worker", other[4]["worker"], "v1.14.1")]
+    adopted = adopt.read(configs)
+    assert "registries" in adopted.unmapped and adopted.cluster["registries"] == []
+    assert adopt.read(list(reversed(configs))).cluster == adopted.cluster

@@ -33,7 +33,7 @@ CASES = sorted([
 # Cases that state what no spec field holds (case.json "unrepresentable"), for the drift rule and the
 # secret paths: tests/configgen/src/cases_extra.go.
 EXTRA_CASES = sorted([
-    "images-air-gapped", "luks-legacy", "luks-volume", "mirrors-mixed", "network-content", "secrets-legacy",
+    "images-air-gapped", "images-digest", "k8s-upgrade-halfway", "luks-legacy", "luks-volume", "mirrors-mixed", "network-content", "secrets-legacy",
     "secrets-typed", "worker-label-empty",
 ])
 
@@ -478,6 +478,12 @@ def test_extra_cases_state_what_no_spec_field_holds(extra):
         elif name == "images-air-gapped":
             kubelet = fx.doc(role, "KubeletConfig")["image"] if fx.typed else v1["machine"]["kubelet"]["image"]
             assert kubelet == "registry.corp.example:5000/siderolabs/kubelet:v" + fx.case["kubernetes_version"]
+        elif name == "images-digest":
+            kubelet = fx.doc(role, "KubeletConfig")["image"] if fx.typed else v1["machine"]["kubelet"]["image"]
+            assert kubelet.startswith("ghcr.io/siderolabs/kubelet:v%s@sha256:" % fx.case["kubernetes_version"])
+        elif name == "k8s-upgrade-halfway":
+            kubelet = fx.doc(role, "KubeletConfig")["image"] if fx.typed else v1["machine"]["kubelet"]["image"]
+            assert not kubelet.endswith(":v" + fx.case["kubernetes_version"])
         elif name == "mirrors-mixed":
             assert [bool(e.get("overridePath")) for e in fx.doc(role, "RegistryMirrorConfig", "docker.io")["endpoints"]] == [True, False]
         elif name == "network-content":

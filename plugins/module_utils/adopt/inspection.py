@@ -136,12 +136,14 @@ def _versions(result, read):
 
 
 def _kubernetes_versions(result, k8s, controlplane_docs):
-    """Kubernetes newer than the set is refused: every kubelet, and the control planes' component images."""
-    running = dict(("%s kubelet" % n["name"], n["kubelet_version"]) for n in k8s["nodes"] if n["kubelet_version"])
+    """Kubernetes newer than the set is refused: every kubelet, and the control planes' component images; so is a
+    cluster whose components run more than one minor (rules.kubernetes_split)."""
+    by_component = dict(((n["name"], "kubelet"), n["kubelet_version"]) for n in k8s["nodes"] if n["kubelet_version"])
     for name, docs in controlplane_docs:
         for component, version in sorted(component_versions(docs).items()):
             if component.startswith("kube-"):
-                running["%s %s" % (name, component)] = version
+                by_component[(name, component)] = version
+    running = dict(("%s %s" % key, version) for key, version in by_component.items())
     newer = sorted(source for source, version in running.items() if release.judge(version, release.KUBERNETES) == "newer")
     result["kubernetes"] = [{"source": source, "version": version} for source, version in sorted(running.items())]
     if newer:
@@ -149,6 +151,7 @@ def _kubernetes_versions(result, k8s, controlplane_docs):
             ", ".join("%s (%s)" % (source, running[source]) for source in newer), release.KUBERNETES))
     lowest = sorted(set(running.values()), key=release.parse)
     result["plan"].append("Kubernetes: %s (release set %s)" % (", ".join(lowest) or "no version read", release.KUBERNETES))
+    rules.kubernetes_split(by_component)
 
 
 def _talos_kube_proxy(controlplanes):

@@ -11,6 +11,7 @@
 * kube-proxy (1.5): unmanaged records the Talos side only; a managed Cilium needs Talos and Cilium to agree.
 * KubePrism ("As built", overriding 1.6): every managed mode needs it on 7445 on every machine, up front.
 * The version contract: an operator override may only name the release set's.
+* Kubernetes: one minor across the cluster's components; a Kubernetes upgrade stopped halfway is refused.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -39,6 +40,30 @@ _CONFIG_OWNERS = (("cilium", "cilium"), ("flannel", "flannel"), ("calico", "cali
 
 class Refusal(Exception):
     """A rule refuses the adoption: nothing is written. ``str()`` is the one line for the user."""
+
+
+def _names(sources, most=6):
+    return ", ".join(sources) if len(sources) <= most else "%s and %d more" % (", ".join(sources[:most]), len(sources) - most)
+
+
+def kubernetes_split(running):
+    """Refusal when the cluster's Kubernetes components run more than one minor. ``running``: {(machine, component):
+    version} (kubelets from the Nodes, the control-plane components from their images). What a Kubernetes upgrade
+    stopped halfway leaves (the control plane a minor ahead of the kubelets) no single Kubernetes version describes,
+    and adopting it at the lower one would take components back a minor, which Kubernetes does not support."""
+    by_minor = {}
+    for (machine, component), version in running.items():
+        by_minor.setdefault(release.parse(version)[:2], {}).setdefault((component, version), []).append(machine)
+    if len(by_minor) < 2:
+        return
+    parts = []
+    for minor in sorted(by_minor, reverse=True):
+        parts.append("; ".join("%s %s on %s" % (component, version, _names(sorted(machines)))
+                               for (component, version), machines in sorted(by_minor[minor].items())))
+    highest = max((version for version in running.values()), key=release.parse)
+    raise Refusal("the cluster runs Kubernetes at %d minors (%s): a Kubernetes upgrade stopped halfway, which no single "
+                  "version describes, and adopting it would take components back a minor; finish the upgrade "
+                  "(talosctl upgrade-k8s --to %s), then adopt" % (len(by_minor), " | ".join(parts), highest.lstrip("v")))
 
 
 def config_owner(name):

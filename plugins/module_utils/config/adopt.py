@@ -22,12 +22,11 @@ __metaclass__ = type
 import json
 import re
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, images
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 
 _DEV_PATH = re.compile(r'^\s*disk\.dev_path\s*==\s*"([^"]+)"\s*$')
-_TAG = re.compile(r":v?(\d+\.\d+\.\d+)$")
 
 # Cluster spec fields as the drift names them (drift.HINT_DISAGREE), in the order they are compared.
 FIELDS = ("name", "endpoint", "kubernetesVersion", "network", "cni", "kubeProxy", "kubePrism", "registries",
@@ -35,6 +34,11 @@ FIELDS = ("name", "endpoint", "kubernetesVersion", "network", "cni", "kubeProxy"
 # What a worker's config does not carry: at contract v1.14 the CNI and kube-proxy documents are the
 # control planes' only; inline manifests are the control planes' at every contract.
 _CONTROLPLANE_ONLY = {"typed": ("cni", "kubeProxy", "inlineManifests"), "legacy": ("inlineManifests",)}
+
+
+# Lists the machines may disagree on: then nothing is mapped (their paths are class C on every machine), rather than
+# one machine's list taken for the cluster's.
+_NOTHING_WHEN_SPLIT = {"registries": [], "certSANs": []}
 
 
 def _typed(docs, kind, name=None):
@@ -98,8 +102,8 @@ def state(docs, talos_version):
     name = kube_cluster.get("clusterName") or get(legacy, "cluster.clusterName")
     endpoint = kube_cluster.get("endpoint") or get(legacy, "cluster.controlPlane.endpoint")
     kubelet_image = _map(_typed(docs, "KubeletConfig")).get("image") or get(legacy, "machine.kubelet.image") or ""
-    match = _TAG.search(kubelet_image) if isinstance(kubelet_image, str) else None
-    if not (isinstance(name, str) and name and isinstance(endpoint, str) and endpoint and match):
+    kubelet_version = images.tag_version(kubelet_image)  # a digest after the tag is the image's, not the version's
+    if not (isinstance(name, str) and name and isinstance(endpoint, str) and endpoint and kubelet_version):
         raise ConfigError("the live config does not state the cluster name, endpoint and kubelet image")
     network = _map(_typed(docs, "KubeNetworkConfig") or get(legacy, "cluster.network"))
 
@@ -134,7 +138,7 @@ def state(docs, talos_version):
                    "wipe": bool(get(legacy, "machine.install.wipe"))}
     machine_sans = list(_seq(get(legacy, "machine.certSANs")))
     fields = {
-        "name": name, "endpoint": endpoint, "kubernetesVersion": match.group(1),
+        "name": name, "endpoint": endpoint, "kubernetesVersion": kubelet_version[1:],
         "network": {"dnsDomain": network.get("dnsDomain"), "podSubnets": list(_seq(network.get("podSubnets"))),
                     "serviceSubnets": list(_seq(network.get("serviceSubnets")))},
         "cni": talos_cni, "kubeProxy": "replaced" if proxy_disabled else "enabled", "kubePrism": kube_prism,
@@ -201,8 +205,9 @@ def read(configs, preset=None):
     """An Adoption from [(machine name, live docs, running Talos version)], whatever their order.
 
     Each field comes from the machines that carry it; where they disagree the field is unmapped (its
-    drift is class C) and the value taken is the same whatever the order (the lowest version, else the
-    first in a sorted order). A field no machine carries keeps the value a worker's config implies.
+    drift is class C) and the value taken is the same whatever the order (the lowest version, nothing
+    for registry mirrors and cert SANs, else the first in a sorted order). A field no machine carries
+    keeps the value a worker's config implies.
     """
     if not configs:
         raise ConfigError("no machine configs to adopt")
@@ -222,6 +227,8 @@ def read(configs, preset=None):
         fields[field] = json.loads(values[0])
         if len(values) > 1:
             unmapped.append(field)
+            if field in _NOTHING_WHEN_SPLIT:
+                fields[field] = _NOTHING_WHEN_SPLIT[field]  # no one machine's list speaks for the others
     talos = min((item.talos_version for item in stated), key=contracts.parse_version)
     return Adoption(_cluster_spec(fields, talos, preset), [item.machine for item in stated], unmapped)
 

@@ -36,7 +36,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, secret_paths
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, images, secret_paths
 from ansible_collections.maesh.ichor.plugins.module_utils.config import render as renderer
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
@@ -53,6 +53,8 @@ HINT_CERT_SANS = "spec.certSANs (machine.certSANs and the API server SANs, one l
 HINT_SANS_SPLIT = "the machine's certSANs and the API server's SANs differ: spec.certSANs is one list for both"
 HINT_IMAGE = ("a component image from another registry, or pinned by digest: spec.kubernetesVersion sets only the tag of "
               "the default images, no spec field holds a registry")
+HINT_DOWNGRADE = ("a component image a minor behind the one it runs: Kubernetes does not support moving a component back a "
+                  "minor; finish the Kubernetes upgrade and set spec.kubernetesVersion to the minor it runs")
 HINT_CUSTOM_CNI = "Talos-applied CNI manifest URLs are not representable; keep them in the node's own tooling"
 HINT_INLINE = "inline and extra manifests other than Cilium's are not representable; keep them in the node's own tooling"
 HINT_OTHER = "no spec field covers this path"
@@ -305,6 +307,12 @@ def _field_of(path):
     return None
 
 
+def minor_back(rendered, live):
+    """Whether a rendered component image states a lower Kubernetes minor than the live one runs (by their tags)."""
+    want, have = images.tag_version(rendered), images.tag_version(live)
+    return bool(want and have) and contracts.parse_version(want)[:2] < contracts.parse_version(have)[:2]
+
+
 def _repository(image):
     """(repository, digest) of an image reference: the tag is what spec.kubernetesVersion sets."""
     if not isinstance(image, str):
@@ -320,6 +328,8 @@ def _image_class(diff):
     rendered, live = _repository(diff.rendered), _repository(diff.live)
     if diff.rendered is None or diff.live is None:
         return ("A", "spec.kubernetesVersion") if diff.live is None else ("C", HINT_IMAGE)
+    if minor_back(diff.rendered, diff.live):
+        return "C", HINT_DOWNGRADE  # never applied, whatever else the images say
     if rendered[0] == live[0] and rendered[1] is None and live[1] is None:
         return "A", "spec.kubernetesVersion"
     return "C", HINT_IMAGE

@@ -14,10 +14,33 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import images
 from ansible_collections.maesh.ichor.plugins.module_utils.config import yamlio
 
 COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet")
-_IMAGE = re.compile(r"/(kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|kubelet):(v[0-9][^@\s]*)")
+_VERSION_TAG = re.compile(r"\Av?(\d+\.\d+\.\d+)\Z")
+
+
+def tag_version(image):
+    """The version an image's tag states, as vX.Y.Z (``name:v1.36.3``, ``name:1.36.3@sha256:...``), or None when the
+    reference is not one, has no tag, or its tag is no version."""
+    try:
+        ref = images.parse(image)
+    except images.ImageRefError:
+        return None
+    match = _VERSION_TAG.match(ref.tag or "")
+    return "v" + match.group(1) if match else None
+
+
+def _component(image):
+    """(component, version) of a Kubernetes component's image, or None."""
+    try:
+        ref = images.parse(image)
+    except images.ImageRefError:
+        return None
+    name = ref.path.rsplit("/", 1)[-1]
+    version = tag_version(image)
+    return (name, version) if name in COMPONENTS and version else None
 
 
 def _images(node):
@@ -39,7 +62,7 @@ def component_versions(config):
     objs = yamlio.load_all(config or "") if config is None or isinstance(config, (str, bytes)) else config
     for obj in objs:
         for image in _images(getattr(obj, "body", obj)):
-            match = _IMAGE.search(image)
-            if match:
-                out[match.group(1)] = match.group(2)
+            found = _component(image)
+            if found:
+                out[found[0]] = found[1]
     return out

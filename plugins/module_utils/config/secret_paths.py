@@ -78,7 +78,8 @@ for _kind, _pattern, _what in FIELDS:
 _NAMED_LIKE = re.compile(r"(?i)(password|passphrase|token|secret|privatekey|presharedkey)$")
 # Values that are credentials wherever they are.
 _PRIVATE_KEY = "PRIVATE KEY"
-_URL_PASSWORD = re.compile(r"://[^/@\s:]+:[^/@\s]+@")
+# a URL's user information (RFC 3986 3.2.1): a user and password, or a token given as the user alone
+_URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s]+@")
 _LIST_SEGMENT = re.compile(r"\[[^\]]*\]")
 
 
@@ -121,13 +122,21 @@ def is_secret(path, value=None):
         return True
     if _NAMED_LIKE.search(path.rsplit(".", 1)[-1].rsplit(":", 1)[-1]):
         return True
-    return isinstance(value, str) and (_PRIVATE_KEY in value or bool(_URL_PASSWORD.search(value)))
+    return isinstance(value, str) and (_PRIVATE_KEY in value or bool(_URL_USERINFO.search(value)))
 
 
 def mask(path, value):
-    """The value as printed: the redaction marker for a secret, None and empty values as they are."""
+    """The value as printed: the redaction marker for a secret, None and empty values as they are. A list or a map
+    (a leaf the drift compares whole, as ``cluster.extraManifests``) is masked element by element: every string in
+    it is judged as a leaf of its own, wherever it sits."""
     if value is None or value == "" or value == [] or value == {}:
         return value
+    if isinstance(value, list):
+        if is_secret(path):
+            return [REDACTED for _item in value]
+        return [mask("%s[%d]" % (path, index), item) for index, item in enumerate(value)]
+    if isinstance(value, dict) and not is_secret(path):
+        return dict((key, mask("%s.%s" % (path, key), item)) for key, item in value.items())
     return REDACTED if is_secret(path, value) else value
 
 

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
@@ -57,6 +58,22 @@ func extraCases() []Case {
 		[]string{"component images from registry.corp.example:5000"},
 		airGappedPatches)
 
+	add(baseCase("images-digest", "every component image pinned by its tag and a sha256 digest (name:tag@sha256:...) at the default version"),
+		[]string{"component images pinned by digest"},
+		digestPatches)
+
+	add(baseCase("k8s-upgrade-halfway", "a Kubernetes upgrade stopped halfway: the control-plane components at the default version, "+
+		"every kubelet one minor behind"),
+		[]string{"kubelets one minor behind the control-plane components"},
+		func(c *Case, contract string, typed bool) []PatchRecord {
+			kubelet := "ghcr.io/siderolabs/kubelet:v" + k8sDefaults[contract][1]
+			if typed {
+				return []PatchRecord{{Target: "all", Patch: "apiVersion: v1alpha1\nkind: KubeletConfig\nimage: " + kubelet + "\n"}}
+			}
+
+			return []PatchRecord{{Target: "all", Patch: "machine:\n  kubelet:\n    image: " + kubelet + "\n"}}
+		})
+
 	add(baseCase("mirrors-mixed", "a registry mirror whose endpoints mix overridePath"),
 		[]string{"RegistryMirrorConfig docker.io with overridePath on one endpoint of two"},
 		func(_ *Case, _ string, _ bool) []PatchRecord {
@@ -103,6 +120,35 @@ func airGappedPatches(c *Case, _ string, typed bool) []PatchRecord {
 			"  controllerManager:\n    image: " + image("kube-controller-manager") + "\n" +
 			"  scheduler:\n    image: " + image("kube-scheduler") + "\n" +
 			"  proxy:\n    image: " + image("kube-proxy") + "\n"},
+	}
+}
+
+// digestPatches pins each component image (the names talosctl writes) by its tag and a digest: a digest of the
+// image's name, as good as any for a config (nothing pulls it here).
+func digestPatches(c *Case, _ string, typed bool) []PatchRecord {
+	v := "v" + strings.TrimPrefix(c.KubernetesVersion, "v")
+	image := func(name string) string {
+		sum := sha256.Sum256([]byte(name + ":" + v))
+
+		return name + ":" + v + "@sha256:" + hex.EncodeToString(sum[:])
+	}
+
+	if typed {
+		return []PatchRecord{
+			{Target: "all", Patch: "apiVersion: v1alpha1\nkind: KubeletConfig\nimage: " + image("ghcr.io/siderolabs/kubelet") + "\n"},
+			{Target: "controlplane", Patch: "apiVersion: v1alpha1\nkind: KubeAPIServerConfig\nimage: " + image("registry.k8s.io/kube-apiserver") + "\n" +
+				"---\napiVersion: v1alpha1\nkind: KubeControllerManagerConfig\nimage: " + image("registry.k8s.io/kube-controller-manager") + "\n" +
+				"---\napiVersion: v1alpha1\nkind: KubeSchedulerConfig\nimage: " + image("registry.k8s.io/kube-scheduler") + "\n" +
+				"---\napiVersion: v1alpha1\nkind: KubeProxyConfig\nimage: " + image("registry.k8s.io/kube-proxy") + "\n"},
+		}
+	}
+
+	return []PatchRecord{
+		{Target: "all", Patch: "machine:\n  kubelet:\n    image: " + image("ghcr.io/siderolabs/kubelet") + "\n"},
+		{Target: "controlplane", Patch: "cluster:\n  apiServer:\n    image: " + image("registry.k8s.io/kube-apiserver") + "\n" +
+			"  controllerManager:\n    image: " + image("registry.k8s.io/kube-controller-manager") + "\n" +
+			"  scheduler:\n    image: " + image("registry.k8s.io/kube-scheduler") + "\n" +
+			"  proxy:\n    image: " + image("registry.k8s.io/kube-proxy") + "\n"},
 	}
 }
 
