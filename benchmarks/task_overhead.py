@@ -48,6 +48,14 @@ from tests.lab.process import LabProcess  # noqa: E402
 
 BEHIND = "v1.13/v1.13.9/k8s-older"  # real Talos configs: contract v1.13, Talos v1.13.9, Kubernetes 1.35.4
 KUBELET = "v1.35.4"  # the case's Kubernetes, as each Node's kubelet
+
+
+def _record(kube):
+    """The cluster record adopt leaves for BEHIND's cluster: the upgrade plans only for a cluster it manages."""
+    from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record  # noqa: E402
+    from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient  # noqa: E402
+    client = KubeClient(kubeconfig=kube.kubeconfig)
+    cluster_record.update(client, lambda data: data.update(talos="v1.13.9", contract="v1.13", kubernetes=KUBELET))
 RUNS = 3
 GOALS = {"upgrade_check_103_s": 15.0, "startup_ratio": 1.5, "roll_overhead_per_machine_s": 1.0}
 
@@ -253,6 +261,7 @@ def upgrade_check(work, kube, workers_list):
         agent = LabAgent(kube.api_client(), talos_lab=lab, default_kubelet=KUBELET, owner="bench")
         try:
             agent.sync_once()
+            _record(kube)
             inventory = _inventory(lab, os.path.join(work, "check-%d.yml" % workers), kube.kubeconfig)
             runs = [_play(["-i", inventory, "maesh.ichor.upgrade", "--check"]) for _run in range(RUNS)]
             assert "next step: talos" in runs[0][2], runs[0][2][-2000:]
@@ -276,6 +285,7 @@ def _roll(work, kube, workers, upgrade_seconds, reboot_seconds):
                      refresh=False)
     agent.start()
     try:
+        _record(kube)  # each run starts from a cluster behind the set, as adopt leaves it
         inventory = _inventory(lab, os.path.join(lab.workdir, "inventory.yml"), kube.kubeconfig)
         log = os.path.join(lab.workdir, "ansible.log")
         _wall, _cpu, out = _play(["-i", inventory, "maesh.ichor.upgrade"], env=ansible_env({"ANSIBLE_LOG_PATH": log}))

@@ -47,6 +47,18 @@ description:
     so nothing the API server defaults is reported; volatile fields, the annotations kubectl and Helm manage, and the
     certificate data C(helm template) generates anew are ignored. Each difference is a line per object and path
     (C(--diff) shows the objects); a non-empty gate needs O(accept_cilium_diff).
+  - Orphans. The gate also lists every object of the foreign release that the chart does not render (the objects the
+    manifests of the foreign records list, live and still carrying that release's C(meta.helm.sh) annotations, minus
+    the rendered ones), for example the C(hubble-generate-certs) Job, which the chart names after a hash of its spec,
+    or a component the user's values enabled and the takeover's values do not. Helm's take-ownership never touches
+    them, so once the foreign records are retired they are owned by no release. Without O(delete_orphans) they stay
+    as they are, the plan and the result list them, and the cluster record lists them (key C(cilium.orphans)).
+    With it, after the hand-over (the record deployed, Cilium ready) and before the foreign records are retired,
+    each is copied whole into its own Secret C(ichor-cilium-orphan.<kind>.<group>.<namespace>.<name>) in
+    C(ichor-system), read back, and deleted only while it is still the object that was checked (UID precondition);
+    when a delete fails, the objects this run deleted before it are created again from their backups and the run
+    fails with the foreign records kept. An object whose annotation C(helm.sh/resource-policy) is C(keep) is never
+    deleted.
   - The takeover. C(helm upgrade --install --take-ownership) stores the release in C(ichor-system) and keeps every
     object in kube-system (never C(--atomic), never an uninstall, so that a failed install cannot delete the running CNI).
     Once the record is C(deployed) and the DaemonSet and operator are ready on every Node, the user's values, the tunnel
@@ -69,7 +81,9 @@ attributes:
     description: Reads and dry runs only; the plan, the owned keys and the gate are returned.
   diff_mode:
     support: full
-    description: Each object the gate finds different, live before and the chart's after (Secret data masked).
+    description: >-
+      Each object the gate finds different, live before and the chart's after (Secret data masked); each orphan that
+      O(delete_orphans) deletes.
 options:
   machines:
     description:
@@ -142,6 +156,13 @@ options:
         first. Roles map C(ichor_accept_cilium_diff) to it.
     type: bool
     default: false
+  delete_orphans:
+    description:
+      - Delete the objects of the foreign release that the chart does not render (the gate lists them), after the
+        hand-over, each backed up and read back first. Without it they are kept, owned by no release, and listed in
+        the cluster record. The adopt role maps C(ichor_adopt_delete_cilium_orphans) to it.
+    type: bool
+    default: false
   wait:
     description:
       - Wait after helm until the DaemonSet and the operator are ready on every Node before retiring the foreign
@@ -156,7 +177,8 @@ notes:
   - Adopt calls this module in its third phase; it also runs on its own, for a cluster already adopted.
   - The kubeconfig's user needs get on DaemonSets, Deployments, ConfigMaps and the chart's objects, list on Secrets of
     the foreign release's namespace and of C(ichor-system) and on Nodes, and patch (server-side apply, dry run) on every
-    kind the chart renders.
+    kind the chart renders; with O(delete_orphans), delete on the kinds of the orphans the plan lists and create,
+    get and update on Secrets in C(ichor-system) (their backups).
 """
 
 EXAMPLES = r"""
@@ -188,6 +210,13 @@ EXAMPLES = r"""
     chart: /srv/charts/cilium-1.20.4.tgz
     cilium_values: "{{ lookup('file', 'cilium-values.yaml') | from_yaml }}"
     accept_cilium_diff: "{{ ichor_accept_cilium_diff }}"
+
+- name: Take it over and delete what the old release owned and the chart no longer renders (the plan lists them)
+  maesh.ichor.cilium_takeover:
+    kubeconfig: "{{ ichor_kubeconfig }}"
+    chart: /srv/charts/cilium-1.20.4.tgz
+    accept_cilium_diff: "{{ ichor_accept_cilium_diff }}"
+    delete_orphans: true
 
 - name: A Cilium installed with helm template | kubectl apply, with the values it was rendered with
   maesh.ichor.cilium_takeover:
@@ -410,6 +439,57 @@ gate:
       description: The chart's value as the API server would store it.
       returned: always
       type: raw
+orphans:
+  description:
+    - The objects of the foreign release that the chart does not render, live and still that release's (Helm's
+      take-ownership leaves them owned by no release); empty when there are none or no foreign record.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    object:
+      description: The object, C(Kind namespace/name).
+      returned: always
+      type: str
+      sample: Job kube-system/hubble-generate-certs-8def919bf5
+    apiVersion:
+      description: Its API version, as the foreign release's manifest names it.
+      returned: always
+      type: str
+      sample: batch/v1
+    uid:
+      description: Its UID when it was read (the delete's precondition).
+      returned: always
+      type: str
+    release:
+      description: The foreign release that owns it, C(namespace/name).
+      returned: always
+      type: str
+      sample: kube-system/cilium
+    action:
+      description: >-
+        C(keep) (it stays, owned by no release, and is listed in the cluster record) or C(delete) (O(delete_orphans):
+        backed up, read back and deleted after the hand-over).
+      returned: always
+      type: str
+orphan_backups:
+  description: The orphans deleted (O(delete_orphans)), each with its backup.
+  returned: when the takeover deleted orphans
+  type: list
+  elements: dict
+  contains:
+    object:
+      description: The object deleted, C(Kind namespace/name).
+      returned: always
+      type: str
+    backup:
+      description: The Secret holding it whole, as it was read, C(ichor-system/ichor-cilium-orphan...).
+      returned: always
+      type: str
+    uid:
+      description: The deleted object's UID.
+      returned: always
+      type: str
 backups:
   description: The foreign records retired, each with its backup.
   returned: when the takeover retired records
@@ -430,7 +510,9 @@ backups:
       returned: always
       type: str
 diff:
-  description: Per object with differences, the live object and the chart's (Secret data masked).
+  description: >-
+    Per object with differences, the live object and the chart's (Secret data masked); with O(delete_orphans), each
+    orphan, live before and nothing after.
   returned: in diff mode
   type: list
   elements: dict

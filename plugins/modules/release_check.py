@@ -64,6 +64,15 @@ options:
         tag is the version the step's plan names. Defaults to C(ghcr.io/siderolabs/installer) at the release set's Talos.
       - A reference whose tag is no Talos version (or that has none) is refused before anything is read.
     type: str
+  require_record:
+    description:
+      - Refuse a cluster that has no cluster record (ConfigMap C(ichor-cluster) in C(ichor-system)), one that the
+        playbook C(maesh.ichor.adopt) never adopted and C(maesh.ichor.init) never made, before anything else is read;
+        the message names both ways forward.
+      - The role C(maesh.ichor.upgrade) sets it, so the rollout never plans or writes for a cluster without a record.
+        Without it the module judges any cluster, read-only.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -218,7 +227,8 @@ from ansible_collections.maesh.ichor.plugins.module_utils.rollout import check
 
 def main():
     module = specs.module(specs.rollout(desired=dict(type="dict", default={}, options=dict(
-        talos=dict(type="str"), kubernetes=dict(type="str"), contract=dict(type="str"))), image=dict(type="str")),
+        talos=dict(type="str"), kubernetes=dict(type="str"), contract=dict(type="str"))), image=dict(type="str"),
+        require_record=dict(type="bool", default=False)),
         supports_check_mode=True)
     runner.run(module, lambda conn: check.run(module.params, conn, module.check_mode))
 

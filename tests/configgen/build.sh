@@ -33,7 +33,15 @@ fi
 mkdir -p "$cache"
 # one build at a time (two pytest workers, or scripts/test's prebuild, may ask at once): the second finds it built
 exec 9>"$cache/.configgen.lock"
-flock 9
+# a caller that waits says so, and then what it still builds (nothing, when the other build made it)
+if ! flock -n 9; then
+    echo "build.sh: another build holds $cache/.configgen.lock: waiting for it to finish" >&2
+    waited=$SECONDS
+    until flock -w 60 9; do
+        echo "build.sh: still waiting for the other build ($((SECONDS - waited))s)" >&2
+    done
+    echo "build.sh: the other build finished after $((SECONDS - waited))s" >&2
+fi
 
 for ver in "${versions[@]}"; do
     vdir="$here/$ver"
@@ -56,6 +64,9 @@ for ver in "${versions[@]}"; do
     hash="$( (cd "$here" && cat src/*.go "$ver"/*.go "$ver/go.mod" "$ver/go.sum"; go version) | sha256sum | cut -c1-16)"
     bin="$cache/configgen-$ver-$hash"
 
+    if [ -x "$bin" ] && [ -n "${waited:-}" ]; then
+        echo "build.sh: $ver is built: nothing to build" >&2
+    fi
     if [ ! -x "$bin" ]; then
         work="$(mktemp -d)"
         # shellcheck disable=SC2064

@@ -363,8 +363,8 @@ def test_the_module_in_check_mode_through_ansible_playbook_prints_the_plan_and_n
     assert all(marker not in (tmp_path / "result.json").read_text() for marker in markers)
 
 
-def _adopt(inv, *extra):
-    proc = ansible_playbook("-i", inv, "maesh.ichor.adopt", *extra)
+def _adopt(inv, *extra, env=None):
+    proc = ansible_playbook("-i", inv, "maesh.ichor.adopt", *extra, env=env)
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     return proc
 
@@ -378,6 +378,35 @@ def adoption_cleanup(kube_lab):
                                     ("coordination.k8s.io/v1", "Lease", "ichor-cluster-lock")):
         if kube.get(api_version, kind, name, "ichor-system") is not None:
             kube.delete(api_version, kind, name, "ichor-system")
+
+
+def test_the_guides_plan_command_prints_the_plan_without_the_plan_callback(
+        talos_kube_lab, kube_lab, workloads, tmp_path):
+    """Issue 26 section 7: `adopt --check --diff` as docs/adopt.md writes it, with Ansible's default output alone, shows
+    the plan (the role prints it); a run without --check and without ichor_adopt_confirm prints it above the line that
+    says so. Nothing is written."""
+    from tests.integration.test_upgrade import _inventory
+    lab = _flannel_cluster(talos_kube_lab, workloads, workers=1)
+    inv = _inventory(lab, tmp_path)
+    mark = kube_lab.audit_mark()
+    no_callback = {"ANSIBLE_CALLBACKS_ENABLED": "ansible.builtin.default"}  # the default output alone
+    wanted = ["cp-1: cp-1 (%s): Talos v1.14.1, controlplane, running" % lab.address("cp-1"),
+              "mode: unmanaged (ichor_cni_unmanaged=true): the CNI is left exactly as it is; talosCNI default",
+              "cp-1: zero drift at v1.14; held (released in phase 4 once its drift is zero after class A)",
+              "phase 2 would write: the cluster record ichor-system/ichor-cluster (new;"]
+    for extra in (("--check", "--diff"), ()):
+        proc = _adopt(inv, *extra, "-e", "ichor_adopt_recover_from=cp-1", "-e", "ichor_cni_unmanaged=true",
+                      env=no_callback)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        assert "PLAN (check mode" not in proc.stdout and "\nPLAN\n" not in proc.stdout
+        shown = proc.stdout.split("PLAY RECAP", 1)[0]
+        for line in wanted:
+            assert line in shown, shown[-4000:]
+    stop = "The plan above is what adopt does; run again with -e ichor_adopt_confirm=true to adopt."
+    assert shown.index(wanted[-1]) < shown.index(stop)
+    assert [e for e in kube_lab.mutating_requests(since=mark, user="lab-admin")
+            if (e.get("objectRef") or {}).get("subresource") != "status"] == []
+    _only_reads(lab)
 
 
 def test_a_cluster_halfway_through_a_kubernetes_upgrade_is_refused_with_the_way_forward(

@@ -160,6 +160,7 @@ def test_a6_an_older_minor_is_refused_one_lower_is_an_upgrade_and_a_newer_one_is
     assert refused.message == ("Cilium 1.18.6 is more than one minor below the chart 1.20.4: upgrade it with the tool "
                                "that installed it first (to 1.19), then run the takeover again")
     assert refused.result["step"] == "none" and refused.result["gate"] == []
+    assert refused.result["plan"][-1] == "refused: " + refused.message  # like every other refusal
     # the user upgrades it with helm, one minor: now one below the chart, taken over as an upgrade
     lab.apply_crds("1.19")
     lab.render("1.19", TALOS_VALUES)
@@ -183,6 +184,7 @@ def test_a6_an_older_minor_is_refused_one_lower_is_an_upgrade_and_a_newer_one_is
     newer = _refused(kube_lab, cilium_charts)
     assert newer.message.startswith("Cilium 1.21.0 is newer than this collection's chart 1.20.4: a takeover would "
                                     "downgrade it")
+    assert newer.result["plan"][-1] == "refused: " + newer.message
 
 
 def test_a7_cluster_pool_is_refused_and_each_tunnel_is_mapped_and_kept(cilium_lab, cilium_charts, kube_lab):

@@ -4,6 +4,7 @@ and deleted, the cluster record, no pod template changed by an empty gate, the r
 changing nothing. Every takeover runs as the installer bundle's ichor-cilium-release ServiceAccount, bound to exactly
 the rules generated from the chart (tests/lab/cilium/rbac.py), never as the lab's admin."""
 
+import base64
 import json
 import os
 import signal
@@ -12,6 +13,7 @@ import time
 
 import pytest
 import yaml
+from kubernetes import client as k8s
 
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record, takeover
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError
@@ -292,3 +294,86 @@ def test_a_foreign_record_is_deleted_only_while_it_is_the_secret_that_was_read(c
     assert again.metadata.uid != secret.metadata.uid
     takeover._delete(kube, record.Record(kube.get("v1", "Secret", secret.metadata.name, "kube-system")))  # pylint: disable=protected-access
     assert lab.records() == []
+
+
+# The hubble certificates made by the chart's cron job: its Job is named after a hash of its spec, so that a chart
+# bump renames it and the release's own upgrade deletes the old one. A takeover is another release's install: the old
+# Job is the foreign release's, and the collection's chart no longer renders it.
+CRONJOB_CERTS = {"hubble": {"tls": {"auto": {"method": "cronJob"}}}}
+
+
+def _certs_jobs(lab):
+    jobs = k8s.BatchV1Api(lab.kube.api).list_namespaced_job("kube-system",
+                                                            label_selector="k8s-app=hubble-generate-certs")
+    return sorted(jobs.items, key=lambda j: j.metadata.name)
+
+
+def _old_certs_job(lab):
+    """A foreign Cilium 1.19 with the cron job's certificates, ready; its Job (the one the takeover to 1.20 leaves)."""
+    lab.helm_install("1.19", merged(TALOS_VALUES, CRONJOB_CERTS))
+    lab.render("1.20", merged(TALOS_VALUES, CRONJOB_CERTS))  # what the takeover installs, for teardown
+    lab.wait_ready()
+    (job,) = _certs_jobs(lab)
+    assert job.metadata.annotations["meta.helm.sh/release-name"] == "cilium"
+    return job
+
+
+def test_what_the_foreign_release_owned_and_the_chart_no_longer_renders_is_shown_kept_and_recorded(
+        cilium_lab, cilium_charts, kube_lab, cilium_caller):
+    """Issue 26 (5): the old release's hubble-generate-certs Job outlives an upgrade takeover, owned by no release. The
+    gate names it (check mode writes nothing), the takeover keeps it untouched and says so, and the cluster record
+    lists it; without consent nothing of it is deleted."""
+    lab = cilium_lab(nodes=2)
+    old = _old_certs_job(lab)
+    ref = "Job kube-system/%s" % old.metadata.name
+    caller = cilium_caller()
+    mark = kube_lab.audit_mark()
+    planned = _run(kube_lab, cilium_charts, check=True, accept_cilium_diff=True, kubeconfig=caller.kubeconfig)
+    assert kube_lab.mutating_requests(since=mark, user=caller.user) == []
+    orphan = {"object": ref, "apiVersion": "batch/v1", "uid": old.metadata.uid, "release": "kube-system/cilium",
+              "action": "keep"}
+    assert planned["orphans"] == [orphan]
+    line = ("gate: %s: owned by the foreign release kube-system/cilium, not rendered by chart 1.20.4: it stays, owned "
+            "by no release, after the takeover (set delete_orphans to delete it)" % ref)
+    assert line in planned["plan"]
+    keep = "keep: %s (uid %s), owned by no release; it is listed in the cluster record ichor-system/ichor-cluster" % (
+        ref, old.metadata.uid)
+    assert keep in planned["plan"]
+    result = _run(kube_lab, cilium_charts, accept_cilium_diff=True, kubeconfig=caller.kubeconfig)
+    assert result["changed"] is True and result["step"] == "upgrade"
+    assert result["orphans"] == [orphan] and line in result["plan"] and keep in result["plan"]
+    assert "cluster record: cilium = release ichor-system/cilium, tunnel vxlan, the user's values, 1 object owned by " \
+        "no release (%s)" % ref in result["plan"]
+    names = [j.metadata.name for j in _certs_jobs(lab)]
+    assert old.metadata.name in names and len(names) == 2  # the chart's new Job beside the old one
+    (kept,) = [j for j in _certs_jobs(lab) if j.metadata.name == old.metadata.name]
+    assert kept.metadata.uid == old.metadata.uid
+    assert _cluster_record(lab)["cilium"]["orphans"] == [dict((k, v) for k, v in orphan.items() if k != "action")]
+    assert lab.records() == []  # the foreign records are retired as before
+    assert _secrets(lab, "ichor-system", "ichor.maesh.dev/backup-of=orphan") == []
+
+
+def test_with_consent_the_orphans_are_backed_up_read_back_and_deleted_after_the_hand_over(
+        cilium_lab, cilium_charts, kube_lab, cilium_caller):
+    lab = cilium_lab(nodes=2)
+    old = _old_certs_job(lab)
+    ref = "Job kube-system/%s" % old.metadata.name
+    caller = cilium_caller()
+    result = _run(kube_lab, cilium_charts, accept_cilium_diff=True, delete_orphans=True, kubeconfig=caller.kubeconfig)
+    assert result["changed"] is True
+    assert [(o["object"], o["uid"], o["action"]) for o in result["orphans"]] == [(ref, old.metadata.uid, "delete")]
+    assert [j.metadata.name for j in _certs_jobs(lab)] != [] and \
+        old.metadata.name not in [j.metadata.name for j in _certs_jobs(lab)]
+    (backup,) = _secrets(lab, "ichor-system", "ichor.maesh.dev/backup-of=orphan")
+    saved = json.loads(base64.b64decode(backup.data["object"]))
+    assert (saved["kind"], saved["metadata"]["name"], saved["metadata"]["uid"]) == ("Job", old.metadata.name,
+                                                                                    old.metadata.uid)
+    assert backup.metadata.annotations["ichor.maesh.dev/backup-of"] == ref
+    plan = result["plan"]
+    deleted = "deleted: %s (uid %s; its backup ichor-system/%s read back identical)" % (
+        ref, old.metadata.uid, backup.metadata.name)
+    assert deleted in plan
+    # after the hand-over (our record deployed, Cilium ready), before the foreign records are retired
+    assert plan.index(deleted) > [i for i, l in enumerate(plan) if l.startswith("ready: ")][0]
+    assert plan.index(deleted) < [i for i, l in enumerate(plan) if l.startswith("deleted: foreign record")][0]
+    assert "orphans" not in _cluster_record(lab)["cilium"]

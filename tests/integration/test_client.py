@@ -241,6 +241,11 @@ def test_endpoint_fails_over_to_the_next(talos_lab, tmp_path):
         assert client.run(machine.version(client, worker["address"]))["tag"] == worker["version"]
 
 
+# What a call may take where the test expects an answer: the behaviour is asserted, not the machine's speed (on a loaded
+# machine a TLS handshake alone took more than the 2 s this test once gave). Deadlines a test asserts are set per call.
+ANSWER_TIMEOUT = 30
+
+
 def test_errors_are_one_line_and_hold_no_key_material(talos_lab, tmp_path):
     lab = talos_lab(controlplanes=1, workers=2)
     cp, w1, w2 = lab.machines
@@ -250,7 +255,7 @@ def test_errors_are_one_line_and_hold_no_key_material(talos_lab, tmp_path):
     seen = []
     ctx = talosconfig.parse(text)
     seen += [str(ctx), repr(ctx), json.dumps(ctx.credentials.key, cls=redact.RedactingEncoder)]
-    with tc.TalosClient(ctx, timeout=2) as client:
+    with tc.TalosClient(ctx, timeout=ANSWER_TIMEOUT) as client:
         seen.append(json.dumps(client.run(machine.machine_facts(client, w1["address"]))))
         lab.control.set_faults("worker-2", unreachable=True)
         with pytest.raises(errors.TalosError) as exc:
@@ -267,14 +272,14 @@ def test_errors_are_one_line_and_hold_no_key_material(talos_lab, tmp_path):
         assert "within 0.5" in str(exc.value) or "DEADLINE" in str(exc.value)
         seen.append(str(exc.value))
     # a machine that does not answer at all
-    with tc.TalosClient(ctx, endpoint="127.0.0.9", timeout=1) as client:
+    with tc.TalosClient(ctx, endpoint="127.0.0.9", timeout=ANSWER_TIMEOUT) as client:  # refused at once
         with pytest.raises(errors.TalosUnavailable) as exc:
             client.call("Version")
         assert "127.0.0.9" in str(exc.value)
         seen.append(str(exc.value))
     # a server certificate from another CA: another lab's talosconfig against this lab
     other = talos_lab(controlplanes=1, workers=0)
-    with tc.TalosClient(talosconfig.load(other.talosconfig), endpoint=cp["address"], timeout=2) as client:
+    with tc.TalosClient(talosconfig.load(other.talosconfig), endpoint=cp["address"], timeout=ANSWER_TIMEOUT) as client:
         with pytest.raises(errors.TalosUnavailable) as exc:
             client.call("Version")
         assert "CA" in str(exc.value)

@@ -137,3 +137,37 @@ def test_a_machine_without_a_role_is_one_line(talos_lab, tmp_path, module):
     assert proc.returncode != 0
     assert "missing required arguments: role found in machines" in proc.stdout, proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def _require_record_play(lab, tmp_path):
+    play = tmp_path / "require_record.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": False,
+                                     "vars": {"ansible_python_interpreter": "{{ ansible_playbook_python }}"},
+                                     "tasks": [{"maesh.ichor.release_check": {
+                                         "talosconfig": lab.talosconfig, "kubeconfig": lab.kube.kubeconfig,
+                                         "machines": [{"name": m["name"], "node": m["address"], "role": m["role"]}
+                                                      for m in lab.machines],
+                                         "require_record": True}}]}]))
+    return str(play)
+
+
+def test_require_record_refuses_a_cluster_without_a_record_before_reading_a_machine(talos_kube_lab, tmp_path):
+    """Issue 26 section 7: what the rollout runs (require_record) refuses a cluster adopt never adopted and init never
+    made, in one line naming both, before any machine is read; with a record it judges the cluster."""
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9")
+    play = _require_record_play(lab, tmp_path)
+    mark = lab.kube.audit_mark()
+    lab.control.reset_timeline()
+    proc = ansible_playbook("-i", "localhost,", play, "--check")
+    assert proc.returncode != 0
+    assert ("no cluster record ichor-system/ichor-cluster: maesh.ichor has not adopted or initialised this cluster; "
+            "adopt it with maesh.ichor.adopt (a running cluster) or make it with maesh.ichor.init, then plan the "
+            "upgrade again; nothing was written") in proc.stdout, proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert lab.control.timeline() == []
+    _no_write(lab, mark)
+    kube = KubeClient(kubeconfig=lab.kube.kubeconfig)
+    cluster_record.update(kube, lambda d: d.update(talos="v1.13.9", kubernetes="v1.35.4", contract="v1.13"))
+    proc = ansible_playbook("-i", "localhost,", play, "--check")
+    assert proc.returncode == 0, proc.stdout
+    assert "next step: talos" in proc.stdout

@@ -39,6 +39,20 @@ def _inventory(lab, tmp_path, **extra_vars):
     return inv
 
 
+# a case's contract and Kubernetes, as adopt records them
+CASE_VERSIONS = {V113_K8S_135: ("v1.13", "v1.35.4"), V114_K8S_136: ("v1.14", "v1.36.3")}
+
+
+def _record(lab, case):
+    """The cluster record adopt or init leaves (a new lab has none, and the rollout refuses a cluster without one): the
+    versions the lab's cluster runs. Returns the record as read back."""
+    contract, kubernetes = CASE_VERSIONS[case]
+    talos = min((m["version"] for m in lab.machines), key=release.parse)
+    kube = KubeClient(kubeconfig=lab.kube.kubeconfig)
+    cluster_record.update(kube, lambda data: data.update(talos=talos, contract=contract, kubernetes=kubernetes))
+    return cluster_record.read(kube)
+
+
 def _versions(lab):
     return dict((m["name"], m["version"]) for m in lab.machines)
 
@@ -58,8 +72,8 @@ def _image(docs, kind):
     return None
 
 
-def _upgrade(inv, *extra):
-    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade", *extra)
+def _upgrade(inv, *extra, env=None):
+    proc = ansible_playbook("-i", inv, "maesh.ichor.upgrade", *extra, env=env)
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     return proc
 
@@ -72,6 +86,7 @@ def _changed_hosts(proc):
 def test_talos_step_rolls_one_machine_at_a_time(talos_kube_lab, tmp_path):
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=2, version="v1.13.9",
                          overrides=[{"name": "worker-2", "version": "v1.12.7"}])
+    _record(lab, V113_K8S_135)
     inv = _inventory(lab, tmp_path)
     before = dict((m["name"], m["machine_config"]) for m in lab.machines)
     lab.control.reset_timeline()
@@ -99,8 +114,62 @@ def test_talos_step_rolls_one_machine_at_a_time(talos_kube_lab, tmp_path):
     assert "next step: config" in proc.stdout
 
 
+NO_CALLBACK = {"ANSIBLE_CALLBACKS_ENABLED": "ansible.builtin.default"}  # the default output alone, as a user has it
+
+
+def _before_recap(proc):
+    return proc.stdout.split("PLAY RECAP", 1)[0]
+
+
+def test_check_mode_prints_the_plan_without_the_plan_callback_and_records_no_step_that_did_not_run(
+        talos_kube_lab, tmp_path):
+    """Issue 26 section 7: `upgrade --check --diff` as the guide writes it shows the Versions table and the next step
+    with Ansible's default output; the Talos play has no hosts in check mode, so nothing reports recording its step."""
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9")
+    stored = _record(lab, V113_K8S_135)
+    inv = _inventory(lab, tmp_path)
+    mark = lab.kube.audit_mark()
+    proc = _upgrade(inv, "--check", "--diff", env=NO_CALLBACK)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PLAN (check mode" not in proc.stdout  # no plan callback: what follows is the role's own output
+    shown = _before_recap(proc)
+    for line in ("Component         Running  Target   State", "Talos             v1.13.9  v1.14.5  Behind",
+                 "next step: talos", "cp-1 (%s): upgrade Talos from v1.13.9 to v1.14.5" % lab.address("cp-1"),
+                 "then: config, kubernetes"):
+        assert line in shown, shown
+    assert "Record the Talos step (the version contract moves with it)" not in proc.stdout, proc.stdout
+    assert "cluster record ichor-system/ichor-cluster: set" not in proc.stdout, proc.stdout
+    assert "changed=0" in proc.stdout and "changed=1" not in proc.stdout, proc.stdout
+    assert lab.kube.mutating_requests(since=mark, user="lab-admin", namespace="ichor-system") == []
+    kube = KubeClient(kubeconfig=lab.kube.kubeconfig)
+    assert cluster_record.read(kube).resource_version == stored.resource_version
+
+
+def test_a_cluster_without_a_record_is_refused_with_the_way_forward(talos_kube_lab, tmp_path):
+    """Issue 26 section 7: a cluster neither adopted nor initialised has no cluster record; the rollout refuses it in
+    one line naming adopt and init, before anything is planned or written, in check mode and in a real run."""
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9")
+    inv = _inventory(lab, tmp_path)
+    kube = KubeClient(kubeconfig=lab.kube.kubeconfig)
+    mark = lab.kube.audit_mark()
+    lab.control.reset_timeline()
+    for extra in (("--check", "--diff"), ()):
+        proc = _upgrade(inv, *extra)
+        assert proc.returncode != 0, proc.stdout
+        assert ("no cluster record ichor-system/ichor-cluster: maesh.ichor has not adopted or initialised this "
+                "cluster; adopt it with maesh.ichor.adopt (a running cluster) or make it with maesh.ichor.init, then "
+                "plan the upgrade again; nothing was written") in proc.stdout, proc.stdout
+        assert "next step" not in proc.stdout, proc.stdout
+        assert "Record the Talos step (the version contract moves with it)" not in proc.stdout, proc.stdout
+    assert not cluster_record.read(kube).exists
+    assert lab.kube.mutating_requests(since=mark, user="lab-admin", namespace="ichor-system") == []
+    assert lab.control.timeline() == []  # refused before any machine is read
+    assert _versions(lab) == {"cp-1": "v1.13.9", "worker-1": "v1.13.9"}
+
+
 def test_a_machine_that_does_not_come_back_stops_the_run_and_the_rerun_continues(talos_kube_lab, tmp_path):
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=2, version="v1.13.9")
+    _record(lab, V113_K8S_135)
     inv = _inventory(lab, tmp_path)
     lab.control.set_timing("worker-1", reboot_seconds=12, upgrade_seconds=12)
     proc = _upgrade(inv, "-e", "ichor_upgrade_wait_timeout=5")
@@ -119,6 +188,7 @@ def test_a_machine_that_does_not_come_back_stops_the_run_and_the_rerun_continues
 def test_talos_step_stops_at_a_failed_installer_without_a_reboot(talos_kube_lab, tmp_path):
     """Issue 11: an installer that exits non-zero is not followed by a Reboot nor reported as success."""
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=2, version="v1.13.9")
+    _record(lab, V113_K8S_135)
     inv = _inventory(lab, tmp_path)
     lab.control.set_faults("worker-1", installer_exit_code=7)
     lab.control.reset_calls("worker-1")
@@ -163,6 +233,7 @@ def test_an_installer_pinned_by_digest_upgrades_to_its_tag_and_converges(talos_k
     """Issue 12: name:vX.Y.Z@sha256:... targets vX.Y.Z (not the digest), so the rerun changes nothing; a digest alone is
     refused before anything is sent."""
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9")
+    _record(lab, V113_K8S_135)
     inv = _inventory(lab, tmp_path)
     play = tmp_path / "talos_upgrade.yml"
     play.write_text(TALOS_UPGRADE_PLAY)
@@ -202,6 +273,7 @@ def _assert_at_the_set(lab, inv):
 
 def test_a_v113_cluster_is_rolled_step_by_step_to_the_set(talos_kube_lab, tmp_path):
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9")
+    _record(lab, V113_K8S_135)
     inv = _inventory(lab, tmp_path)
 
     # talos
@@ -242,6 +314,7 @@ def test_a_v113_cluster_is_rolled_step_by_step_to_the_set(talos_kube_lab, tmp_pa
 
 def test_follow_runs_the_steps_in_order_in_one_run(talos_kube_lab, tmp_path):
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9")
+    _record(lab, V113_K8S_135)
     # the inventory's spec (in part) and bundle file, instead of what the running configs state
     inv = _inventory(lab, tmp_path, ichor_cluster={"name": "k8s-older", "network": {"dnsDomain": "cluster.local"}},
                      ichor_secrets=V113_K8S_135 + "/secrets.yaml")
@@ -269,16 +342,22 @@ def _kube_proxy_daemonset(kube, image):
 def test_follow_stops_rather_than_start_a_step_a_second_time(talos_kube_lab, tmp_path):
     # --limit keeps worker-1 out of the Talos step, so the plan after it still starts with talos
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9")
+    _record(lab, V113_K8S_135)
     inv = _inventory(lab, tmp_path)
     proc = _upgrade(inv, "-e", "ichor_upgrade_follow=true", "--limit", "cp-1,localhost")
     assert proc.returncode != 0
     assert "the talos step is still needed after it ran; stopping rather than starting it a second time" in proc.stdout
     assert _versions(lab) == {"cp-1": release.TALOS, "worker-1": "v1.13.9"}
+    # worker-1 was not upgraded: the record keeps its versions (issue 26 section 7), and the run says why
+    assert "the Talos step is not recorded: this run did not upgrade worker-1" in proc.stdout, proc.stdout
+    stored = cluster_record.read(KubeClient(kubeconfig=lab.kube.kubeconfig))
+    assert (stored.get("talos"), stored.get("contract")) == ("v1.13.9", "v1.13")
     assert all("KubeletConfig" not in _kinds(docs) for docs in _configs(lab).values())
 
 
 def test_kubernetes_step_alone_moves_the_kube_proxy_daemonset_too(talos_kube_lab, tmp_path):
     lab = talos_kube_lab(case=V114_K8S_136, controlplanes=1, workers=1, version=release.TALOS)
+    _record(lab, V114_K8S_136)
     kube = KubeClient(kubeconfig=lab.kube.kubeconfig)
     _kube_proxy_daemonset(kube, "registry.k8s.io/kube-proxy:v1.36.3")
     try:
@@ -336,6 +415,7 @@ def test_upgrade_through_ansible_runner_as_awx_runs_it_leaks_no_secret(talos_kub
     """The plan job, the run job with ichor_upgrade_follow from the survey (talos, config, kubernetes in one job), and
     a rerun that changes nothing, each through ansible-runner; no credential or bundle secret in what they left."""
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9")
+    _record(lab, V113_K8S_135)
     job = _awx_job(lab, _inventory(lab, tmp_path), tmp_path)
     outs = []
     for cmdline in ("--check --diff", None, None):
@@ -351,6 +431,7 @@ def test_upgrade_through_ansible_runner_as_awx_runs_it_leaks_no_secret(talos_kub
 def test_config_step_reboots_what_talos_says_and_leaks_no_secret(talos_kube_lab, tmp_path):
     # Talos already at the set, configs still in the v1.13 form: the first step is config
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version=release.TALOS)
+    _record(lab, V113_K8S_135)
     lab.control.set_faults("cp-1", apply_needs_reboot=True)
     inv = _inventory(lab, tmp_path)
     markers = _bundle_secrets(V113_K8S_135)

@@ -202,3 +202,138 @@ def test_the_checks_catch_what_they_should():
         "init.md#variables", "x.png"]
     assert slug("Example: a flannel cluster, adopted unmanaged") == "example-a-flannel-cluster-adopted-unmanaged"
     assert slug("`maesh.ichor.init`: make a new cluster") == "maeshichorinit-make-a-new-cluster"
+
+
+# -- what a newcomer meets (issue 26 section 7) ---------------------------------------------------------------------
+
+# "seed 0103 section 1", "ADR 0104", "the seed's message": documents a user of the collection does not have
+CITATION = re.compile(r"\b(?:ADR|seed)s?(?:'s)?\s+(?:#\s*)?0\d{3}\b|\bthe seed(?:'s)?\b|\bADR\b", re.I)
+
+
+def _prose(text):
+    """A Markdown text without its fenced blocks (example output quotes what modules print)."""
+    return re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+
+
+def _user_files():
+    """What a user of the collection reads: the roles, the playbooks, the README and the guides."""
+    found = [os.path.join(REPO, "README.md")]
+    for top in ("roles", "playbooks", "docs"):
+        for folder, _dirs, files in os.walk(os.path.join(REPO, top)):
+            found += [os.path.join(folder, name) for name in files if name.endswith((".yml", ".yaml", ".md"))]
+    return sorted(found)
+
+
+def test_no_role_playbook_or_guide_cites_a_decision_record_the_user_does_not_have():
+    cited = []
+    for path in _user_files():
+        relative = os.path.relpath(path, REPO)
+        text = _read(path)
+        if path.endswith(".md"):
+            text = _prose(text)
+        for line in text.splitlines():
+            if CITATION.search(line):
+                cited.append("%s: %s" % (relative, line.strip()))
+    assert not cited, "say the rule in its own words instead of citing a record:\n" + "\n".join(cited)
+
+
+def test_the_citation_check_catches_what_it_should():
+    for text in ("(seed 0103 section 1)", "(ADR 0104)", "Seed 0103's four phases", "the seed's message",
+                 "(seed\n# 0113, seed 0103 section 2)".replace("\n", " ")):
+        assert CITATION.search(text), text
+    for text in ("--fuzz-seed 7", "runs them longer or with another seed:", "adopt needs Talos v1.12"):
+        assert not CITATION.search(text), text
+
+
+def _section(text, heading):
+    """The text under a '## heading' up to the next '## '."""
+    start = text.index("\n## %s\n" % heading)
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end >= 0 else len(text)]
+
+
+def _bundle_objects():
+    """(kind, namespace or None) of every object of the installer's bundle."""
+    found = set()
+    for folder, _dirs, files in os.walk(os.path.join(ROLES, "installer", "files", "bundle")):
+        for name in files:
+            with open(os.path.join(folder, name)) as handle:
+                for doc in yaml.safe_load_all(handle):
+                    if doc:
+                        found.add((doc["kind"], doc["metadata"].get("namespace")))
+    return found
+
+
+def test_the_adopt_guide_says_what_the_kubeconfig_needs_for_what_phase_2_creates():
+    """Phase 2 installs the bundle: cluster-scoped kinds, and Roles in namespaces beyond ichor-system. The guide names
+    cluster-admin, every namespace the bundle writes into and every cluster-scoped kind it creates."""
+    before = _section(_read(os.path.join(DOCS, "adopt.md")), "Before you start")
+    assert "cluster-admin" in before
+    objects = _bundle_objects()
+    namespaces = set(ns for _kind, ns in objects if ns)
+    assert {"ichor-system", "kube-system"} <= namespaces  # the parsing above found the bundle
+    for namespace in sorted(namespaces):
+        assert "`%s`" % namespace in before, "docs/adopt.md does not say phase 2 writes into %s" % namespace
+    for kind in sorted(set(kind for kind, ns in objects if ns is None)):
+        assert re.search(r"\b%ss?\b" % kind, before), "docs/adopt.md does not say phase 2 creates %s" % kind
+    for kind in sorted(set(kind for kind, ns in objects if ns == "kube-system")):
+        assert re.search(r"\b%ss?\b" % kind, before), "docs/adopt.md does not say phase 2 creates %s" % kind
+
+
+def _inventory_plugin_options():
+    text = _read(os.path.join(REPO, "plugins", "inventory", "talos.py"))
+    documentation = yaml.safe_load(text.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
+    # the constructed fragment's options (keyed_groups and the like) are the plugin's too
+    return set(documentation["options"]) | {"compose", "groups", "keyed_groups", "strict", "leading_separator",
+                                            "use_extra_vars"}
+
+
+def _yaml_blocks(text):
+    return [yaml.safe_load(block) for block in re.findall(r"^```ya?ml\n(.*?)^```", text, flags=re.M | re.S)]
+
+
+def test_the_adopt_guide_says_how_to_install_get_a_kubeconfig_and_write_an_inventory_plugin_file():
+    before = _section(_read(os.path.join(DOCS, "adopt.md")), "Before you start")
+    assert "ansible-galaxy collection install" in before and "pip install -r requirements.txt" in before
+    assert re.search(r"talosctl .*\bkubeconfig\b", before), "docs/adopt.md does not say how to get a kubeconfig"
+    files = [block for block in _yaml_blocks(before)
+             if isinstance(block, dict) and block.get("plugin") == "maesh.ichor.talos"]
+    assert files, "docs/adopt.md has no example file of the maesh.ichor.talos inventory plugin"
+    for block in files:
+        unknown = sorted(set(block) - _inventory_plugin_options())
+        assert not unknown, "the inventory plugin example sets options the plugin does not have: %s" % unknown
+    assert re.search(r"`[^`]*talos\.yml`", before), "the example's file name must end in talos.yml"
+
+
+def _task_names(role):
+    names = set()
+    tasks = os.path.join(ROLES, role, "tasks")
+    for name in os.listdir(tasks):
+        for node in _walk(_load(os.path.join(tasks, name))):
+            if isinstance(node.get("name"), str):
+                names.add(node["name"])
+    return names
+
+
+@pytest.mark.parametrize("playbook, role, registered", [("adopt.yml", "adopt", "ichor_adopt_plan"),
+                                                        ("upgrade.yml", "upgrade", "ichor_upgrade_check")])
+def test_the_task_the_guide_names_prints_the_plan_with_any_callback(playbook, role, registered):
+    """Check mode is the plan: the guide says which task prints it, and that task is a debug of the plan lines the
+    planning module returned (so Ansible's default output shows them, without the plan callback)."""
+    text = _read(_guide(playbook))
+    named_tasks = set(" ".join(name.split()) for name in re.findall(r"`(Print the plan[^`]*)`", text))
+    assert named_tasks, "docs/%s.md does not say which task prints the plan" % playbook[:-4]
+    assert named_tasks <= _task_names(role), named_tasks - _task_names(role)
+    printing = []
+    for name in os.listdir(os.path.join(ROLES, role, "tasks")):
+        for node in _walk(_load(os.path.join(ROLES, role, "tasks", name))):
+            if node.get("name") in named_tasks:
+                printing.append(node)
+    assert printing and all(
+        (node.get("ansible.builtin.debug") or {}).get("msg") == "{{ %s.plan }}" % registered for node in printing), printing
+
+
+def test_every_playbook_a_guide_runs_exists():
+    for guide in _markdown_files():
+        for name in re.findall(r"ansible-playbook\b[^\n]*?\bmaesh\.ichor\.([a-z_]+)", _read(os.path.join(DOCS, guide))):
+            assert os.path.isfile(os.path.join(PLAYBOOKS, name + ".yml")), "docs/%s runs maesh.ichor.%s" % (guide, name)

@@ -215,7 +215,9 @@ def test_a_first_run_snapshots_applies_prunes_nothing_and_records_its_inventory(
     paths = write("v1", [sa("a"), cm("c"), cr("r")])
     applied = stages.apply_run(installer(kube, paths), False)
     assert applied["changed"]
-    assert applied["plan"] == ["create ServiceAccount %s/a" % NS, "create ClusterRole r", "create ConfigMap %s/c" % NS]
+    assert applied["plan"] == ["create ServiceAccount %s/a" % NS, "create ClusterRole r", "create ConfigMap %s/c" % NS,
+                               "recorded the objects to apply in the inventory %s/%s (3 objects)" % (
+                                   NS, inventory.INVENTORY_NAME)]
     assert [c["action"] for c in applied["changes"]] == ["create"] * 3
     assert applied["changes"][0]["object"] == {"apiVersion": "v1", "kind": "ServiceAccount", "namespace": NS,
                                                "name": "a"}

@@ -16,5 +16,6 @@ every node) and the version rule (the live minor equals the chart's or is one lo
 upgrade it with the tool that installed it first); ``gate`` is the diff gate (``helm template
 --kube-version`` of the chart with the effective values, each object server-side dry-run applied and
 compared with the live one, volatile fields and generated certificate data ignored, per object and path);
-``takeover`` is the flow of the module ``cilium_takeover`` (plan, preconditions, gate); ``errors`` holds
-its refusals."""
+``orphans`` finds what the foreign release owned and the chart does not render (kept and recorded, or with
+consent backed up, read back and deleted by UID); ``takeover`` is the flow of the module ``cilium_takeover``
+(plan, preconditions, gate); ``errors`` holds its refusals."""

@@ -7,15 +7,18 @@ Order: helm and the chart (the set's version only), the running Cilium (none: no
 already the collection's release: nothing to do, or only the foreign records left to retire), the
 version rule, the owned keys (IPAM, tunnel, kube-proxy mode, KubePrism, the Talos guide's keys), the
 values (the newest foreign record's, or ``cilium_values`` for a Cilium without one), health, and the
-diff gate. A refusal carries the plan so far. Nothing up to here writes: the gate's dry runs are
-``dryRun=All``, and check mode stops here.
+diff gate, which also lists every object of the foreign release that the chart does not render (orphans.py:
+Helm's take-ownership leaves them owned by no release). A refusal carries the plan so far and ends with its
+"refused:" line. Nothing up to here writes: the gate's dry runs are ``dryRun=All``, and check mode stops here.
 
 The takeover: a ``pending-*`` record of ours left by a killed run is deleted (UID precondition), then
 ``helm upgrade --install --take-ownership`` stores the release in ichor-system with every object kept in
 kube-system (never atomic, never an uninstall, no helm wait); once our record is deployed and the
-DaemonSet and operator are ready on every node, each foreign record is copied into its own backup
-Secret in ichor-system, read back and compared byte for byte, and deleted only if it is still the same
-Secret (UID precondition); the user's values and the tunnel go into the cluster record.
+DaemonSet and operator are ready on every node, the orphans are deleted when ``delete_orphans`` consents
+(each backed up into its own Secret, read back, deleted by UID; re-created from the backups when a delete
+fails), or else kept; the user's values, the tunnel and the kept orphans go into the cluster record; then
+each foreign record is copied into its own backup Secret in ichor-system, read back and compared byte for
+byte, and deleted only if it is still the same Secret (UID precondition).
 
 With ``machines`` (the Talos connection), the machines are read too: the control planes' configs for a Cilium inline
 manifest entry (found by content, machines.py), and every machine's KubePrism (health). The entry's name goes into the
@@ -33,6 +36,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.cilium import gate as 
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import helm as helm_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import live as live_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import machines as machines_mod
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import orphans as orphans_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record as record_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import release as release_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import values as values_mod
@@ -61,6 +65,7 @@ def options():
         cilium_values=dict(type="dict"),
         accept_cilium_changes=dict(type="bool", default=False),
         accept_cilium_diff=dict(type="bool", default=False),
+        delete_orphans=dict(type="bool", default=False),
     )
 
 
@@ -71,7 +76,7 @@ class Plan:
         self.lines = []
         self.result = {"changed": False, "plan": self.lines, "step": "none", "cilium": {}, "records": [],
                        "values_source": None, "values": {}, "user_values": {}, "owned": [], "health": [], "gate": [],
-                       "diff": [], "inline_manifests": []}
+                       "diff": [], "inline_manifests": [], "orphans": []}
 
     def say(self, line):
         self.lines.append(line)
@@ -163,6 +168,7 @@ class Takeover:
         self.views = None  # machines_mod.MachineView per machine
         self.inline = []  # names of the Cilium inline manifest entries in the control planes' configs
         self.inline_only = False  # the release is ours already: only the inline entry is left to record
+        self.orphans = []  # orphans_mod.Orphan: what the foreign release owned and the chart does not render
 
     def preconditions(self):
         """Every read-only check; returns the Plan (its result says what a run would do)."""
@@ -208,7 +214,11 @@ class Takeover:
             self.repair = newest_own
             plan.say("repair: delete %s (%s, left by a run that was stopped; uid %s), then take over" % (
                 newest_own.ref, newest_own.status, newest_own.uid))
-        step = live_mod.version_step(running.version, chart_version, result=plan.result)
+        try:
+            step = live_mod.version_step(running.version, chart_version, result=plan.result)
+        except Refused as exc:
+            plan.say("refused: " + exc.message)
+            raise
         plan.result["step"] = step
         plan.say("Cilium %s runs (DaemonSet %s/%s): %s" % (
             running.version, live_mod.NAMESPACE, live_mod.DAEMONSET,
@@ -265,18 +275,38 @@ class Takeover:
         plan, kube = self.plan, self.kube
         manifest = self.helm.template(self.chart, RELEASE, RELEASE_NAMESPACE, effective, live_mod.server_version(kube),
                                       live_mod.api_versions(kube))
-        found = gate_mod.run(kube, helm_mod.documents(manifest), RELEASE_NAMESPACE, "chart %s" % chart_version)
+        rendered = helm_mod.documents(manifest)
+        found = gate_mod.run(kube, rendered, RELEASE_NAMESPACE, "chart %s" % chart_version)
         plan.result["gate"] = found.entries
         plan.result["diff"] = found.diff
         plan.say(found.summary())
         for line in found.lines() + ["gate: skipped " + s for s in found.skipped]:
             plan.say(line)
+        self._orphans(rendered, "chart %s" % chart_version)
         if found.invalid:
             raise plan.refuse("the API server refuses %d of the chart's objects over the live ones: %s" % (
                 len(found.invalid), "; ".join("%s: %s" % (e["object"], e["live"]) for e in found.invalid)))
         if not found.empty and not self.params["accept_cilium_diff"]:
             raise plan.refuse("%s; review them (--diff shows each object) and set accept_cilium_diff to accept" %
                               found.summary())
+
+    def _orphans(self, rendered, chart_label):
+        """What the foreign release owned and the chart does not render: listed by the gate, kept or deleted."""
+        plan = self.plan
+        if not self.foreign:
+            return
+        consent = bool(self.params.get("delete_orphans"))
+        self.orphans, notes = orphans_mod.find(self.kube, self.foreign, rendered, RELEASE_NAMESPACE)
+        for orphan in self.orphans:
+            orphan.delete = consent and not orphan.policy_keep
+        plan.result["orphans"] = [o.summary() for o in self.orphans]
+        if self.orphans:
+            plan.say("diff gate: %d object%s of the foreign release that %s does not render (Helm's take-ownership "
+                     "leaves %s owned by no release)" % (len(self.orphans), "" if len(self.orphans) == 1 else "s",
+                                                         chart_label, "it" if len(self.orphans) == 1 else "them"))
+        for line in orphans_mod.lines(self.orphans, chart_label, consent) + ["gate: " + n for n in notes]:
+            plan.say(line)
+        plan.result["diff"] += [orphans_mod.diff(o) for o in self.orphans if o.delete]
 
     def _steps(self, running, foreign, step, chart_version):
         say = self.plan.say
@@ -292,6 +322,14 @@ class Takeover:
                                                                                 cluster_record.NAME))
         if self.inline:
             say_inline_steps(say, self.inline)
+        for orphan in self.orphans:
+            if orphan.delete:
+                say("back up %s into %s/%s, read it back, then delete it (uid %s, only if still the same object "
+                    "and the foreign release's), before the foreign records are retired" % (
+                        orphan.ref, RELEASE_NAMESPACE, orphans_mod.backup_name(orphan), orphan.uid))
+            else:
+                say("keep: %s (uid %s), owned by no release; it is listed in the cluster record %s/%s" % (
+                    orphan.ref, orphan.uid, cluster_record.NAMESPACE, cluster_record.NAME))
         for rec in foreign:
             say("back up foreign record %s into %s/%s, read it back, compare byte for byte" % (
                 rec.ref, RELEASE_NAMESPACE, backup_name(rec)))
@@ -318,6 +356,9 @@ class Takeover:
                 RELEASE_NAMESPACE, RELEASE, newest.revision, newest.chart_version))
         if not self._ready(wait, wait_timeout, clock):
             return plan.result
+        if any(o.delete for o in self.orphans):
+            plan.result["orphan_backups"] = orphans_mod.Retirement(kube, RELEASE_NAMESPACE, plan.say,
+                                                                   plan.result).run(self.orphans)
         self._record()
         plan.result["backups"] = [self._retire(rec) for rec in self.foreign]
         return plan.result
@@ -358,6 +399,9 @@ class Takeover:
     def _record(self):
         wanted = {"release": "%s/%s" % (RELEASE_NAMESPACE, RELEASE), "chart": self.chart_version,
                   "values": self.lifted, "tunnel": self.running.tunnel, "kubeProxy": self.mode}
+        kept = [dict((k, v) for k, v in o.summary().items() if k != "action") for o in self.orphans if not o.delete]
+        if kept:
+            wanted[ORPHANS_KEY] = kept  # owned by no release once the foreign records are retired
 
         def mutate(data):
             # the inline entries recorded before stay: a rerun without machines does not forget them
@@ -365,9 +409,11 @@ class Takeover:
             data["cilium"] = dict(wanted, **({INLINE_KEY: sorted(names)} if names else {}))
         changed = cluster_record.update(self.kube, mutate)[2]
         if changed:
-            self.plan.say("cluster record: cilium = release %s, tunnel %s, the user's values%s" % (
+            self.plan.say("cluster record: cilium = release %s, tunnel %s, the user's values%s%s" % (
                 wanted["release"], wanted["tunnel"],
-                ", inline manifest %s (handed over)" % ", ".join(self.inline) if self.inline else ""))
+                ", inline manifest %s (handed over)" % ", ".join(self.inline) if self.inline else "",
+                ", %d object%s owned by no release (%s)" % (len(kept), "" if len(kept) == 1 else "s",
+                                                            ", ".join(o["object"] for o in kept)) if kept else ""))
 
     def _record_inline(self):
         def mutate(data):
@@ -415,6 +461,7 @@ class Takeover:
 
 
 INLINE_KEY = "inlineManifests"
+ORPHANS_KEY = "orphans"
 
 
 def _inline_names(cilium):

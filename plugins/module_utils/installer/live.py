@@ -260,7 +260,8 @@ class Installer:
     def record_inventory(self):
         """Before the apply: the inventory also lists every object this run is about to apply, so that a run stopped
         after its apply and before its prune leaves nothing the next run cannot prune. Nothing is taken out here.
-        A failure raises: the run must not apply what it could not record."""
+        The refs written (None when it listed them all already). A failure raises: the run must not apply what it could
+        not record."""
         shipped = set(self.refs)
         return self._put_inventory(lambda current: [r for r in current if r not in shipped] + self.refs)
 

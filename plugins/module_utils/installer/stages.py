@@ -152,7 +152,10 @@ def apply_run(run, check_mode, diff=True):
     own = None
     try:
         own = run.save_snapshot(run.snapshot_entries(apply_steps, prune_steps))
-        run.record_inventory()  # before anything is applied: a run stopped after the apply leaves nothing untracked
+        recorded = run.record_inventory()  # before anything is applied: a run stopped after it leaves nothing untracked
+        if recorded is not None:
+            result["plan"].append("recorded the objects to apply in the inventory %s/%s (%d objects)" % (
+                run.namespace, INVENTORY_NAME, len(recorded)))
         run.apply(apply_steps)
     except Exception as exc:  # pylint: disable=broad-except
         # whatever stops the apply, the cluster goes back to the snapshot

@@ -17,6 +17,7 @@ import copy
 import json
 import re
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import Conflict
 
@@ -48,7 +49,22 @@ class ClusterRecord:
 # What the record's readers take for granted, checked once here: field -> (type, what it is).
 FIELDS = {"talos": (str, "a version"), "kubernetes": (str, "a version"), "contract": (str, "a version"),
           "cluster": (dict, "a mapping"), "machines": (list, "a list of mappings"), "adoption": (dict, "a mapping"),
-          "nodes": (dict, "a mapping"), "held": (dict, "a mapping"), "init": (dict, "a mapping")}
+          "nodes": (dict, "a mapping"), "held": (dict, "a mapping"), "init": (dict, "a mapping"),
+          "cilium": (dict, "a mapping")}
+_TEXT = ((str,), "text")
+_MAPPING = ((dict,), "a mapping")
+_NAMES = ("names", "a list of text")
+# The fields inside them that the readers use (compare, hash, put in a set, format): field -> key -> (types, what).
+NESTED = {
+    "cluster": {"id": _TEXT, "name": _TEXT, "cni": _MAPPING, "inlineManifests": ("named", "a list of mappings with a "
+                                                                                           "text name")},
+    "adoption": {"mode": _TEXT, "inlineManifest": _NAMES},
+    "cilium": {"release": _TEXT, "chart": _TEXT, "tunnel": _TEXT, "kubeProxy": _TEXT, "values": _MAPPING,
+               "inlineManifests": _NAMES},
+}
+# Each entry of these: machines[] (reclaim's pending machines), nodes.<name> (init's and adopt's machines).
+ENTRY_FIELDS = {"machines": {"uuid": _TEXT, "address": _TEXT, "state": _TEXT, "source": _TEXT, "at": _TEXT},
+                "nodes": {"uuid": _TEXT, "node": _TEXT, "role": _TEXT, "spec": _MAPPING}}
 # The record is small; a ConfigMap holds at most 1 MiB and nothing Ichor writes nests deeper than a few levels.
 MAX_SIZE = 1024 * 1024
 MAX_DEPTH = 32
@@ -60,17 +76,24 @@ def _refuse(what):
     return RecordError("ConfigMap %s/%s: %s; fix or delete the record" % (NAMESPACE, NAME, what))
 
 
-def _depth(value):
-    """How deep the JSON value nests (without recursion: the value is untrusted)."""
-    deepest, todo = 0, [(value, 1)]
-    while todo:
-        value, depth = todo.pop()
-        if isinstance(value, (dict, list)):
-            if depth > MAX_DEPTH:
-                return depth
-            deepest = max(deepest, depth)
-            todo.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
-    return deepest
+def _wrong(value, kind):
+    """Whether a nested value (not None) is not of ``kind``: a tuple of types, "names" or "named"."""
+    if kind == "names":
+        return not isinstance(value, list) or not all(isinstance(item, str) for item in value)
+    if kind == "named":
+        return not isinstance(value, list) or not all(
+            isinstance(item, dict) and isinstance(item.get("name"), str) for item in value)
+    return not isinstance(value, kind)
+
+
+def _check_entries(field, entries, each):
+    """Each entry of ``field`` (named ``field`` + ``each`` in messages: machines[], nodes.*) and its fields."""
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise _refuse("field %r of key %r is not a mapping" % (field + each, KEY))
+        for key, (kind, what) in sorted(ENTRY_FIELDS[field].items()):
+            if entry.get(key) is not None and _wrong(entry[key], kind):
+                raise _refuse("field %r of key %r is not %s" % ("%s%s.%s" % (field, each, key), KEY, what))
 
 
 def _check_fields(data):
@@ -85,6 +108,11 @@ def _check_fields(data):
             wrong = not all(isinstance(item, dict) for item in value)
         if wrong:
             raise _refuse("field %r of key %r is not %s" % (field, KEY, what))
+        for key, (nested_kind, nested_what) in sorted(NESTED.get(field, {}).items()):
+            if value.get(key) is not None and _wrong(value[key], nested_kind):
+                raise _refuse("field %r of key %r is not %s" % ("%s.%s" % (field, key), KEY, nested_what))
+    _check_entries("machines", data.get("machines") or [], "[]")
+    _check_entries("nodes", (data.get("nodes") or {}).values(), ".*")
     preset = ((data.get("cluster") or {}).get("cni") or {}).get("preset")
     if preset == "unmanaged" and not (data.get("adoption") or {}).get("adopted"):
         # seed 0103 1.1a: the hands-off mode exists for adoption alone, never for a cluster made here
@@ -117,8 +145,9 @@ def decode(configmap):
         raise _refuse("key %r is not JSON" % KEY)
     if not isinstance(data, dict):
         raise _refuse("key %r is not a JSON object" % KEY)
-    if _depth(data) > MAX_DEPTH:
-        raise _refuse("key %r nests deeper than %d levels" % (KEY, MAX_DEPTH))
+    problem = untrusted.shape_problem(data, MAX_DEPTH)
+    if problem:
+        raise _refuse("key %r %s" % (KEY, problem))
     schema = data.get("schema", 0)
     if not isinstance(schema, int) or isinstance(schema, bool):
         raise _refuse("field 'schema' of key %r is not a number" % KEY)

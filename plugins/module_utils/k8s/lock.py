@@ -108,7 +108,8 @@ def release(client, holder, check=False):
     lease = client.get(API_VERSION, "Lease", NAME, NAMESPACE)
     where = "%s/%s" % (NAMESPACE, NAME)
     if lease is None:
-        return ["cluster lock %s: not held" % where]
+        # in check mode the run never took it: what it would do is give back what it would have taken
+        return ["cluster lock %s: %s" % (where, "would be given back by %s" % holder if check else "not held")]
     current = ((lease.get("spec") or {}).get("holderIdentity")) or None
     if current != holder:
         return ["cluster lock %s: held by %s, not by this run (%s); left as it is" % (where, current, holder)]

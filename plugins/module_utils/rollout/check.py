@@ -13,11 +13,16 @@ __metaclass__ = type
 from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.given import given
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import plan, state, talos_step
 
 # Versions table component -> the key of ``components`` in the result
 STATE_KEYS = {"Talos": "talos", "Version contract": "contract", "Kubernetes": "kubernetes", "Cilium": "cilium"}
+
+NO_RECORD = ("no cluster record %s/%s: maesh.ichor has not adopted or initialised this cluster; adopt it with "
+             "maesh.ichor.adopt (a running cluster) or make it with maesh.ichor.init, then plan the upgrade again; "
+             "nothing was written" % (cluster_record.NAMESPACE, cluster_record.NAME))
 
 
 def check_desired(stored, desired):
@@ -30,8 +35,16 @@ def check_desired(stored, desired):
             raise plan.Refused(refusal)
 
 
+def require_record(record):
+    """Refuse (plan.Refused) a cluster without a cluster record: the rollout follows a cluster adopt or init wrote."""
+    if not record.exists:
+        raise plan.Refused(NO_RECORD)
+
+
 def run(params, conn, check_mode):
     """The result dict: release_set, versions, components, cni, config_pending, steps, step, plan.
+
+    With ``require_record``, a cluster without a cluster record is refused before anything else is read.
 
     Every failure (IchorError) carries the result so far (at least the release set and the plan).
     ``check_mode`` changes nothing: the check reads only.
@@ -48,9 +61,13 @@ def run(params, conn, check_mode):
 def _run(params, conn, result):
     image = params.get("image") or release.installer_image()
     target = talos_step.image_version(image)  # a reference naming no version is refused before anything is read
-    talos = conn.talos()
     kube = conn.kube()
-    found = state.read(talos, kube, params["machines"])
+    record = None
+    if params.get("require_record"):
+        record = cluster_record.read(kube)
+        require_record(record)
+    talos = conn.talos()
+    found = state.read(talos, kube, params["machines"], record=record)
     check_desired(state.stored_versions(found["record"]), params["desired"])
     plan.check_not_newer(found["machines"], found["kubernetes"], None, found["cni"])
     model = state.config_model(state.live_from(found), params["cluster"], params["secrets"], found["record"])

@@ -90,8 +90,10 @@ def config_model(live, cluster=None, secrets_path=None, record=None):
     return rollout.model(live, cluster=given(cluster) or None, bundle=bundle, handed_over=handed_over(record))
 
 
-def read(talos, kube, machines):
-    """{machines: [{name, node, role, talos}], kubernetes: {source: version}, cni, record, rows (with each config)}."""
+def read(talos, kube, machines, record=None):
+    """{machines: [{name, node, role, talos}], kubernetes: {source: version}, cni, record, rows (with each config)}.
+
+    ``record``: the cluster record when the caller read it already (else it is read here)."""
     ordered = _read_machines(talos, machines)
     kubernetes = {}
     for m in ordered:
@@ -102,7 +104,8 @@ def read(talos, kube, machines):
         version = ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion")
         if version:
             kubernetes["%s kubelet" % node["metadata"]["name"]] = version
-    record = cluster_record.read(kube)
+    if record is None:
+        record = cluster_record.read(kube)
     found_cni = cni.detect(kube)
     if ((record.get("cluster") or {}).get("cni") or {}).get("preset") == "unmanaged":
         found_cni["unmanaged"] = True  # adopted with its CNI left alone: no Cilium judgement, no Cilium step

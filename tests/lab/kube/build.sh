@@ -150,10 +150,33 @@ fi
 command -v go >/dev/null 2>&1 || die "Go is not installed (need go >= 1.26 on PATH to build the lab's Kubernetes binaries)"
 mkdir -p "$bin_dir"
 
-# One build at a time on this machine: a second caller waits, then finds the
-# binaries fresh.
-exec 9>"$bin_dir/.build.lock"
-flock 9
+# One build at a time on this machine: a second caller waits, says so (and
+# every minute that it still waits), then finds the binaries fresh and builds
+# nothing, or builds what the other build did not.
+lock="$bin_dir/.build.lock"
+exec 9>>"$lock"
+if ! flock -n 9; then
+  holder=$(cat "$lock.holder" 2>/dev/null || true)
+  log "another build${holder:+ ($holder)} holds $lock: waiting for it to finish" \
+      "(a cold build takes about ten minutes on 2 cores)"
+  waited=$(date +%s)
+  until flock -w 60 9; do
+    log "still waiting for the other build ($(( $(date +%s) - waited ))s)"
+  done
+  waited=$(( $(date +%s) - waited ))
+  left=()
+  for name in "${names[@]}"; do
+    fresh "$name" || left+=("$name")
+  done
+  if [ "${#left[@]}" -eq 0 ]; then
+    log "the other build finished after ${waited}s; ${names[*]} are built: nothing to build"
+  else
+    log "the other build finished after ${waited}s; still to build: ${left[*]}"
+  fi
+fi
+# who holds the lock, for a caller that waits (removed before the lock is let go, at exit)
+printf 'pid %s, since %s\n' "$$" "$(date '+%H:%M:%S')" >"$lock.holder"
+trap 'rm -f "$lock.holder"' EXIT
 
 export CGO_ENABLED=0 GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=readonly"
 
