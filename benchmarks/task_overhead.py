@@ -56,6 +56,8 @@ def _record(kube):
     from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient  # noqa: E402
     client = KubeClient(kubeconfig=kube.kubeconfig)
     cluster_record.update(client, lambda data: data.update(talos="v1.13.9", contract="v1.13", kubernetes=KUBELET))
+
+
 RUNS = 3
 GOALS = {"upgrade_check_103_s": 15.0, "startup_ratio": 1.5, "roll_overhead_per_machine_s": 1.0}
 

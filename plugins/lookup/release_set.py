@@ -11,8 +11,8 @@ name: release_set
 short_description: The release set this collection is tested with
 version_added: 0.1.0
 description:
-  - Returns the one release set of maesh.ichor (ADR 0113) as a dict with C(talos), C(contract), C(kubernetes)
-    and C(cilium), or one of those values when a term names it.
+  - Returns the one release set of maesh.ichor (the versions it installs and moves clusters to) as a dict with
+    C(talos), C(contract), C(kubernetes) and C(cilium), or one of those values when a term names it.
 author:
   - maesh.ichor developers (@maesh-ichor)
 options:

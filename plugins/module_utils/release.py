@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The release set (ADR 0113, amendment 2026-11-03): the one place a version is written.
+"""The release set: the one place a version is written.
 
 Talos, its version contract, Kubernetes and the Cilium chart this collection is tested with.
 Every module, role, lookup and check reads it from here; moving the set is a change to this
@@ -37,14 +37,14 @@ TALOS_KUBERNETES = {
     (1, 14): ((1, 33), (1, 37)),
 }
 
-# Kubernetes minors each Cilium minor is e2e tested with (Cilium compatibility pages; ADR 0103 amendment 3).
+# Kubernetes minors each Cilium minor is e2e tested with (Cilium compatibility pages).
 CILIUM_KUBERNETES = {
     (1, 18): ((1, 30), (1, 33)),
     (1, 19): ((1, 32), (1, 35)),
     (1, 20): ((1, 33), (1, 36)),
 }
 
-# Adopt needs Talos v1.12 or later (ADR 0103 decision 4); contracts below it are not rendered.
+# Adopt needs Talos v1.12 or later; contracts below it are not rendered.
 MINIMUM_TALOS = (1, 12)
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+].*)?$")
@@ -109,7 +109,7 @@ def judge(running, target):
 
 
 def validate_change(field, stored, desired):
-    """ADR 0113 decision 4: a changed Talos, Kubernetes or contract value is accepted only when it is the
+    """A changed Talos, Kubernetes or contract value is accepted only when it is the
     pinned one and not lower than the stored one; an unchanged value always is. Returns None or the refusal."""
     pinned = {"talos": TALOS, "kubernetes": KUBERNETES, "contract": CONTRACT}[field]
     if stored is not None and parse(desired) == parse(stored):

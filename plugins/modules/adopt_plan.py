@@ -12,16 +12,17 @@ module: adopt_plan
 short_description: Inspect a running Talos cluster and plan its adoption (adopt's first phase; writes nothing)
 version_added: 0.1.0
 description:
-  - The first phase of adopting a cluster someone else built (seed 0103, 1.8). One task, run once, reads every
-    machine at once over the Talos API (its facts and its live config) and the Kubernetes side cluster-wide, and
-    returns the whole plan. Nothing is written anywhere, in check mode or not.
+  - The first phase of adopting a cluster someone else built (plan, write, Cilium takeover, release). One task, run
+    once, reads every machine at once over the Talos API (its facts and its live config) and the Kubernetes side
+    cluster-wide, and returns the whole plan. Nothing is written anywhere, in check mode or not.
   - "Versions first: any machine below Talos v1.12.0 refuses the cluster (a mixed cluster names its machines), and so
     does a Talos or a Kubernetes newer than the release set."
   - "The CNI table decides the mode, never a migration: the collection's own Cilium release (only checked); a Cilium
     from Helm, the Cilium CLI, an inline manifest or an applied C(helm template) (taken over in phase 3, or left alone
     with O(cni_unmanaged)); flannel, Calico or another CNI (refused unless O(cni_unmanaged)); two CNIs, two
     DaemonSets or two CNI configs under C(/etc/cni/net.d) (refused even with O(cni_unmanaged)); no CNI at all
-    (C(cni.name: none) and every Node NotReady: the collection's Cilium is installed first, ADR 0104)."
+    (C(cni.name: none) and every Node NotReady: the collection's Cilium is installed first, then the cluster is
+    adopted managed)."
   - "kube-proxy: in a managed mode Talos's kube-proxy setting and Cilium's kubeProxyReplacement must agree (enabled
     with the replacement off gives C(enabled), disabled with it on gives C(replaced)); unmanaged records the Talos
     side. KubePrism must be on port 7445 on every machine in every managed mode, else the adoption is refused."
@@ -139,8 +140,8 @@ kube_proxy:
   type: str
 network_policies:
   description:
-    - The network-policy gate as phase 2's installer will find it (seed 0103, 1.1a) - the collection's
-      CiliumNetworkPolicies are applied only when Cilium runs and its CRD exists, in either mode.
+    - The network-policy gate as phase 2's installer will find it - the collection's CiliumNetworkPolicies are
+      applied only when Cilium runs and its CRD exists, in either mode (the gate follows what runs, read live).
   returned: when kube-proxy was judged
   type: dict
   contains:

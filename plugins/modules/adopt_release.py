@@ -12,8 +12,8 @@ module: adopt_release
 short_description: Release one machine an adoption holds (adopt's fourth phase)
 version_added: 0.1.0
 description:
-  - The fourth phase of adopting a cluster (seed 0103, 1.8), for one machine; the adopt role runs it machine by
-    machine, control planes first, under the cluster lock (O(holder)).
+  - The fourth phase of adopting a cluster (plan, write, Cilium takeover, release), for one machine; the adopt role
+    runs it machine by machine, control planes first, under the cluster lock (O(holder)).
   - It runs only after the write phase (the cluster record holds the adoption) and, for a managed Cilium, after the
     takeover completed (the record names the collection's Cilium release); otherwise it fails saying the machines
     stay held.

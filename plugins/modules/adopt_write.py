@@ -12,10 +12,10 @@ module: adopt_write
 short_description: Write what an adoption keeps into the cluster (adopt's second phase), every machine held
 version_added: 0.1.0
 description:
-  - The second phase of adopting a cluster (seed 0103, 1.8). It makes the plan again with M(maesh.ichor.adopt_plan)
-    (every refusal holds here too), then, under the cluster lock (M(maesh.ichor.cluster_lock), O(holder)), writes into
-    the cluster what later runs need, so that an AWX job that keeps no files can run the next step. Nothing is
-    applied to a node.
+  - The second phase of adopting a cluster (plan, write, Cilium takeover, release). It makes the plan again with
+    M(maesh.ichor.adopt_plan) (every refusal holds here too), then, under the cluster lock (M(maesh.ichor.cluster_lock),
+    O(holder)), writes into the cluster what later runs need, so that an AWX job that keeps no files can run the next
+    step. Nothing is applied to a node.
   - "The secrets bundle as Secret C(ichor-secrets-bundle) in C(ichor-system) (created when missing; an existing one
     must hold this cluster's bundle, else nothing is written)."
   - "The cluster record (ConfigMap C(ichor-cluster) in C(ichor-system)): the versions running (where none are stored

@@ -13,7 +13,7 @@ short_description: Apply the collection's Cilium Helm release (values changes, c
 version_added: 0.1.0
 description:
   - Applies the collection's Helm release C(cilium), stored in C(ichor-system) with every object in C(kube-system)
-    (C(namespaceOverride)), as M(maesh.ichor.cilium_takeover) made it (seed 0103 section 1.2, seed 0113). This is the
+    (C(namespaceOverride)), as M(maesh.ichor.cilium_takeover) made it, at the release set's chart. This is the
     upgrade rollout's C(cilium) step, a values change, and (with O(install)) the install of Cilium at init.
   - The chart is the release set's Cilium (the lookup C(maesh.ichor.release_set)) and no other version, from O(chart)
     (a directory, a C(.tgz) or an C(oci://) reference) or the Cilium Helm repository, with an optional O(chart_digest);
@@ -27,7 +27,7 @@ description:
     lowest to highest, are the chart's defaults < the operator-replica rule < the user's values < the owned keys (IPAM
     C(kubernetes), the tunnel, C(kubeProxyReplacement) from the kube-proxy mode, C(k8sServiceHost)/C(k8sServicePort) on
     KubePrism when kube-proxy is replaced, the Talos guide's capability and cgroup keys, C(namespaceOverride)).
-  - Operator replicas (seed 0113, amendment 2026-11-04). One control plane in the spec (O(control_planes), workers
+  - Operator replicas. One control plane in the spec (O(control_planes), workers
     included) or one Node gives C(operator.replicas=1); two or more Nodes leave the chart's default (2). Every Node
     counts, Ready or not.
   - "Refusals, before anything is written. The cluster record's spec says C(cni.preset=unmanaged) (\"the CNI is not

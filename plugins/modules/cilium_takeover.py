@@ -12,7 +12,7 @@ module: cilium_takeover
 short_description: Take over a running Cilium as the collection's own Helm release
 version_added: 0.1.0
 description:
-  - Runs every precondition of taking over a running Cilium (seed 0103 section 1.2), read-only, and plans the takeover.
+  - Runs every precondition of taking over a running Cilium, read-only, and plans the takeover.
     The Cilium may have been installed with C(helm install), the Cilium CLI (a Helm record), C(helm template | kubectl
     apply) or a Talos inline manifest (no record).
   - The chart is the release set's Cilium (the lookup C(maesh.ichor.release_set)) and no other version; it comes from

@@ -16,7 +16,7 @@ description:
     CNI mode, pending machines). Every update is conditional on the resourceVersion it read, so two runs never
     overwrite each other; the losing run fails and is rerun.
   - Stored versions (C(talos), C(kubernetes), C(contract)) can only move to the release set's values and never
-    down (ADR 0113).
+    down.
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

@@ -14,7 +14,7 @@ version_added: 0.1.0
 description:
   - After the Talos step, a machine's config is still in the form of the contract it was made for. This step renders
     each such config with the config engine at the release set's contract (the same spec, secrets bundle and
-    Kubernetes images the machine runs now) and applies it, control planes first, one machine at a time (ADR 0113).
+    Kubernetes images the machine runs now) and applies it, control planes first, one machine at a time.
   - Before anything is written, every machine's live config must be what the engine renders at some contract
     (nothing a spec field cannot cover would be lost), and every machine must run the set's Talos.
   - Talos decides whether a config change needs a reboot; a dry run asks it, and the plan names the machines the step

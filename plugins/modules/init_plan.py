@@ -15,14 +15,14 @@ description:
   - The first task of P(maesh.ichor.init#role) and its whole plan in check mode - which machine gets which role
     and config, whether etcd is bootstrapped and on which machine, the versions. Nothing is sent to a machine and
     nothing is written anywhere, in check mode as in a real run.
-  - The versions are the release set's (seed 0113, decision 2) - a C(talosVersion), C(versionContract) or
+  - The versions are the release set's, with no free choice - a C(talosVersion), C(versionContract) or
     C(kubernetesVersion) in O(cluster) other than the set's is refused, naming the set.
   - The CNI is the collection's Cilium with KubePrism on port 7445; C(cni.preset) V(unmanaged) in O(cluster) is
     refused (that mode exists for adoption alone).
   - Each machine is read. In maintenance mode it answers the maintenance API with its UUID, checked against
     O(machines[].uuid) when given (another UUID is refused - a DHCP lease moved). One that refuses the maintenance
     API is configured - by this cluster (its config carries the bundle's CAs - it takes the same render and apply
-    over the authenticated API, ADR 0128), or by another (refused with the reclaim hint; init never resets a
+    over the authenticated API), or by another (refused with the reclaim hint; init never resets a
     machine). An unreachable machine is refused naming it.
   - An inventory with no control plane is refused; an even number of control planes is a warning.
   - etcd is to be bootstrapped only when no control plane of this cluster lists a member.

@@ -52,7 +52,7 @@ options:
     description:
       - Directories or files of the collection's CiliumNetworkPolicies, applied with the bundle only when a Cilium
         agent DaemonSet runs in the cluster (any namespace) and the CRD C(ciliumnetworkpolicies.cilium.io) exists
-        (the network-policy gate of seed 0103, read live on every run). Otherwise they are left out and the plan says
+        (the network-policy gate, read live on every run). Otherwise they are left out and the plan says
         why; C(ichor-system) is then not isolated by the collection.
       - Give M(maesh.ichor.installer_apply) and M(maesh.ichor.installer_prune) of a run the same list.
     type: list

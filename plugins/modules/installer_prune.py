@@ -9,7 +9,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: installer_prune
-short_description: Delete what the installer's last run installed and this bundle drops (ADR 0111)
+short_description: Delete what the installer's last run installed and this bundle drops
 version_added: 0.1.0
 description:
   - The last stage of an installer run, after M(maesh.ichor.installer_apply) and the checks.
@@ -17,7 +17,8 @@ description:
     longer ships, of a prunable kind (ClusterRole, ClusterRoleBinding, Role, RoleBinding, ServiceAccount, Service,
     Deployment, MutatingWebhookConfiguration, ValidatingWebhookConfiguration, ValidatingAdmissionPolicy,
     ValidatingAdmissionPolicyBinding), cluster-scoped or in the installer's namespace, name not starting with
-    C(ichor-installer); plus the ClusterRole C(ichor-ichor-break-glass-role) renamed by ADR 0109."
+    C(ichor-installer); plus the ClusterRole C(ichor-ichor-break-glass-role), renamed C(ichor-ichor-override-role)
+    in the bundle."
   - Each candidate is read again and deleted only if it still carries C(ichor.maesh.dev/installed-by=ichor-installer)
     (the renamed role C(app.kubernetes.io/name=ichor)), with a UID precondition. CRDs, Namespaces, Secrets,
     PriorityClasses, CiliumNetworkPolicies, PersistentVolumeClaims and unmarked objects are never deleted.

@@ -14,7 +14,8 @@ version_added: 0.1.0
 description:
   - Reads the cluster the way it runs on Talos (each machine's Talos version, the control-plane component images in
     the control planes' machine configs, each Node's kubelet, the CNI) and judges each component C(up_to_date) or
-    C(behind) against the release set (ADR 0113). A component newer than the set is refused.
+    C(behind) against the release set, the one pinned set of versions the collection installs. A component newer
+    than the set is refused.
   - Validates an optional desired change against the versions stored in the cluster record (ConfigMap
     C(ichor-cluster) in C(ichor-system)); a changed value is accepted only when it is the pinned one and not lower
     than the stored one. There is no override.

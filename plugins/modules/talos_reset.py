@@ -12,10 +12,10 @@ module: talos_reset
 short_description: Reclaim one Talos machine that another cluster configured
 version_added: 0.1.0
 description:
-  - The reclaim of one machine (ADR 0103, section 2), not a bare reset. In order, it inspects the machine, applies
-    the refusals, takes the typed UUID as consent, sends the reset, waits for maintenance mode and registers the
-    machine as a pending machine of the managed cluster. The reset is its only write to the machine, hence the
-    name.
+  - The reclaim of one machine that another cluster configured, so that this cluster can take it; not a bare
+    reset. In order, it inspects the machine, applies the refusals, takes the typed UUID as consent, sends the reset,
+    waits for maintenance mode and registers the machine as a pending machine of the managed cluster. The reset is
+    its only write to the machine, hence the name.
   - B(Inspection.) The machine is read over its authenticated Talos API with the foreign cluster's talosconfig. Only
     O(node) is dialled; the endpoints and nodes in that talosconfig are ignored, so a talosconfig that lists other
     machines cannot widen the reach. A talosconfig with several contexts needs the one to use named in
@@ -136,9 +136,8 @@ options:
 notes:
   - The typed UUID is the consent. In AWX the job template's survey asks for it as text; see C(docs/awx/README.md).
 seealso:
-  - name: Seed 0103, section 2
-    description: Adding a machine that already runs Talos; reclaim.
-    link: https://ichor.maesh.dev/next/adr/0103-deploy-onto-machines-that-already-run-talos/
+  - module: maesh.ichor.init_plan
+    description: Names the pending machines a reclaim leaves, and plans their join when the inventory lists them.
 """
 
 EXAMPLES = r"""

@@ -914,7 +914,7 @@ def test_no_cni_our_cilium_is_installed_first_then_the_cluster_is_adopted_manage
                          ichor_adopt_helm=kube_lab.bins["helm"], ichor_adopt_etcd_snapshot_dir=str(tmp_path / "etcd"))
         planned = _adopt(inv, "--check", "--diff")
         assert planned.returncode == 0, planned.stdout[-4000:]
-        assert "mode: managed, no CNI: the collection's Cilium is installed first (ADR 0104)" in planned.stdout
+        assert "mode: managed, no CNI: the collection's Cilium is installed first, then the cluster is adopted" in planned.stdout
         adopted = _adopt(inv, "-e", "ichor_adopt_confirm=true", "-e", "ichor_accept_changes=true")
         assert adopted.returncode == 0, adopted.stdout[-6000:]
         record = cluster_record.read(KubeClient(kubeconfig=kube_lab.kubeconfig))

@@ -69,7 +69,8 @@ def test_two_cnis_are_refused_even_with_the_flag_naming_both():
 
 def test_no_cni_is_an_install_of_our_cilium_only_when_the_configs_say_none_and_no_node_is_ready():
     out = rules.cni_outcome(_k8s(kfacts.NONE, ready=0), CPS_NONE, {}, False)
-    assert (out["mode"], out["preset"]) == (rules.INSTALL, "cilium") and "ADR 0104" in out["lines"][1]
+    assert (out["mode"], out["preset"]) == (rules.INSTALL, "cilium")
+    assert "mode: managed, no CNI: the collection's Cilium is installed first, then the cluster is adopted" in out["lines"][1]
     assert rules.cni_outcome(_k8s(kfacts.NONE), CPS_NONE, {}, True)["talos_cni"] == "none"
     with pytest.raises(rules.Refusal, match="1 of 2 Nodes are Ready: a CNI Ichor cannot see serves them"):
         rules.cni_outcome(_k8s(kfacts.NONE, ready=1), CPS_NONE, {}, False)

@@ -49,8 +49,8 @@ def test_what_the_records_list_and_the_chart_does_not_render():
     """Every revision counts (a failed upgrade's record lists less than what runs), each object once; an object written
     without a namespace is where helm put it; identities ignore the API version, not the group; a cluster-scoped
     object written with a namespace is still the same object."""
-    v1 = _record(1, CHART[:3] + RELAY + [OLD_JOB, _doc("ClusterRole", "cilium", "kube-system",
-                                                        "rbac.authorization.k8s.io/v1beta1")])
+    old_role = _doc("ClusterRole", "cilium", "kube-system", "rbac.authorization.k8s.io/v1beta1")
+    v1 = _record(1, CHART[:3] + RELAY + [OLD_JOB, old_role])
     v2 = _record(2, CHART[:3] + [OLD_JOB], status="failed")
     found = orphans.not_rendered([v2, v1], CHART, _namespaced, "ichor-system")
     assert found == [
@@ -59,8 +59,8 @@ def test_what_the_records_list_and_the_chart_does_not_render():
         ("v1", "ConfigMap", "kube-system", "hubble-relay-config", ("kube-system", "cilium"))]
     # the chart's objects written without a namespace land in the release's (ichor-system), not in kube-system
     bare = [_doc("ConfigMap", "cilium-config")]
-    assert orphans.rendered_keys(bare, _namespaced, "ichor-system") == {("", "ConfigMap", "ichor-system",
-                                                                          "cilium-config")}
+    keys = orphans.rendered_keys(bare, _namespaced, "ichor-system")
+    assert keys == {("", "ConfigMap", "ichor-system", "cilium-config")}
     # a record that cannot be decoded is named, not fatal
     broken = _record(3, [])
     broken.secret["data"]["release"] = "bm90IGEgcmVsZWFzZQ=="
@@ -123,7 +123,11 @@ class Kube:
         del self.objects[key]
 
 
-def _live(doc, uid, annotations=OWNED, namespace="kube-system"):
+_OWNED = object()  # the default: the foreign release's annotations (None: none at all)
+
+
+def _live(doc, uid, annotations=_OWNED, namespace="kube-system"):
+    annotations = OWNED if annotations is _OWNED else annotations
     obj = json.loads(json.dumps(doc))
     if obj["kind"] not in CLUSTER_SCOPED:
         obj["metadata"]["namespace"] = obj["metadata"].get("namespace") or namespace

@@ -5,9 +5,11 @@
   ichor_ variable the playbook itself reads (reclaim.yml has no role: its own variables);
 * a guide names no ichor_ variable that nothing defines: not an argument spec option of any role, not a variable of
   a playbook, not a host variable the maesh.ichor.machines filter reads (catches typos and stale names);
-* every relative link in docs/*.md points to a file that exists (and, with #fragment, to a heading of it).
+* every relative link in docs/*.md points to a file that exists (and, with #fragment, to a heading of it);
+* no role, playbook, guide, plugin documentation or module message cites a decision record the user does not have.
 """
 
+import ast
 import os
 import re
 
@@ -235,6 +237,53 @@ def test_no_role_playbook_or_guide_cites_a_decision_record_the_user_does_not_hav
             if CITATION.search(line):
                 cited.append("%s: %s" % (relative, line.strip()))
     assert not cited, "say the rule in its own words instead of citing a record:\n" + "\n".join(cited)
+
+
+def _docstrings(tree):
+    """The ids of the docstring nodes of a parsed file (module, class, function): read by maintainers, not users."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def plugin_citations(path):
+    """Where a plugin file cites a record. Outside module_utils the whole file is what a user reads (the modules'
+    DOCUMENTATION, EXAMPLES and RETURN, doc fragments, the inventory, callback, lookup and filter plugins); in
+    module_utils every string but a docstring (messages, plan lines, warnings, NOTICE lines)."""
+    text = _read(path)
+    if os.sep + "module_utils" + os.sep not in path:
+        return [line.strip() for line in text.splitlines() if CITATION.search(line)]
+    tree = ast.parse(text, path)
+    docstrings = _docstrings(tree)
+    return ["line %d: %s" % (node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+            and CITATION.search(node.value)]
+
+
+def test_no_plugin_documentation_or_message_cites_a_decision_record_the_user_does_not_have():
+    cited = []
+    for folder, _dirs, files in os.walk(os.path.join(REPO, "plugins")):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                cited += ["%s: %s" % (os.path.relpath(path, REPO), line) for line in plugin_citations(path)]
+    assert not cited, "say the rule in its own words instead of citing a record:\n" + "\n".join(cited)
+
+
+def test_the_plugin_citation_check_reads_messages_not_docstrings(tmp_path):
+    utils = tmp_path / "module_utils"
+    utils.mkdir()
+    source = utils / "x.py"
+    source.write_text('"""Rules of seed 0103, section 2."""\n\n\ndef f():\n    """ADR 0111."""\n'
+                      '    # ADR 0109 renamed it\n    return "NOTICE: renamed (ADR" " 0109)"\n')
+    assert plugin_citations(str(source)) == ["line 7: NOTICE: renamed (ADR 0109)"]
+    module = tmp_path / "m.py"
+    module.write_text('DOCUMENTATION = r"""\ndescription:\n  - The reclaim (seed 0103, section 2).\n"""\n')
+    assert plugin_citations(str(module)) == ["- The reclaim (seed 0103, section 2)."]
 
 
 def test_the_citation_check_catches_what_it_should():

@@ -118,7 +118,7 @@ def test_the_owner_check():
     assert prune.owner_check({"metadata": {"labels": {}}})[0] is False
     renamed = prune.RENAMED_OBJECTS[0]
     assert prune.owner_check({"metadata": {"labels": {"app.kubernetes.io/name": "ichor"}}}, renamed) == (
-        True, "renamed to ichor-ichor-override-role (ADR 0109) and carries app.kubernetes.io/name=ichor")
+        True, "renamed to ichor-ichor-override-role in the bundle and carries app.kubernetes.io/name=ichor")
     assert prune.owner_check(marked, renamed) == (False, "does not carry app.kubernetes.io/name=ichor")
 
 

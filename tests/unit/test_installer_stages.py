@@ -434,6 +434,18 @@ def _listed(kube):
     return sorted("%s %s" % (r.kind, r.name) for r in refs)
 
 
+def _kill_at(writes):
+    """A fault hook: the stage's process ends at its ``writes``-th write (never with None)."""
+    left = [writes]
+
+    def count():
+        if left[0] is not None:
+            left[0] -= 1
+            if left[0] <= 0:
+                raise Killed()
+    return count
+
+
 def test_any_interleaving_of_installs_loses_no_object_and_one_calm_run_converges(kube, write):
     """Two and three runs with different bundles, their stages interleaved in a seeded random order, some killed at a
     random write (no rescue runs, as after SIGKILL), with no lock between them (what the lock prevents, the inventory
@@ -449,17 +461,10 @@ def test_any_interleaving_of_installs_loses_no_object_and_one_calm_run_converges
             paths = write("b-%d-%d" % (case, index), rng.sample(POOL, rng.randint(1, len(POOL))))
             runs.append({"paths": paths, "id": "run-%d-%d" % (case, index), "stages": [stages.apply_run, stages.prune_run],
                          "kill_at": rng.choice([None, None] + list(range(1, 12)))})
-        writes = 0
         while any(r["stages"] for r in runs):
             run = rng.choice([r for r in runs if r["stages"]])
             stage = run["stages"].pop(0)
-            budget = {"left": run["kill_at"] - writes if run["kill_at"] is not None else None}
-
-            def count(budget=budget):
-                if budget["left"] is not None:
-                    budget["left"] -= 1
-                    if budget["left"] <= 0:
-                        raise Killed()
+            count = _kill_at(run["kill_at"])
             for verb in ("apply", "create", "replace", "delete"):
                 for obj in POOL + [{"metadata": {"name": n}} for n in (inventory.INVENTORY_NAME, snapshot.SNAPSHOT_NAME)]:
                     kube.fail[(verb, obj["metadata"]["name"])] = count
@@ -491,7 +496,7 @@ def test_an_unparseable_inventory_is_ignored_with_a_warning_and_the_renamed_role
     warning = ("the installer inventory %s/%s cannot be parsed; it is ignored and nothing it lists is pruned"
                % (NS, inventory.INVENTORY_NAME))
     assert applied["warnings"] == [warning] and "WARNING: " + warning in applied["plan"]
-    assert "NOTICE: ClusterRole %s was renamed to %s (ADR 0109); the old object is still present" % (
+    assert "NOTICE: ClusterRole %s was renamed to %s in the bundle; the old object is still present" % (
         renamed.ref.name, renamed.new_name) in applied["plan"]
     assert pruned["pruned"] == ["ClusterRole %s" % renamed.ref.name]
     assert kube.live("ServiceAccount", "listed") is not None

@@ -34,8 +34,8 @@ def test_credentials_in_lists_maps_and_text_of_a_live_config_are_masked_in_the_r
                                          "https://manifests.example.com/public.yaml"]
     body["machine"].setdefault("nodeAnnotations", {})["source"] = (
         "https://client:%s@issuer.example.com" % PASSWORD)
-    body["cluster"]["inlineManifests"] = [{"name": "notes", "contents": "kind: ConfigMap\n# fetched from\n"
-                                                                          "#   https://%s@git.example.com/x\n" % TOKEN}]
+    notes = "kind: ConfigMap\n# fetched from\n#   https://%s@git.example.com/x\n" % TOKEN
+    body["cluster"]["inlineManifests"] = [{"name": "notes", "contents": notes}]
     live = documents.parse(yaml.safe_dump_all(docs))
     bundle = secrets.load(os.path.join(CASE, "secrets.yaml"))
     cluster_spec, machine_spec = spec.from_gen_options(case)
@@ -62,7 +62,7 @@ def _structure(rng, depth, marker):
             places.append(node)
             return node
         if roll < 0.65:
-            return [value(level + 1) for _ in range(rng.randint(1, 4))]
+            return [value(level + 1) for unused in range(rng.randint(1, 4))]
         return dict(("k%d" % i, value(level + 1)) for i in range(rng.randint(1, 4)))
 
     top = value(0)

@@ -11,6 +11,9 @@ import re
 import pytest
 import yaml
 from ansible.module_utils import basic
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLUGINS = os.path.join(REPO, "plugins")
@@ -269,3 +272,36 @@ def test_return_documents_what_every_returned_dict_contains(module):
     # ansible_facts and diff are Ansible's own; a free-form map (versions by source) is documented as such
     missing = [m for m in missing if m.split(".")[0] not in ("ansible_facts", "diff")]
     assert not missing, "%s: RETURN gives no contains for %s" % (module, missing)
+
+
+# -- the tested range of ansible-core, stated once in each place that states it ---------------------------------------
+
+def _ansible_core_pins(text):
+    """The SpecifierSets of every ``ansible-core<spec>`` pin in a text (a shell script's or a YAML file's)."""
+    return [SpecifierSet(spec) for spec in re.findall(r"ansible-core\s*((?:[<>=!~]=?\s*[0-9.*]+\s*,?\s*)+)", text)]
+
+
+def _bound(specifiers, operator):
+    (version,) = [Version(s.version) for s in specifiers if s.operator == operator]
+    return version
+
+
+def test_requirements_and_runtime_state_the_same_tested_range_of_ansible_core():
+    with open(os.path.join(REPO, "meta", "runtime.yml")) as handle:
+        runtime = SpecifierSet(yaml.safe_load(handle)["requires_ansible"])
+    with open(os.path.join(REPO, "requirements.txt")) as handle:
+        pinned = [Requirement(line.split("#")[0].strip()) for line in handle
+                  if re.match(r"ansible-core\b", line.strip())]
+    assert len(pinned) == 1, "requirements.txt: one ansible-core line, the range meta/runtime.yml requires"
+    assert pinned[0].specifier == runtime, "requirements.txt's ansible-core%s is not meta/runtime.yml's %s" % (
+        pinned[0].specifier, runtime)
+    # the ends are the ones the tests run (scripts/bootstrap: the floor env and the newest), and the execution
+    # environment's ansible-core lies inside the range
+    with open(os.path.join(REPO, "scripts", "bootstrap")) as handle:
+        tested = _ansible_core_pins(handle.read())
+    assert tested, "scripts/bootstrap pins no ansible-core"
+    assert min(_bound(pin, ">=") for pin in tested) == _bound(runtime, ">="), "the floor the tests run"
+    assert max(_bound(pin, "<") for pin in tested) == _bound(runtime, "<"), "the newest the tests run"
+    with open(os.path.join(REPO, "meta", "execution-environment.yml")) as handle:
+        for pin in _ansible_core_pins(handle.read()):
+            assert _bound(pin, ">=") in runtime, "meta/execution-environment.yml's ansible-core%s" % pin

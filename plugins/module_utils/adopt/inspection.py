@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Adopt's first phase (seed 0103, 1.8): read the whole cluster once and make the plan; nothing is written.
+"""Adopt's first phase: read the whole cluster once and make the plan; nothing is written.
 
-Order, as the seed gives it: every machine read at once over the Talos API (its facts and live config), the
+Order: every machine read at once over the Talos API (its facts and live config), the
 versions judged against the release set (Talos below v1.12 or newer than the set, Kubernetes newer than the
 set: refused), the Kubernetes side (``k8s.cluster_facts``), the CNI row and its mode, kube-proxy, KubePrism,
 the secrets bundle (a given file, or recovered from one named control plane) checked against every config,
@@ -64,7 +64,7 @@ def inspect(params, conn):
 
 def _network_policies(k8s, mode):
     """The network-policy gate as the installer of phase 2 will find it; with no CNI yet, the installer runs again
-    after phase 3 has installed Cilium (ADR 0104: the gate follows live detection)."""
+    after phase 3 has installed Cilium (the gate follows what runs, read live)."""
     applied, why = policies.of_facts(k8s)
     if mode == rules.INSTALL:
         why += "; the installer runs again after phase 3 has installed Cilium, and applies them once its CRD exists"

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Adopt's fourth phase (seed 0103, 1.7 and 1.8): release one held machine.
+"""Adopt's fourth phase: release one held machine.
 
 Only after the write phase (the record says adopted) and, for a managed Cilium, a completed takeover (the record's
 ``cilium`` names the release). The machine's render (the record's cluster spec and the machine's spec, the bundle

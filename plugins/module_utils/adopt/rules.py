@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What adopt may do with a cluster, decided from what was read (pure functions, no I/O).
 
-* The CNI table (seed 0103, 1.1; ADR 0104 for no CNI): the Kubernetes side's verdict
+* The CNI table: the Kubernetes side's verdict
   (``k8s.cluster_facts``), the Talos side's CNI selection and the CNI configs under /etc/cni/net.d give the
   mode: ``ours`` (the collection's release exists: adopt only checks it), ``takeover`` (a foreign Cilium,
   case B or C), ``install`` (no CNI at all: our Cilium is installed first), or ``unmanaged`` (the CNI is left
@@ -26,7 +26,7 @@ MANAGED = (OURS, TAKEOVER, INSTALL)
 KUBEPRISM_PORT = 7445
 FLAG = "ichor_cni_unmanaged=true"
 
-# Seed 0103 1.1, with our variable for its flag.
+# The refusal of a CNI adopt may only leave alone, with our variable for its flag.
 UNMANAGED_ONLY = ("Ichor will not install or operate it; to adopt the cluster with the CNI left exactly as it is, "
                   "run again with %s." % FLAG)
 CA_ADVICE = ("CA rotation advised: the Talos and Kubernetes client certificates of the previous administrators, and "
@@ -130,7 +130,7 @@ def cni_outcome(k8s, talos_cnis, cni_configs, unmanaged):
         if ready:
             raise Refusal("no CNI DaemonSet runs and cni.name is none, yet %d of %d Nodes are Ready: a CNI Ichor "
                           "cannot see serves them. %s" % (ready, len(k8s["nodes"]), UNMANAGED_ONLY))
-        lines.append("mode: managed, no CNI: the collection's Cilium is installed first (ADR 0104), then the "
+        lines.append("mode: managed, no CNI: the collection's Cilium is installed first, then the "
                      "cluster is adopted; or adopt it unmanaged with %s" % FLAG)
         return dict(row=row, mode=INSTALL, preset="cilium", talos_cni=talos_cni, lines=lines)
     # flannel, calico, another CNI: unmanaged only
@@ -146,7 +146,7 @@ def found_by(daemonsets):
 
 def kube_proxy_mode(mode, talos_enabled, daemonset, replacement):
     """The cluster spec's cni.kubeProxy (``enabled`` or ``replaced``) and its plan line; Refusal when a managed
-    Cilium's two sides disagree (seed 0103 1.5).
+    Cilium's two sides disagree.
 
     talos_enabled: the control planes' machine configs run kube-proxy; daemonset: the kube-proxy DaemonSet
     exists; replacement: Cilium's kubeProxyReplacement (None without a Cilium)."""
@@ -194,7 +194,7 @@ def kubeprism(mode, prisms):
 
 
 def contract_override(given):
-    """The operator's contract override: only the release set's contract (seed 0113: no free choice)."""
+    """The operator's contract override: only the release set's contract (no free choice)."""
     if given and given != release.CONTRACT:
         raise Refusal("version_contract %s: an override may only name the release set's contract %s" % (
             given, release.CONTRACT))

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Adopt's second phase (seed 0103, 1.8): under the cluster lock, what later runs need is written into the cluster
+"""Adopt's second phase: under the cluster lock, what later runs need is written into the cluster
 itself, and nothing is applied to a node.
 
 The plan is made again first (``inspection``: every refusal holds here as in the plan). Then, in this order: the

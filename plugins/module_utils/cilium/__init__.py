@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Cilium as the collection's own Helm release (seed 0103 section 1.2, issue 13): taking over a running Cilium.
+"""Cilium as the collection's own Helm release: taking over a running Cilium.
 
 ``helm`` runs the real helm binary (v3.18 or later 3.x) with the run's kubeconfig, written 0600 into a
 private temporary directory that is removed afterwards, and resolves the chart (a path, a .tgz, an OCI

@@ -173,7 +173,7 @@ class Takeover:
     def preconditions(self):
         """Every read-only check; returns the Plan (its result says what a run would do)."""
         plan, kube, params = self.plan, self.kube, self.params
-        if release_mod.unmanaged(cluster_record.read(kube).data):  # adopted with its CNI left alone (seed 0103 1.1a)
+        if release_mod.unmanaged(cluster_record.read(kube).data):  # adopted with its CNI left alone
             raise plan.refuse(release_mod.UNMANAGED)
         helm_version = self.helm.version()
         chart, meta = self.helm.resolve_chart(params.get("chart"), params.get("chart_digest"),

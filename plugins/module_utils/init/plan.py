@@ -1,14 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Init's plan (seed 0113 decision 2; seed 0103 section 2 and ADR 0128): what ``maesh.ichor.init`` would do to make a
+"""Init's plan: what ``maesh.ichor.init`` would do to make a
 new cluster from machines in maintenance mode, or to join machines to it; read-only everywhere.
 
 The versions are the release set's, with no choice (another Talos, contract or Kubernetes is refused, naming the
 set); the CNI is the collection's Cilium (init never writes ``preset: unmanaged``: that mode is adoption's), with
 KubePrism on 7445. Then each machine is read: in maintenance mode it answers the maintenance API with its UUID
 (checked against the inventory's); one that refuses it is configured, and it is this cluster's (its config carries
-the bundle's CAs: the add path of ADR 0128, the same render and apply over the authenticated API) or another's
+the bundle's CAs: it is added with the same render, applied over the authenticated API) or another's
 (refused with the reclaim hint: init never resets a machine). An inventory with no control plane is refused; an even
 number of control planes is a warning. etcd is bootstrapped only when no control plane of this cluster lists a
 member. The pending machines of the cluster record (from reclaim) are named, and joined when the inventory lists
@@ -183,8 +183,7 @@ def _run(params, conn, result):
                                                         release.CONTRACT))
         else:
             plan.append("%s (%s): configured by this cluster (Talos %s, UUID %s): the same render, applied over the "
-                        "authenticated API when it drifts (ADR 0128)" % (m["name"], m["node"], found["talos"],
-                                                                         found["uuid"]))
+                        "authenticated API when it drifts" % (m["name"], m["node"], found["talos"], found["uuid"]))
         entry["etcd_members"] = found.get("etcd_members")
     result["machines"] = entries
     members = [e for e in entries if e.get("etcd_members")]

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The installer (ADR 0111): apply a bundle with server-side apply, prune what the previous run installed
+"""The installer: apply a bundle with server-side apply, prune what the previous run installed
 and this bundle drops, with a snapshot to roll back to. ``objects`` (an object's identity, the
 installer's mark, the form an object is compared and restored in), ``bundle`` (reading the manifests),
 ``inventory`` (the record of what a run applied), ``prune`` (the prune rules: the prunable kinds, the

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The network-policy gate (seed 0103, 1.1a; ADR 0104: it follows live detection). The collection's network
+"""The network-policy gate, which follows what runs, read live. The collection's network
 policies are CiliumNetworkPolicies, so they are applied only when a Cilium agent DaemonSet runs in the cluster
 and the CiliumNetworkPolicy CRD exists; otherwise the installer leaves them out and says so. In one place:
 adopt's plan and the installer ask the same question of the same facts."""

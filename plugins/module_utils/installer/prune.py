@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The prune rules of ADR 0111, in one place: the kinds the installer may delete, which objects of the
+"""The prune rules, in one place: the kinds the installer may delete, which objects of the
 previous inventory are candidates, the renamed objects of builds before the inventory, and the owner
 check made on each candidate at delete time."""
 
@@ -33,7 +33,7 @@ PRUNABLE_KINDS = frozenset([
 
 
 class Renamed:
-    """An object a build before ADR 0111 may still hold under an old name (``renamedObjects``)."""
+    """An object a build before the inventory may still hold under an old name (``renamedObjects``)."""
 
     def __init__(self, ref, label, new_name):
         self.ref = ref
@@ -41,7 +41,7 @@ class Renamed:
         self.new_name = new_name
 
 
-# ADR 0109 renamed the override ClusterRole; builds before the inventory may still hold it.
+# The override ClusterRole was once the break-glass role; builds before the inventory may still hold it.
 RENAMED_OBJECTS = (
     Renamed(Ref("rbac.authorization.k8s.io/v1", "ClusterRole", None, "ichor-ichor-break-glass-role"),
             ("app.kubernetes.io/name", "ichor"), "ichor-ichor-override-role"),
@@ -91,7 +91,7 @@ def owner_check(live, renamed=None):
     if renamed is not None:
         key, value = renamed.label
         if labels(live).get(key) == value:
-            return True, "renamed to %s (ADR 0109) and carries %s=%s" % (renamed.new_name, key, value)
+            return True, "renamed to %s in the bundle and carries %s=%s" % (renamed.new_name, key, value)
         return False, "does not carry %s=%s" % (key, value)
     if carries_mark(live):
         return True, "dropped from the bundle and carries %s=%s" % (MARK_KEY, MARK_VALUE)

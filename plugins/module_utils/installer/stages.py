@@ -102,7 +102,7 @@ def lines(steps, warnings=()):
     plan = [s.line() for s in steps if s.action != "unchanged"]
     for renamed in RENAMED_OBJECTS:
         if any(s.ref == renamed.ref for s in steps):
-            plan.append("NOTICE: %s was renamed to %s (ADR 0109); the old object is still present"
+            plan.append("NOTICE: %s was renamed to %s in the bundle; the old object is still present"
                         % (renamed.ref, renamed.new_name))
     return plan + ["WARNING: %s" % w for w in warnings]
 

@@ -1,14 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The Kubernetes side of a cluster as adopt reads it (seed 0103, 1.1 and 1.5): which CNI runs, who installed
+"""The Kubernetes side of a cluster as adopt reads it: which CNI runs, who installed
 it, kube-proxy, Cilium's kube-proxy replacement, and the Nodes. Read-only.
 
 Cluster-wide and in few calls: the DaemonSets of every namespace in one list (Calico's operator installs into
 ``calico-system``, upstream flannel into ``kube-flannel``), the Helm records of the Cilium release in one list,
 the Nodes in one list, and a get per Cilium ConfigMap and CRD.
 
-The verdict is one row of the seed's CNI table:
+The verdict is one row of adopt's CNI table:
 
 =================  ==========================================================================================
 ours               a Cilium whose release the collection keeps (``cilium`` in ichor-system)

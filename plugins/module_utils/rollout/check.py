@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Judge a running cluster against the release set and plan the rollout's next step (ADR 0113):
+"""Judge a running cluster against the release set and plan the rollout's next step:
 the ``release_check`` module's flow. Reads only: the machines, the Nodes, the CNI, the cluster
 record; validates a desired change against the stored versions; finds each config's contract form
 with the config engine; returns the Versions table and the steps still needed."""

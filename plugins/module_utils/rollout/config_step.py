@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The rollout's config step (ADR 0113 decision 6): after the Talos step, move each machine's config
+"""The rollout's config step: after the Talos step, move each machine's config
 to the release set's contract form, rendered by the config engine, control planes first, one machine
 at a time. Talos's dry run says which machines it reboots; a control plane is not started while etcd
 is unhealthy; after a reboot the machine is waited for before the next one starts; every apply is

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The rollout's Kubernetes step (ADR 0057, ADR 0113): removed APIs still in use refuse it; each
+"""The rollout's Kubernetes step: removed APIs still in use refuse it; each
 machine's config is rendered by the config engine and applied without a reboot, in phases (the
 control planes, then kube-proxy with its DaemonSet, then the kubelets, each waited for one at a
 time), every apply read back. ``run`` is the ``kubernetes_upgrade`` module's flow."""

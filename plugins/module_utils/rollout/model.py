@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Machine configs in the rollout (ADR 0113): the config and Kubernetes steps render whole configs.
+"""Machine configs in the rollout: the config and Kubernetes steps render whole configs.
 
 Each machine's config is rendered by the config engine from the cluster's secrets bundle, the cluster
 spec and the machine spec. The spec's fields not given (all of them, without an inventory spec) are read

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The rollout's plan (ADR 0113 decision 6): the Versions table, the refusals a cluster the set cannot
+"""The rollout's plan: the Versions table, the refusals a cluster the set cannot
 reach gets before anything is written, and the steps still needed, in order (talos, config,
 kubernetes, cilium)."""
 
@@ -21,7 +21,7 @@ class Refused(IchorError):
 
 def judges_cilium(cni):
     """Whether the rollout judges the Cilium the detector found: only a managed one (a cluster adopted with its CNI
-    unmanaged keeps whatever Cilium it runs, seed 0103 1.1a; state.read marks it)."""
+    unmanaged keeps whatever Cilium it runs; state.read marks it)."""
     return bool(cni and cni.get("name") == "cilium" and cni.get("version") and not cni.get("unmanaged"))
 
 
@@ -135,9 +135,8 @@ def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pend
             lines.append("then record the version contract %s (it moves with Talos)" % release.CONTRACT)
         steps.append({"step": "talos", "machines": [m["name"] for m in behind], "lines": lines})
     kube_behind = bool(kubernetes) and release.judge(kubernetes, release.KUBERNETES) == "behind"
-    # ADR 0113 runs the config step once Talos is done, when Kubernetes is behind (Ichor's controller applies any
-    # other pending config on its own); with no controller here, it also runs when Kubernetes is up to date. The
-    # plan shows it behind a Talos step too: the rollout never hides a config step.
+    # The config step runs once Talos is done, whether Kubernetes is behind or up to date: nothing here applies a
+    # pending config on its own. The plan shows it behind a Talos step too: the rollout never hides a config step.
     if config_pending:
         steps.append({"step": "config", "machines": [m["name"] for m in config_pending],
                       "lines": [_config_line(m) for m in config_pending]})

@@ -2,7 +2,7 @@
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Read or update the cluster record (``k8s.cluster_record``): the ``cluster_record`` module's flow.
-The stored versions move only to the release set's values and never down (ADR 0113 decision 4)."""
+The stored versions move only to the release set's values and never down."""
 
 from __future__ import absolute_import, division, print_function
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The rollout's Talos step for one machine (ADR 0113 / ADR 0043): upgrade, wait for it to come
+"""The rollout's Talos step for one machine: upgrade, wait for it to come
 back with the new version, its etcd member healthy and the cluster with quorum, its Node Ready.
 
 Talos v1.13+ machines: ImageService Pull, LifecycleService Upgrade, then Reboot (as talosctl 1.14

@@ -3,9 +3,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Versions first: the Talos versions a cluster's machines run, judged before adopt writes anything.
 
-Any machine below v1.12.0 refuses the cluster (ADR 0103 section 1.9, with its message); in a mixed
+Any machine below v1.12.0 refuses the cluster ("upgrade Talos first"); in a mixed
 cluster (some machines at v1.12 or later, some below) the message names the machines below. Any machine
-on a Talos newer than the release set refuses it too (ADR 0113, the rollout's wording). A machine whose
+on a Talos newer than the release set refuses it too (in the rollout's wording). A machine whose
 version cannot be read as vMAJOR.MINOR.PATCH refuses it as well: nothing can be judged for it.
 """
 
