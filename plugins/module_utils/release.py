@@ -12,8 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
-
+from ansible_collections.maesh.ichor.plugins.module_utils.common import versions
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 
 TALOS = "v1.14.5"
@@ -47,8 +46,6 @@ CILIUM_KUBERNETES = {
 # Adopt needs Talos v1.12 or later; contracts below it are not rendered.
 MINIMUM_TALOS = (1, 12)
 
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+].*)?$")
-
 
 class VersionError(IchorError, ValueError):
     """A version string that is not vMAJOR.MINOR[.PATCH]."""
@@ -56,10 +53,10 @@ class VersionError(IchorError, ValueError):
 
 def parse(version):
     """'v1.14.5' / '1.14' -> (1, 14, 5) / (1, 14, 0)."""
-    match = _VERSION.match(str(version).strip())
-    if not match:
+    stated = versions.read(str(version))
+    if stated is None:
         raise VersionError("%r is not a version (vMAJOR.MINOR.PATCH)" % (version,))
-    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+    return stated.numbers
 
 
 def minor(version):

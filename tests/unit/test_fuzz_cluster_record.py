@@ -1,7 +1,10 @@
-"""Fuzz the cluster record's decoding (issue 12): every mutation of a valid ConfigMap ``ichor-cluster`` (its
+"""Fuzz the cluster record's decoding (issues 12 and 26): every mutation of a valid ConfigMap ``ichor-cluster`` (its
 object and the JSON under ``record``) decodes or is refused with one RecordError line, and what decodes is
-safe for the record's readers (the rollout's stored versions, reclaim's pending machines, encode).
-Budget and the maintainer's command: tests/unit/conftest.py."""
+safe for the record's readers (the rollout's stored versions and handed-over entries, reclaim's pending machines
+and its managed-machine refusal, the inventory's pending hosts, adopt's holds and release spec, cilium_release's
+unmanaged check, encode). Budget and the maintainer's command: tests/unit/conftest.py.
+
+Target: ``cluster-record`` (k8s.cluster_record.decode, then each reader of the record's data)."""
 
 import copy
 import json
@@ -9,8 +12,13 @@ import json
 import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.adopt import release as adopt_release
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import release as cilium_release
+from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
-from ansible_collections.maesh.ichor.plugins.module_utils.reclaim import flow
+from ansible_collections.maesh.ichor.plugins.module_utils.reclaim import flow, policy
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import state
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import inventory
 from tests.unit.conftest import mutate_bytes, mutate_tree
 
 MARKER = "ICHORfuzzRECORDmarker0123456789abcdefXYZ"
@@ -18,8 +26,14 @@ MARKER = "ICHORfuzzRECORDmarker0123456789abcdefXYZ"
 
 def valid_record():
     return {"schema": 1, "talos": "v1.14.5", "kubernetes": "v1.36.6", "contract": "v1.14",
-            "cluster": {"id": "c1", "name": "prod"},
-            "machines": [{"uuid": "u1", "address": "10.0.0.5", "state": "pending", "source": "reclaim", "at": "2026"}],
+            "cluster": {"id": "c1", "name": "prod", "cni": {"preset": "cilium"}, "inlineManifests": [{"name": "cilium"}]},
+            "machines": [{"uuid": "u1", "address": "10.0.0.5", "state": "pending", "source": "reclaim", "at": "2026"},
+                         {"uuid": "u0", "address": "10.0.0.4", "state": "ready"}],
+            "nodes": {"cp-1": {"uuid": "u3", "node": "10.0.0.1", "role": "controlplane", "spec": {"hostname": "cp-1"}}},
+            "held": {"cp-1": "adopted"},
+            "adoption": {"adopted": True, "mode": "takeover", "inlineManifest": ["cilium"]},
+            "cilium": {"release": "ichor-system/cilium", "chart": "1.20.4", "tunnel": "vxlan", "kubeProxy": "replace",
+                       "values": {}, "inlineManifests": ["cilium"]},
             "note": MARKER}
 
 
@@ -38,6 +52,24 @@ def use(given):
     flow.add_pending(copy.deepcopy(record.data), "u2", "10.0.0.6", "now")
     cluster = record.get("cluster") or {}
     assert isinstance(cluster, dict)
+    # reclaim: the managed cluster as LiveIO.managed makes it of the record, and the refusal of one of its machines
+    managed = {"name": "prod", "id": "c2", "uuids": ["u9"], "machines": list(record.get("machines") or []),
+               "record_id": cluster.get("id")}
+    for uuid in ("u0", "u1", "u3"):
+        policy.managed_refusal({"uuid": uuid, "cluster": {"id": "c1"}}, managed)
+    for host in inventory.pending(record.data):
+        assert all(isinstance(host[key], str) for key in ("name", "address"))
+    cluster_record.held(record, {"cp-1", "10.0.0.1", "w-1"})
+    try:
+        cluster_record.refuse_held(record, {"10.0.0.1"})
+    except cluster_record.RecordError:
+        pass
+    state.handed_over(record.data)
+    cilium_release.unmanaged(record.data)
+    try:
+        adopt_release._render_spec(record)  # pylint: disable=protected-access
+    except IchorError:
+        pass
     cluster_record.encode(record)
     return record
 
@@ -81,6 +113,24 @@ FOUND = [
     (configmap('{"schema": true}'), "field 'schema' of key 'record' is not a number"),
     (configmap('{"cluster": "prod"}'), "field 'cluster' of key 'record' is not a mapping"),
     (configmap('{"machines": ["u1"]}'), "field 'machines' of key 'record' is not a list of mappings"),
+    # Found with --fuzz-seed 12 once the readers of issue 26 joined use() and the valid record held every field they
+    # read (the fields inside were not checked: reclaim's managed-machine refusal put a UUID or state that was a list
+    # or a mapping in a set, TypeError: unhashable; adopt's release spec read inline manifests of other shapes,
+    # AttributeError or TypeError; cluster.cni as text, AttributeError in decode itself; an inventory host that was
+    # not text): 24 distinct failures in 3000 cases, among them 15, 61, 113, 175, 176, 216, 300, 323, 804 and 1493.
+    (configmap('{"machines": [{"uuid": ["u1"], "state": "ready"}]}'), "field 'machines[].uuid' of key 'record' is not text"),
+    (configmap('{"machines": [{"uuid": "u1", "state": {"a": 1}}]}'), "field 'machines[].state' of key 'record' is not text"),
+    (configmap('{"cluster": {"id": {"a": 1}}}'), "field 'cluster.id' of key 'record' is not text"),
+    (configmap('{"cluster": {"cni": "cilium"}}'), "field 'cluster.cni' of key 'record' is not a mapping"),
+    (configmap('{"cluster": {"inlineManifests": ["cilium"]}}'),
+     "field 'cluster.inlineManifests' of key 'record' is not a list of mappings with a text name"),
+    (configmap('{"cluster": {"inlineManifests": [{"name": ["cilium"]}]}}'),
+     "field 'cluster.inlineManifests' of key 'record' is not a list of mappings with a text name"),
+    (configmap('{"nodes": {"cp-1": "10.0.0.1"}}'), "field 'nodes.*' of key 'record' is not a mapping"),
+    (configmap('{"nodes": {"cp-1": {"node": ["10.0.0.1"]}}}'), "field 'nodes.*.node' of key 'record' is not text"),
+    (configmap('{"adoption": {"adopted": true, "mode": ["takeover"]}}'), "field 'adoption.mode' of key 'record' is not text"),
+    (configmap('{"cilium": [["release", "x"]]}'), "field 'cilium' of key 'record' is not a mapping"),
+    (configmap('{"cilium": {"inlineManifests": [1]}}'), "field 'cilium.inlineManifests' of key 'record' is not a list of text"),
 ]
 
 

@@ -1,7 +1,9 @@
 """Fuzz the installer's bundle manifests (issue 12): every mutation of a valid bundle file is read into objects
 the API client can send (JSON data, with apiVersion, kind and a name) or refused with one BundleError line
 that never quotes the manifests (a Secret's data among them). Budget and the maintainer's command:
-tests/unit/conftest.py."""
+tests/unit/conftest.py.
+
+Target: ``installer-bundle`` (installer.bundle.load)."""
 
 import json
 

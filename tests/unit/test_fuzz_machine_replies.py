@@ -4,7 +4,11 @@ shapes, metadata errors and gRPC statuses with codes no one knows, and a Kubecon
 Every read (talos_facts' facts, a resource, the machine config, a dry-run apply, the kubeconfig) succeeds or
 fails with one TalosError line without key material. The machine is a gRPC server of another stack (grpclib on
 h2) on loopback TLS, so the replies go through the client's real call path, HTTP/2 included. Budget and the
-maintainer's command: tests/unit/conftest.py."""
+maintainer's command: tests/unit/conftest.py.
+
+Target: ``machine-replies`` (talos.client's replies and resource_dict, talos.machine's facts, config and apply,
+talos.kubeconfig's archive, config.talos_side through the facts). Reclaim's reads of the same server:
+tests/unit/test_fuzz_reclaim.py."""
 
 import base64
 import io

@@ -3,7 +3,10 @@ no mutation of valid options (a scalar where a mapping is expected and the rever
 nested specs, unknown keys, nesting, huge values) gets past a module's AnsibleModule in a shape the spec does not
 describe, or makes it raise: it fails with one message (fail_json, which masks no_log values) or hands the
 options to the backend. Each case runs the module's main() with the options and stops at runner.run, before any
-connection. Budget and the maintainer's command: tests/unit/conftest.py."""
+connection. Budget and the maintainer's command: tests/unit/conftest.py.
+
+Target: ``module-options`` (every module's main() up to runner.run: ansible_module.specs.module and ansible-core's
+validation of the argument spec)."""
 
 import copy
 import importlib
@@ -258,6 +261,33 @@ SCALAR_FOR_MAPPING = [
 def test_a_scalar_where_a_mapping_is_expected_fails_in_one_line(module, path, value):
     outcome, message = run_module(module, _with(module, path, value))
     assert outcome == "failed" and path.split(".")[-1] in message, message
+
+
+def _core_int_overflows():
+    """Whether ansible-core's int check raises OverflowError for an infinite number (2.19 does: int(Decimal('Infinity'));
+    2.16 raises TypeError, which it turns into a message)."""
+    from ansible.module_utils.common import validation
+    try:
+        validation.check_type_int(float("inf"))
+    except OverflowError:
+        return True
+    except TypeError:
+        return False
+    return False
+
+
+# Found with --fuzz-seed 3, case 2434 (issue 26; seeds 12 and 7 find none in 20000 cases): an infinite number where an
+# int option is expected (.inf in YAML, Infinity in the module's JSON arguments, or the text "inf") makes ansible-core
+# 2.19's check_type_int raise OverflowError, a traceback instead of one line: specs.module turns only TypeError into a
+# message. The fix belongs in plugins/module_utils/ansible_module/specs.py (catch OverflowError there too, or refuse an
+# infinite value of an int option before AnsibleModule validates); until then this test is an expected failure, and
+# a strict one: once fixed, remove the mark.
+@pytest.mark.xfail(condition=_core_int_overflows(), strict=True, raises=OverflowError,
+                   reason="ansible_module/specs.py does not catch ansible-core 2.19's OverflowError yet")
+@pytest.mark.parametrize("value", [float("inf"), "inf", "-Infinity"])
+def test_an_infinite_number_for_an_int_option_fails_in_one_line(value):
+    outcome, message = run_module("talos_machine_config", _with("talos_machine_config", "cluster.kubePrism.port", value))
+    assert outcome == "failed" and "port" in message, message
 
 
 @pytest.mark.parametrize("module, path, value", [

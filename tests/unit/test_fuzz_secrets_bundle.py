@@ -1,6 +1,8 @@
 """Fuzz the secrets bundle's reading and validation (issue 12): every mutation of a valid bundle file (as
 ``talosctl gen secrets`` writes it) is loaded and validated, or refused with one ConfigError line that holds
-none of the bundle's keys, tokens or secrets. Budget and the maintainer's command: tests/unit/conftest.py."""
+none of the bundle's keys, tokens or secrets. Budget and the maintainer's command: tests/unit/conftest.py.
+
+Target: ``secrets-bundle`` (config.secrets.load, parse through config.yamlio's guard, validate)."""
 
 import base64
 import os

@@ -1,6 +1,9 @@
 """Fuzz the talosconfig parser (issue 12): every mutation of a valid talosconfig is read or refused with one
 TalosConfigError line that holds no key material; the endpoints it returns split cleanly (as the client
-splits them). Budget and the maintainer's command: tests/unit/conftest.py."""
+splits them). Budget and the maintainer's command: tests/unit/conftest.py.
+
+Targets: ``talosconfig`` (talos.talosconfig.parse: read, then select), ``talosconfig-file`` (talos.talosconfig.load
+from a file)."""
 
 import base64
 import json

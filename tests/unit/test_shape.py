@@ -305,3 +305,24 @@ def test_requirements_and_runtime_state_the_same_tested_range_of_ansible_core():
     with open(os.path.join(REPO, "meta", "execution-environment.yml")) as handle:
         for pin in _ansible_core_pins(handle.read()):
             assert _bound(pin, ">=") in runtime, "meta/execution-environment.yml's ansible-core%s" % pin
+
+
+# A regular expression that reads a version's numbers: digits, then an escaped dot.
+_VERSION_REGEX = re.compile(r"(?:\\d[+*]?|\[0-9\](?:\{[^}]*\}|[+*])?)\\\.")
+# the one place a version is read (common/versions.py), and what is not a version: generated protobuf code
+VERSION_READERS = {"common/versions.py"}
+
+
+def test_one_version_pattern():
+    """Every version string (a release set entry, a contract, an image tag, a chart's or helm's version, a Talos OS
+    image) is read by common/versions.py; no other module compiles its own pattern for one."""
+    found = []
+    for path in glob.glob(os.path.join(MODULE_UTILS, "**", "*.py"), recursive=True):
+        relative = os.path.relpath(path, MODULE_UTILS)
+        if relative in VERSION_READERS or relative.startswith("talos/proto/"):
+            continue
+        with open(path) as handle:
+            for number, line in enumerate(handle, 1):
+                if _VERSION_REGEX.search(line):
+                    found.append("%s:%d: %s" % (relative, number, line.strip()))
+    assert found == [], "\n".join(found)

@@ -20,10 +20,10 @@ __metaclass__ = type
 
 from ansible_collections.maesh.ichor.plugins.module_utils import release
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_facts as kfacts
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import KUBEPRISM_PORT
 
 OURS, TAKEOVER, INSTALL, UNMANAGED = "ours", "takeover", "install", "unmanaged"
 MANAGED = (OURS, TAKEOVER, INSTALL)
-KUBEPRISM_PORT = 7445
 FLAG = "ichor_cni_unmanaged=true"
 
 # The refusal of a CNI adopt may only leave alone, with our variable for its flag.

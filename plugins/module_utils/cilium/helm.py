@@ -26,6 +26,7 @@ except ImportError:  # the module fails with missing_required_lib-like words whe
     yaml = None
 
 from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import versions
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError, HelmError
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import excerpt
 
@@ -35,7 +36,6 @@ MINIMUM = (3, 18, 0)
 REPOSITORY = "https://helm.cilium.io"
 CHART_NAME = "cilium"
 MESSAGE_LIMIT = 600
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
 
 
 def _run_process(argv, env, timeout):
@@ -120,10 +120,10 @@ class Helm:
     def version(self):
         """The helm version (a tuple), refused below MINIMUM or at 4 and later."""
         text = self.run("version", "--template", "{{.Version}}").strip()
-        match = _VERSION.match(text)
-        if not match:
+        stated = versions.read(text)
+        if not (stated and stated.patch_written):
             raise CiliumError("helm reports version %r, which is not vX.Y.Z" % text)
-        found = tuple(int(p) for p in match.groups())
+        found = stated.numbers
         if found < MINIMUM or found[0] != 3:
             raise CiliumError("helm %s is not supported: use Helm %s or a later 3.x" % (
                 text, ".".join(str(p) for p in MINIMUM)))

@@ -17,9 +17,11 @@ __metaclass__ = type
 
 import copy
 
+from ansible_collections.maesh.ichor.plugins.module_utils.config.documents import get_path as get
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import KUBEPRISM_PORT
+
 OBJECTS_NAMESPACE = "kube-system"
 KUBEPRISM_HOST = "localhost"
-KUBEPRISM_PORT = 7445
 
 # the Talos guide (docs.siderolabs.com, deploying-cilium); a Helm list replaces the chart's, which adds SYSLOG
 AGENT_CAPABILITIES = ["CHOWN", "KILL", "NET_ADMIN", "NET_RAW", "IPC_LOCK", "SYS_ADMIN", "SYS_RESOURCE", "DAC_OVERRIDE",
@@ -35,15 +37,6 @@ OWNED = ("ipam.mode", "routingMode", "tunnelProtocol", "tunnel", "kubeProxyRepla
 GUIDE_KEYS = ("securityContext.capabilities.ciliumAgent", "securityContext.capabilities.cleanCiliumState",
               "cgroup.autoMount.enabled", "cgroup.hostRoot")
 TUNNELS = ("vxlan", "geneve", "native")
-
-
-def get(values, path, default=None):
-    node = values
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return default
-        node = node[part]
-    return node
 
 
 def has(values, path):

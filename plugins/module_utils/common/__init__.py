@@ -4,5 +4,6 @@
 """What every concern shares and nothing else owns: the error base class every expected failure
 derives from (``errors``), the redaction that keeps credentials out of any text we print and the
 type that carries them (``redact``), the one poll-until-deadline helper every wait uses
-(``poll``), the one image-reference parser (``images``) and the one way a private file is written
-(``files``). Plain Python: no Ansible, no network."""
+(``poll``), the one image-reference parser (``images``), the one reader of version strings (``versions``), the one
+way a private file is written (``files``) and the guard of every reader of outside input: size, UTF-8, depth
+(``untrusted``). Plain Python: no Ansible, no network."""

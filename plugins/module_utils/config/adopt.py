@@ -25,6 +25,7 @@ import re
 from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, images
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import KUBEPRISM_PORT
 
 _DEV_PATH = re.compile(r'^\s*disk\.dev_path\s*==\s*"([^"]+)"\s*$')
 
@@ -110,7 +111,7 @@ def state(docs, talos_version):
     typed_k8s = documents.find(docs, "KubeletConfig") is not None
     if typed_k8s:
         prism = _typed(docs, "KubePrismConfig")
-        kube_prism = {"enabled": prism is not None, "port": _map(prism).get("port") or specs.DEFAULT_KUBEPRISM_PORT}
+        kube_prism = {"enabled": prism is not None, "port": _map(prism).get("port") or KUBEPRISM_PORT}
         proxy_doc = _typed(docs, "KubeProxyConfig")
         proxy_disabled = proxy_doc is not None and proxy_doc.get("enabled") is False
         talos_cni = "default" if documents.find(docs, "KubeFlannelCNIConfig") is not None else "none"
@@ -126,7 +127,7 @@ def state(docs, talos_version):
                    "wipe": bool(get(install_doc, "provisioning.wipe"))}
     else:
         prism = _map(get(legacy, "machine.features.kubePrism"))
-        kube_prism = {"enabled": bool(prism.get("enabled")), "port": prism.get("port") or specs.DEFAULT_KUBEPRISM_PORT}
+        kube_prism = {"enabled": bool(prism.get("enabled")), "port": prism.get("port") or KUBEPRISM_PORT}
         proxy_disabled = bool(get(legacy, "cluster.proxy.disabled"))
         cni_name = get(legacy, "cluster.network.cni.name") or "flannel"
         talos_cni = "none" if cni_name == "none" else "default"  # custom URLs are never mapped (class C)
@@ -162,7 +163,7 @@ def _cluster_spec(fields, talos_version, preset=None):
     cilium = [item for item in fields["inlineManifests"] if specs.is_cilium_manifest(item.get("contents") or "")]
     if preset is None:
         preset = "cilium" if (fields["cni"] == "none" and cilium and prism["enabled"]
-                              and prism["port"] == specs.DEFAULT_KUBEPRISM_PORT) else "unmanaged"
+                              and prism["port"] == KUBEPRISM_PORT) else "unmanaged"
     cni = {"preset": preset, "kubeProxy": fields["kubeProxy"]}
     if preset == "unmanaged":
         cni["unmanaged"] = {"talosCNI": fields["cni"]}

@@ -13,15 +13,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
-
+from ansible_collections.maesh.ichor.plugins.module_utils.common import versions
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 
 SUPPORTED = ("v1.12", "v1.13", "v1.14")
 OLDEST = SUPPORTED[0]
 NEWEST = SUPPORTED[-1]
-
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+].*)?$")
 
 
 class Contract:
@@ -65,10 +62,10 @@ class Contract:
 
 def parse_version(text):
     """(major, minor, patch) of a Talos version or contract string, or a ConfigError."""
-    match = _VERSION.match(str(text or "").strip())
-    if not match:
+    stated = versions.read(str(text or ""))
+    if stated is None:
         raise ConfigError("%r is not a Talos version (expected vX.Y or vX.Y.Z)" % (text,))
-    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+    return stated.numbers
 
 
 def get(text):

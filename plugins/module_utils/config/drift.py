@@ -36,6 +36,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import images as image_refs
 from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, images, secret_paths
 from ansible_collections.maesh.ichor.plugins.module_utils.config import render as renderer
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
@@ -317,11 +318,11 @@ def _repository(image):
     """(repository, digest) of an image reference: the tag is what spec.kubernetesVersion sets."""
     if not isinstance(image, str):
         return None, None
-    name, _at, digest = image.partition("@")
-    last = name.rsplit("/", 1)[-1]
-    if ":" in last:
-        name = name[:len(name) - len(last)] + last.split(":", 1)[0]
-    return name, digest or None
+    try:
+        ref = image_refs.parse(image)
+    except image_refs.ImageRefError:
+        return image, None  # not a reference: equal to no other
+    return ref.repository, ref.digest
 
 
 def _image_class(diff):

@@ -12,13 +12,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
-
-from ansible_collections.maesh.ichor.plugins.module_utils.common import images
+from ansible_collections.maesh.ichor.plugins.module_utils.common import images, versions
 from ansible_collections.maesh.ichor.plugins.module_utils.config import yamlio
 
 COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet")
-_VERSION_TAG = re.compile(r"\Av?(\d+\.\d+\.\d+)\Z")
 
 
 def tag_version(image):
@@ -28,8 +25,8 @@ def tag_version(image):
         ref = images.parse(image)
     except images.ImageRefError:
         return None
-    match = _VERSION_TAG.match(ref.tag or "")
-    return "v" + match.group(1) if match else None
+    stated = versions.read(ref.tag or "")
+    return stated.text() if stated and stated.full else None
 
 
 def _component(image):

@@ -28,7 +28,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import I
 from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, drift, render, secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
-from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.inspection import maintenance_identity, spec_of
+from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.inspection import maintenance_identity, spec_text
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine as talos_machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
@@ -138,7 +138,7 @@ def _run(params, conn, check_mode, result, clock):
     if other:
         raise ConfigError(other)
     if params.get("uuid"):
-        uuid = spec_of(client.run(talos_machine.get_resource(client, res.SYSTEM_INFORMATION, node))).get("uuid", "")
+        uuid = spec_text(client.run(talos_machine.get_resource(client, res.SYSTEM_INFORMATION, node)), "uuid")
         check_uuid(node, uuid, params["uuid"])
         result["uuid"] = uuid
     if explicit:

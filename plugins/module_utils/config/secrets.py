@@ -26,7 +26,7 @@ import re
 import secrets as pysecrets
 import string
 
-from ansible_collections.maesh.ichor.plugins.module_utils.common import files
+from ansible_collections.maesh.ichor.plugins.module_utils.common import files, untrusted
 from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import Secret
@@ -50,6 +50,9 @@ CERT_ORDER = ("etcd", "k8s", "k8saggregator", "k8sserviceaccount", "os")
 SUBJECTS = {"os": "talos", "etcd": "etcd", "k8s": "kubernetes", "k8saggregator": None}
 KEY_TYPES = {"os": "Ed25519", "etcd": "ECDSA", "k8s": "ECDSA", "k8saggregator": "ECDSA", "k8sserviceaccount": "RSA"}
 CA_VALIDITY = datetime.timedelta(days=3650)
+# A bundle file is about 10 KB; anything far bigger is not one (read no further than this).
+MAX_FILE = 1024 * 1024
+_MACHINE_TYPE = re.compile(r"^[a-z]{1,32}$")
 
 
 def _require_crypto():
@@ -167,14 +170,15 @@ def parse(text):
 def load(path):
     """Read and parse a bundle file (not validated: call validate())."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = untrusted.read_file(path, MAX_FILE)
     except (IOError, OSError) as exc:
         raise ConfigError("cannot read the secrets bundle %s: %s" % (path, exc.strerror or exc))
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError("the secrets bundle %s is not text" % path)
+        text = untrusted.text(data, MAX_FILE)
+    except untrusted.Unreadable as exc:
+        if exc.start is not None:
+            raise ConfigError("the secrets bundle %s is not text" % path)
+        raise ConfigError("the secrets bundle %s %s" % (path, exc.problem))
     try:
         return parse(text)
     except ConfigError as exc:
@@ -383,18 +387,22 @@ def validate(bundle, contract=None):
 
 
 def from_config(docs):
-    """Recover the bundle from a control plane's config (machinery's NewBundleFromConfig)."""
+    """Recover the bundle from a control plane's config (machinery's NewBundleFromConfig). The config is a machine's
+    (outside input): every value is checked to be text before it is used, and no message quotes one."""
     legacy = documents.find(docs, documents.LEGACY)
     if legacy is None:
         raise ConfigError("the machine config has no v1alpha1 document, so no secrets can be recovered from it")
     body = legacy.body
     machine_type = documents.get_path(body, "machine.type")
     if machine_type not in ("controlplane", "init"):
-        raise ConfigError("the machine config is a %s's; only a control plane's config holds the whole secrets bundle" % (machine_type or "unknown machine"))
+        shown = machine_type if isinstance(machine_type, str) and _MACHINE_TYPE.match(machine_type) else "unknown machine"
+        raise ConfigError("the machine config is a %s's; only a control plane's config holds the whole secrets bundle" % shown)
 
     def need(value, what):
         if value in (None, ""):
             raise ConfigError("the control plane config has no %s, so the secrets bundle cannot be recovered" % what)
+        if not isinstance(value, str):
+            raise ConfigError("the control plane config's %s is not text, so the secrets bundle cannot be recovered" % what)
         return value
 
     def legacy_pair(path):
@@ -442,11 +450,16 @@ def from_config(docs):
     )
 
 
+def _items(value):
+    """The mappings of a list (none when it is not a list)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
 def _secretbox_from_encryption(body):
-    for resource in documents.get_path(body, "config.resources") or []:
-        for provider in resource.get("providers") or []:
-            for key in documents.get_path(provider, "secretbox.keys") or []:
-                if key.get("name") == "key2" and key.get("secret"):
+    for resource in _items(documents.get_path(body, "config.resources")):
+        for provider in _items(resource.get("providers")):
+            for key in _items(documents.get_path(provider, "secretbox.keys")):
+                if key.get("name") == "key2" and key.get("secret") and isinstance(key["secret"], str):
                     return key["secret"]
     raise ConfigError("the KubeEtcdEncryptionConfig has no secretbox key key2, so the secrets bundle cannot be recovered")
 

@@ -40,14 +40,14 @@ import copy
 import re
 
 from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import versions
 from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import KUBEPRISM_PORT
 
 DEFAULT_POD_SUBNETS = ["10.244.0.0/16"]
 DEFAULT_SERVICE_SUBNETS = ["10.96.0.0/12"]
-DEFAULT_KUBEPRISM_PORT = 7445
 
-_K8S = re.compile(r"^v?(\d+\.\d+\.\d+)$")
 _HOST = re.compile(r"^[A-Za-z0-9.:_*-]+$")
 
 
@@ -99,10 +99,10 @@ def cluster(raw):
     if not endpoint.startswith("https://"):
         raise ConfigError("cluster endpoint %r must be an https:// URL" % endpoint)
     out["endpoint"] = endpoint
-    match = _K8S.match(str(raw["kubernetesVersion"]))
-    if not match:
+    stated = versions.read(str(raw["kubernetesVersion"]))
+    if stated is None or not stated.full:
         raise ConfigError("kubernetesVersion %r is not a version X.Y.Z" % raw["kubernetesVersion"])
-    out["kubernetesVersion"] = match.group(1)
+    out["kubernetesVersion"] = stated.text()[1:]
     out["talosVersion"] = raw.get("talosVersion")
     contract = raw.get("versionContract") or raw.get("talosVersion")
     if not contract:
@@ -140,7 +140,7 @@ def cluster(raw):
 
     prism = _mapping(raw.get("kubePrism"), "kubePrism")
     enabled = _bool(prism.get("enabled"), "kubePrism.enabled", True)
-    port = _port(prism.get("port") or DEFAULT_KUBEPRISM_PORT, "kubePrism.port")
+    port = _port(prism.get("port") or KUBEPRISM_PORT, "kubePrism.port")
     out["kubePrism"] = {"enabled": enabled, "port": port if enabled else 0}
 
     registries = []
@@ -215,7 +215,8 @@ def talos_cni(cluster_spec):
 
 
 def is_cilium_manifest(contents):
-    """A manifest that holds the cilium DaemonSet in kube-system (found by content, not by name)."""
+    """Whether a manifest holds Cilium's DaemonSet (kube-system/cilium), found by content, not by name: the one test of
+    "is this inline manifest Cilium?"."""
     if not isinstance(contents, str):
         return False
     try:
@@ -223,10 +224,12 @@ def is_cilium_manifest(contents):
     except ConfigError:
         return False
     for obj in objs:
-        if isinstance(obj, dict) and obj.get("kind") == "DaemonSet":
-            meta = obj.get("metadata") or {}
-            if meta.get("name") == "cilium" and meta.get("namespace", "default") == "kube-system":
-                return True
+        if not isinstance(obj, dict):
+            continue
+        meta = obj.get("metadata")
+        if obj.get("kind") == "DaemonSet" and isinstance(meta, dict) and meta.get("name") == "cilium" and \
+                meta.get("namespace", "default") == "kube-system":
+            return True
     return False
 
 
@@ -242,9 +245,9 @@ def from_gen_options(case):
     """
     cni_name = (case.get("cni") or {}).get("name") or "flannel"
     manifests = [{"name": item["name"], "contents": item["contents"]} for item in case.get("inline_manifests") or []]
-    prism = case.get("kubeprism") or {"enabled": True, "port": DEFAULT_KUBEPRISM_PORT}
+    prism = case.get("kubeprism") or {"enabled": True, "port": KUBEPRISM_PORT}
     cilium = (cni_name == "none" and any(is_cilium_manifest(item["contents"]) for item in manifests)
-              and prism.get("enabled") and int(prism.get("port") or 0) == DEFAULT_KUBEPRISM_PORT)
+              and prism.get("enabled") and int(prism.get("port") or 0) == KUBEPRISM_PORT)
     cni = {"preset": "cilium" if cilium else "unmanaged", "kubeProxy": "replaced" if case.get("kube_proxy_disabled") else "enabled"}
     if not cilium:
         cni["unmanaged"] = {"talosCNI": {"flannel": "default"}.get(cni_name, cni_name)}

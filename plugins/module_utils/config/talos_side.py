@@ -18,10 +18,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, yamlio
-from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
-
-DEFAULT_KUBEPRISM_PORT = 7445
+from ansible_collections.maesh.ichor.plugins.module_utils.config import documents
+from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import KUBEPRISM_PORT
 
 
 def _map(value):
@@ -44,7 +43,7 @@ def _port(value, enabled):
     """The port a config states; unstated: Talos's default while KubePrism is on, 0 (none) while it is off."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    return DEFAULT_KUBEPRISM_PORT if enabled else 0
+    return KUBEPRISM_PORT if enabled else 0
 
 
 def _body(docs, kind, name=None):
@@ -52,24 +51,8 @@ def _body(docs, kind, name=None):
     return _map(doc.body) if doc is not None else None
 
 
-def _holds_cilium(contents):
-    """Whether a manifest holds Cilium's DaemonSet (kube-system/cilium), found by content, not by name."""
-    if not isinstance(contents, str):
-        return False
-    try:
-        objs = yamlio.load_all(contents)
-    except ConfigError:
-        return False
-    for obj in objs:
-        meta = _map(_map(obj).get("metadata"))
-        if _map(obj).get("kind") == "DaemonSet" and meta.get("name") == "cilium" and \
-                meta.get("namespace", "default") == "kube-system":
-            return True
-    return False
-
-
 def _manifest(name, contents):
-    return {"name": name, "cilium": _holds_cilium(contents),
+    return {"name": name, "cilium": specs.is_cilium_manifest(contents),
             "size": len(contents.encode("utf-8")) if isinstance(contents, str) else 0}
 
 

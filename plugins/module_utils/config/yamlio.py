@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 
 try:
@@ -21,6 +22,17 @@ except ImportError as exc:  # pragma: no cover - exercised only without PyYAML
     yaml = None
     HAS_YAML = False
     YAML_IMPORT_ERROR = exc
+
+
+# The guard of every YAML text read here (live machine configs, a secrets bundle, inline manifests): a machine
+# config is tens of kilobytes, a few hundred with inline manifests (a whole Cilium manifest is about half a
+# megabyte); the limit bounds what a machine can make us parse (libyaml and PyYAML's constructor take seconds per
+# megabyte of small values). The depth admits a CRD's schema in an inline manifest (a config itself nests less than
+# ten levels) and keeps the recursive walkers (drift's flatten) far from Python's recursion limit; the count of
+# values bounds what aliases can expand to.
+MAX_SIZE = 8 * 1024 * 1024
+MAX_DEPTH = 128
+MAX_VALUES = 500000
 
 
 def _require():
@@ -104,17 +116,27 @@ def describe_error(exc):
 
 
 def load_all(text, what="the machine config"):
-    """Parse a YAML stream into a list of Python objects (empty documents dropped).
+    """Parse a YAML stream (str or UTF-8 bytes) into a list of Python objects (empty documents dropped), through
+    the guard: at most MAX_SIZE bytes (checked before decoding), nesting at most MAX_DEPTH levels, at most MAX_VALUES
+    values.
 
     A parse error is a ConfigError naming ``what``, the position and the kind of error, never content.
     """
     _require()
     try:
-        if isinstance(text, bytes):
-            text = text.decode("utf-8")
-        return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
+        text = untrusted.text(text, MAX_SIZE)
+    except untrusted.Unreadable as exc:
+        if exc.start is not None:
+            raise ConfigError("%s is not valid YAML: bytes that are not UTF-8 at %s %d" % (what, exc.unit, exc.start))
+        raise ConfigError("%s %s" % (what, exc.problem))
+    try:
+        docs = [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
     except (yaml.YAMLError, RecursionError) + _CONSTRUCTOR_ERRORS as exc:
         raise ConfigError("%s is not valid YAML: %s" % (what, describe_error(exc)))
+    problem = untrusted.shape_problem(docs, MAX_DEPTH, MAX_VALUES, documents=True)
+    if problem:
+        raise ConfigError("%s %s" % (what, problem))
+    return docs
 
 
 def load_one(text, what="the document"):

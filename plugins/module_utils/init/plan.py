@@ -31,7 +31,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as 
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.config import machine_config
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.inspection import spec_of
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import bootstrap, errors
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import KUBEPRISM_PORT, bootstrap, errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import cluster_read, machine as talos_machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
@@ -75,9 +75,9 @@ def cluster_spec(given, machines):
     cni["preset"] = "cilium"
     given["cni"] = cni
     prism = dict(given.get("kubePrism") or {})
-    if prism.get("enabled") is False or prism.get("port") not in (None, specs.DEFAULT_KUBEPRISM_PORT):
+    if prism.get("enabled") is False or prism.get("port") not in (None, KUBEPRISM_PORT):
         raise ConfigError("init renders KubePrism on port %d on every machine (the collection's Cilium reaches the API "
-                          "server through it); kubePrism cannot be changed" % specs.DEFAULT_KUBEPRISM_PORT)
+                          "server through it); kubePrism cannot be changed" % KUBEPRISM_PORT)
     if not given.get("endpoint"):
         first = [m["node"] for m in machines if m["role"] == "controlplane"][:1]
         if first:

@@ -15,9 +15,8 @@ __metaclass__ = type
 
 import copy
 import json
-import re
 
-from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted
+from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted, versions
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import Conflict
 
@@ -56,8 +55,8 @@ _MAPPING = ((dict,), "a mapping")
 _NAMES = ("names", "a list of text")
 # The fields inside them that the readers use (compare, hash, put in a set, format): field -> key -> (types, what).
 NESTED = {
-    "cluster": {"id": _TEXT, "name": _TEXT, "cni": _MAPPING, "inlineManifests": ("named", "a list of mappings with a "
-                                                                                           "text name")},
+    "cluster": {"id": _TEXT, "name": _TEXT, "cni": _MAPPING,
+                "inlineManifests": ("named", "a list of mappings with a text name")},
     "adoption": {"mode": _TEXT, "inlineManifest": _NAMES},
     "cilium": {"release": _TEXT, "chart": _TEXT, "tunnel": _TEXT, "kubeProxy": _TEXT, "values": _MAPPING,
                "inlineManifests": _NAMES},
@@ -68,8 +67,9 @@ ENTRY_FIELDS = {"machines": {"uuid": _TEXT, "address": _TEXT, "state": _TEXT, "s
 # The record is small; a ConfigMap holds at most 1 MiB and nothing Ichor writes nests deeper than a few levels.
 MAX_SIZE = 1024 * 1024
 MAX_DEPTH = 32
-# The stored versions are release-set versions: v1.14.5, v1.36.6, v1.14.
-_VERSION = re.compile(r"^v?[0-9]{1,4}\.[0-9]{1,4}(?:\.[0-9]{1,4})?(?:[-+][0-9A-Za-z.+-]{1,64})?$")
+# The stored versions are release-set versions (v1.14.5, v1.36.6, v1.14): bounded, so a record cannot carry a
+# version that is a megabyte long or a number of thousands of digits.
+VERSION_MAX = 80
 
 
 def _refuse(what):
@@ -103,7 +103,7 @@ def _check_fields(data):
             continue
         wrong = not isinstance(value, kind)
         if not wrong and what == "a version":
-            wrong = _VERSION.match(value) is None
+            wrong = len(value) > VERSION_MAX or versions.numbers(value) is None
         if not wrong and field == "machines":
             wrong = not all(isinstance(item, dict) for item in value)
         if wrong:
@@ -115,7 +115,7 @@ def _check_fields(data):
     _check_entries("nodes", (data.get("nodes") or {}).values(), ".*")
     preset = ((data.get("cluster") or {}).get("cni") or {}).get("preset")
     if preset == "unmanaged" and not (data.get("adoption") or {}).get("adopted"):
-        # seed 0103 1.1a: the hands-off mode exists for adoption alone, never for a cluster made here
+        # the hands-off mode exists for adoption alone, never for a cluster made here
         raise _refuse("the cluster spec's cni.preset is unmanaged, but the record has no adoption marker (adoption."
                       "adopted): only adopt writes that mode")
 
@@ -174,7 +174,7 @@ HELD = ("%s held by adopt: adopt's release phase lifts the hold first (maesh.ich
 
 
 def held(record, names):
-    """The machines of ``names`` (names or addresses) the record holds (adopt's hold, seed 0103 1.7), sorted."""
+    """The machines of ``names`` (names or addresses) the record holds (adopt's hold), sorted."""
     holds = record.get("held") or {}
     nodes = record.get("nodes") or {}
     found = set()

@@ -7,9 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
-
-from ansible_collections.maesh.ichor.plugins.module_utils.common import images
+from ansible_collections.maesh.ichor.plugins.module_utils.common import images, versions
 
 # name -> (DaemonSet in kube-system, container image repository suffix)
 KNOWN = (
@@ -17,8 +15,6 @@ KNOWN = (
     ("flannel", "kube-flannel", "flannel"),
     ("calico", "calico-node", "calico/node"),
 )
-
-_VERSION_TAG = re.compile(r"\Av?(\d+\.\d+\.\d+)(?:-.*)?\Z")
 
 
 def image_version(image):
@@ -28,8 +24,8 @@ def image_version(image):
         tag = images.parse(image).tag
     except images.ImageRefError:
         return None
-    match = _VERSION_TAG.match(tag or "")
-    return match.group(1) if match else None
+    stated = versions.read(tag or "")
+    return stated.text()[1:] if stated and stated.patch_written and "+" not in stated.suffix else None
 
 
 def detect(client):

@@ -87,8 +87,8 @@ def wait_for_maintenance(probe, uuid, timeout, clock=None, interval=WAIT_INTERVA
         if got == uuid and stage in ("maintenance", ""):
             return True, None
         if got == uuid:
-            return False, "UUID %s answers but in stage %s" % (got, stage or "?")
-        return False, "a machine with UUID %s answers there" % (got or "?")
+            return False, "UUID %s answers but in stage %s" % (policy.shown(got), policy.shown(stage or "?"))
+        return False, "a machine with UUID %s answers there" % policy.shown(got or "?")
 
     done, last = poll.until(back, float(timeout), interval, clock)
     return None if done else last
@@ -234,7 +234,7 @@ class _Run:
             wrote = self.io.register(uuid, opts.node, utc(self.clock()))
         except IchorError as exc:
             self.stop("%s is in maintenance mode with UUID %s, but recording it in cluster %s's record failed: %s"
-                      % (opts.node, uuid, policy.quoted(self.cluster), exc.message), sent=result["reset_sent"])
+                      % (opts.node, policy.shown(uuid), policy.quoted(self.cluster), exc.message), sent=result["reset_sent"])
         result["changed"] = result["changed"] or bool(wrote)
         result["registered"] = self.registered(uuid)
         self.audit.completed("%s%s is in maintenance mode with UUID %s; registered as a pending machine of cluster %s"

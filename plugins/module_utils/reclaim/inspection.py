@@ -17,16 +17,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
 import socket
 from concurrent.futures import ThreadPoolExecutor
 
-try:
-    import yaml
-    HAS_YAML = True
-except ImportError:  # pragma: no cover - reported by the module
-    HAS_YAML = False
-
+from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.errors import ReclaimError
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
@@ -65,32 +59,28 @@ def load_foreign(path=None, content=None, context=None):
     """The foreign cluster's context. A file with several contexts needs the one to use named.
 
     Only the credentials are used: the endpoints and nodes of the file are ignored by the
-    caller, which dials the one address of the request.
+    caller, which dials the one address of the request. The file or content is read once, through the
+    talosconfig's guard (at most its MAX_SIZE bytes read, UTF-8, YAML of bounded depth), before any look at it.
     """
     if content is None:
         if not path:
             raise ReclaimError("no talosconfig for the machine's own cluster: give foreign_talosconfig (a path), "
                                "foreign_talosconfig_content, or set TALOSCONFIG; nothing was sent")
         try:
-            with open(os.path.expanduser(path), "r") as handle:
-                content = handle.read()
+            content = untrusted.read_file(path, tc.MAX_SIZE)
         except (IOError, OSError) as exc:
             raise ReclaimError("cannot read the foreign talosconfig %s: %s; nothing was sent"
                                % (path, exc.strerror or type(exc).__name__))
         source = "the foreign talosconfig %s" % path
     else:
         source = "the foreign talosconfig content"
-    if not context and HAS_YAML:
-        try:
-            data = yaml.safe_load(content)
-        except yaml.YAMLError:
-            data = None
-        contexts = data.get("contexts") if isinstance(data, dict) else None
-        if isinstance(contexts, dict) and len(contexts) > 1:
-            raise ReclaimError("%s holds several contexts (%s); name the one to use with foreign_context; "
-                               "nothing was sent" % (source, ", ".join(sorted(str(k) for k in contexts))))
     try:
-        return tc.parse(content, context=context, source=source)
+        data = tc.read(content, source=source)
+        contexts = data.get("contexts") if isinstance(data, dict) else None
+        if not context and isinstance(contexts, dict) and len(contexts) > 1:
+            raise ReclaimError("%s holds several contexts (%s); name the one to use with foreign_context; "
+                               "nothing was sent" % (source, tc.context_names(contexts)))
+        return tc.select(data, context=context, source=source)
     except errors.TalosError as exc:
         raise ReclaimError("%s; nothing was sent" % exc.message)
 
@@ -135,8 +125,34 @@ def _peer(url):
 
 
 def spec_of(item):
-    """A COSI resource's spec (an empty dict for a missing resource)."""
-    return (item or {}).get("spec") or {}
+    """A COSI resource's spec as a mapping (an empty one for a missing resource, or a spec of another shape: the
+    machine's YAML decides what it holds)."""
+    spec = item.get("spec") if isinstance(item, dict) else None
+    return spec if isinstance(spec, dict) else {}
+
+
+def spec_text(item, key):
+    """A text field of a resource's spec ("" when it is missing or not text)."""
+    value = spec_of(item).get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _size(spec, pretty, raw):
+    """A size as the machine states it: its pretty form, else the number of bytes (text or a number), else ""."""
+    if spec.get(pretty) and isinstance(spec[pretty], str):
+        return spec[pretty]
+    value = spec.get(raw)
+    return value if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)) else ""
+
+
+def _provider(value):
+    """(encrypted, the provider's name) of a volume's encryptionProvider (absent on real Talos when unencrypted);
+    a value of another shape counts as encrypted, so that the plan warns rather than stays silent."""
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        name = str(value)
+        encrypted = bool(value) and name.lower() not in ("none", "encryption_provider_none", "0")
+        return encrypted, name if encrypted else ""
+    return bool(value), "(unreadable)" if value else ""
 
 
 def user_volumes(items):
@@ -145,20 +161,19 @@ def user_volumes(items):
     for item in items:
         spec = spec_of(item)
         vid = item["id"]
-        vtype = str(spec.get("type") or "")
-        if vid in SYSTEM_VOLUMES or vtype not in USER_VOLUME_TYPES:
+        vtype = spec.get("type") or ""
+        if vid in SYSTEM_VOLUMES or not isinstance(vtype, str) or vtype not in USER_VOLUME_TYPES:
             continue
-        provider = spec.get("encryptionProvider")  # absent on real Talos for unencrypted volumes
-        encrypted = bool(provider) and str(provider).lower() not in ("none", "encryption_provider_none", "0")
+        encrypted, provider = _provider(spec.get("encryptionProvider"))
         out.append({
             "id": vid,
             "type": vtype or "partition",
-            "location": spec.get("location", ""),
-            "parent": spec.get("parentLocation", ""),
-            "size": spec.get("prettySize") or spec.get("size", ""),
-            "mount": (spec.get("mountSpec") or {}).get("targetPath", ""),
+            "location": spec_text(item, "location"),
+            "parent": spec_text(item, "parentLocation"),
+            "size": _size(spec, "prettySize", "size"),
+            "mount": spec_text({"spec": spec.get("mountSpec")}, "targetPath"),
             "encrypted": encrypted,
-            "encryption_provider": str(provider) if encrypted else "",
+            "encryption_provider": provider,
         })
     return out
 
@@ -167,9 +182,9 @@ def _disks(items, system_disk):
     out = []
     for item in items:
         spec = spec_of(item)
-        dev = spec.get("dev_path") or "/dev/" + item["id"]
-        out.append({"id": item["id"], "dev_path": dev, "size": spec.get("pretty_size") or spec.get("size", ""),
-                    "model": spec.get("model", ""), "serial": spec.get("serial", ""),
+        dev = spec_text(item, "dev_path") or "/dev/" + item["id"]
+        out.append({"id": item["id"], "dev_path": dev, "size": _size(spec, "pretty_size", "size"),
+                    "model": spec_text(item, "model"), "serial": spec_text(item, "serial"),
                     "system_disk": dev == system_disk})
     return out
 
@@ -204,7 +219,7 @@ async def inspect_configured(client, node, probe=tcp_answers, force=False):
         "stage": facts["stage"],
         "cluster": dict(facts["cluster"]),
         "members": facts["members"],
-        "disks": _disks(disks, spec_of(sysdisk).get("devPath")),
+        "disks": _disks(disks, spec_text(sysdisk, "devPath")),
         "volumes": user_volumes(volumes),
         "etcd": None,
     }
@@ -287,4 +302,4 @@ async def maintenance_identity(client):
 
     sysinfo, status = await machine.gather(machine.get_resource(client, res.SYSTEM_INFORMATION),
                                            _safe(machine.get_resource(client, res.MACHINE_STATUS)))
-    return spec_of(sysinfo).get("uuid", ""), spec_of(status).get("stage", "")
+    return spec_text(sysinfo, "uuid"), spec_text(status, "stage")

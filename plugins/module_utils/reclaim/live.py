@@ -123,7 +123,7 @@ class LiveIO:
         found = client.fan_out(lambda n: machine.get_resource(client, res.SYSTEM_INFORMATION, n), addresses)
         for item in found.values():
             if item.error is None and item.message:
-                uuid = inspection.spec_of(item.message).get("uuid")
+                uuid = inspection.spec_text(item.message, "uuid")
                 if uuid:
                     uuids.add(uuid)
         try:
@@ -151,7 +151,7 @@ class LiveIO:
         from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
         with talos_client.TalosClient(context=self.managed_context(), dial_only=self.node,
                                       timeout=self.probe_timeout) as client:
-            return inspection.spec_of(client.run(machine.get_resource(client, res.SYSTEM_INFORMATION))).get("uuid", "")
+            return inspection.spec_text(client.run(machine.get_resource(client, res.SYSTEM_INFORMATION)), "uuid")
 
     def send_reset(self, graceful):
         from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client

@@ -27,8 +27,21 @@ MANAGED_REQUIRED = ("the managed cluster is required: give the talosconfig and k
 BUSY_STAGES = ("resetting", "rebooting", "shutting down", "upgrading", "installing")
 
 
+# A value the machine states (its UUID, its cluster's name) is shown in a message only when it looks like one: the
+# machine decides what it holds, and a message is one short line.
+SHOWN_LIMIT = 128
+
+
+def shown(value):
+    """A machine's value as a message shows it: itself when it is short printable text, else its length."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= SHOWN_LIMIT and text.isprintable():
+        return text
+    return "(%d characters, not shown)" % len(text)
+
+
 def quoted(name):
-    return '"%s"' % (name or "?")
+    return '"%s"' % shown(name or "?")
 
 
 def seconds(value):
@@ -70,11 +83,11 @@ def managed_refusal(insp, managed):
     ids = set(i for i in (managed.get("id"), managed.get("record_id")) if i)
     same_cluster = bool(insp["cluster"].get("id")) and insp["cluster"]["id"] in ids
     if uuid in known:
-        return "node %s is already an Ichor machine (of cluster %s); nothing was sent" % (uuid, quoted(name))
+        return "node %s is already an Ichor machine (of cluster %s); nothing was sent" % (shown(uuid), quoted(name))
     if same_cluster:
         return ("node %s is already an Ichor machine: it carries the CAs of cluster %s (same cluster ID) but is not "
                 "registered; add it with adopt's add-machine step (list it in the inventory and run maesh.ichor.adopt) "
-                "instead of reclaiming it; nothing was sent" % (uuid, quoted(name)))
+                "instead of reclaiming it; nothing was sent" % (shown(uuid), quoted(name)))
     return None
 
 
@@ -85,7 +98,7 @@ def refusals(insp, managed, force=False, confirm_cluster=None, force_ungraceful=
     as ``confirm_cluster``), ``graceful`` (``force_ungraceful``), ``busy`` (never).
     """
     out = []
-    cluster = insp["cluster"].get("name") or "?"
+    cluster = shown(insp["cluster"].get("name") or "?")
     text = managed_refusal(insp, managed)
     if text:
         out.append({"kind": "managed", "text": text, "overridden": False})
@@ -199,8 +212,8 @@ def not_waiting(node, uuid, cluster):
 def did_not_return(node, uuid, wait_timeout, last):
     """The seed's C7 texts: what happened, and the hint instead of a guess at the new address."""
     hint = ("The machine may have taken a new address from DHCP after the reboot. Find it (its UUID is %s) and add "
-            "it to a cluster's discovery addresses (the inventory of the cluster that joins it)." % uuid)
+            "it to a cluster's discovery addresses (the inventory of the cluster that joins it)." % shown(uuid))
     message = ("the reset was sent but the machine did not come back at %s: waiting for %s to return to maintenance "
                "mode: deadline of %ss exceeded (last probe: %s). %s did not return to maintenance mode with UUID %s. %s"
-               % (node, node, seconds(wait_timeout), last, node, uuid, hint))
+               % (node, node, seconds(wait_timeout), last, node, shown(uuid), hint))
     return message, hint

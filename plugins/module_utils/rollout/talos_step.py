@@ -15,10 +15,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
-
 from ansible_collections.maesh.ichor.plugins.module_utils import release
-from ansible_collections.maesh.ichor.plugins.module_utils.common import images, poll
+from ansible_collections.maesh.ichor.plugins.module_utils.common import images, poll, versions
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import redact_text
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, nodes
@@ -26,9 +24,6 @@ from ansible_collections.maesh.ichor.plugins.module_utils.rollout import plan
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, etcd, machine
-
-# What a Talos installer's tag looks like, and what a machine reports as its version after it.
-_TALOS_TAG = re.compile(r"\Av\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?\Z")
 
 # talosctl 1.14 `upgrade` (its default --namespace system): ContainerDriver CRI (1), ContainerdNamespace
 # NS_SYSTEM (1) on both ImageService.Pull and LifecycleService.Upgrade; Talos refuses an unset namespace
@@ -57,7 +52,8 @@ def image_version(image):
                 "the upgrade; name it with its tag too (%s:vX.Y.Z@%s)" % (images.quoted(image), ref.repository, ref.digest))
         raise images.ImageRefError("installer image %s has no tag: name the Talos version it installs (%s:vX.Y.Z)" % (
             images.quoted(image), ref.repository))
-    if not _TALOS_TAG.match(ref.tag):
+    stated = versions.read(ref.tag)
+    if not (stated and stated.v and stated.patch_written and "+" not in stated.suffix):
         raise images.ImageRefError("installer image %s: its tag %s is not a Talos version (vX.Y.Z): the upgrade's "
                                    "target is read from the tag" % (images.quoted(image), images.quoted(ref.tag)))
     return ref.tag

@@ -5,3 +5,7 @@
 gRPC client with node targeting and fan-out (``client``), our wire-compatible protos (``proto``), COSI
 resource names (``resources``), machine reads and the one config apply (``machine``), the one etcd
 health check (``etcd``) and the one-line errors every Talos failure becomes (``errors``)."""
+
+# KubePrism: the port Talos serves the in-cluster load balancer of the Kubernetes API on, on every machine, when a
+# config enables it without one (machinery's default); the collection's Cilium reaches the API server through it.
+KUBEPRISM_PORT = 7445

@@ -20,6 +20,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import versions
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 
@@ -27,13 +28,14 @@ DISCOVERY, KUBERNETES, TALOSCONFIG = "discovery", "kubernetes", "talosconfig"
 SOURCES = (DISCOVERY, KUBERNETES, TALOSCONFIG)
 MACHINE_TYPE = res.Ref("MachineTypes.config.talos.dev", "config", "machine-type")
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
-_OS_VERSION = re.compile(r"\bTalos \((v\d+\.\d+\.\d+[^)]*)\)")
+_OS_IMAGE = re.compile(r"\bTalos \(([^)]*)\)")
 
 
 def os_version(text):
     """'Talos (v1.14.1)' -> 'v1.14.1' (None when the text names no Talos version)."""
-    match = _OS_VERSION.search(text or "")
-    return match.group(1) if match else None
+    match = _OS_IMAGE.search(text or "")
+    stated = versions.read(match.group(1)) if match else None
+    return match.group(1).strip() if stated and stated.v and stated.patch_written else None
 
 
 def role_of(machine_type):

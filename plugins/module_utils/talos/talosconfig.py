@@ -23,12 +23,16 @@ try:
 except ImportError:  # pragma: no cover - reported by the module through missing_required_lib
     HAS_YAML = False
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import Secret
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.errors import TalosConfigError
 
 DEFAULT_PORT = 50000
 # A talosconfig with dozens of contexts is a few hundred kilobytes; anything far bigger is not one.
 MAX_SIZE = 4 * 1024 * 1024
+# contexts.<name>.endpoints[] is four levels; a few hundred contexts of a dozen values each
+MAX_DEPTH = 16
+MAX_VALUES = 100000
 # Context names are quoted in messages only when they look like names (a name is the user's own label,
 # but a mangled file can put anything in its place, a key included).
 _NAME_LIMIT = 64
@@ -144,20 +148,11 @@ def _strings(context_name, field, value):
 
 
 def _text(text, source):
-    """The file's text: UTF-8, at most MAX_SIZE bytes."""
-    if isinstance(text, bytes):
-        data = text
-    else:
-        try:
-            data = text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise TalosConfigError("%s is not UTF-8 text (character %d); check that it is a talosconfig" % (source, exc.start + 1))
-    if len(data) > MAX_SIZE:
-        raise TalosConfigError("%s is larger than %d bytes; check that it is a talosconfig" % (source, MAX_SIZE))
+    """The file's text: UTF-8, at most MAX_SIZE bytes (checked before decoding)."""
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TalosConfigError("%s is not UTF-8 text (byte %d); check that it is a talosconfig" % (source, exc.start + 1))
+        return untrusted.text(text, MAX_SIZE)
+    except untrusted.Unreadable as exc:
+        raise TalosConfigError("%s %s; check that it is a talosconfig" % (source, exc.problem))
 
 
 def _load_yaml(text, source):
@@ -173,25 +168,47 @@ def _load_yaml(text, source):
         raise TalosConfigError("%s is not valid YAML%s; check that it is a talosconfig" % (source, where))
 
 
+def read(text, source="talosconfig"):
+    """The talosconfig's data, read through the guard: at most MAX_SIZE bytes of UTF-8 (str or bytes), YAML that a
+    safe loader builds, nesting at most MAX_DEPTH levels and holding at most MAX_VALUES values. Errors name
+    ``source`` and never the file's content."""
+    if not HAS_YAML:
+        raise TalosConfigError("PyYAML is required to read a talosconfig")
+    data = _load_yaml(_text(text, source), source)
+    problem = untrusted.shape_problem(data, MAX_DEPTH, MAX_VALUES)
+    if problem:
+        raise TalosConfigError("%s %s; check that it is a talosconfig" % (source, problem))
+    return data
+
+
+def context_names(contexts):
+    """The names of a talosconfig's contexts as a message lists them (sorted, the first few, each quoted only
+    when it looks like a name)."""
+    names = sorted(_label(str(k)) for k in contexts)
+    known = ", ".join(names[:_SHOWN_NAMES])
+    if len(names) > _SHOWN_NAMES:
+        known += " and %d more" % (len(names) - _SHOWN_NAMES)
+    return known
+
+
 def parse(text, context=None, source="talosconfig"):
     """Parse talosconfig text (str or UTF-8 bytes) and return the selected Context.
 
     ``context`` overrides the file's ``context`` field. Errors name the contexts that exist
     and never the file's content.
     """
-    if not HAS_YAML:
-        raise TalosConfigError("PyYAML is required to read a talosconfig")
-    data = _load_yaml(_text(text, source), source)
+    return select(read(text, source), context, source)
+
+
+def select(data, context=None, source="talosconfig"):
+    """The Context of talosconfig data (``read``'s) that ``context`` names, else the file's current one."""
     if not isinstance(data, dict) or not isinstance(data.get("contexts"), dict) or not data["contexts"]:
         raise TalosConfigError("%s has no contexts; check that it is a talosconfig (talosctl config info)" % source)
     contexts = data["contexts"]
     name = context or data.get("context")
     if not isinstance(name, (str, type(None))):
         raise TalosConfigError("%s: talosconfig field 'context' must be a context name, not a %s" % (source, type(name).__name__))
-    names = sorted(_label(str(k)) for k in contexts)
-    known = ", ".join(names[:_SHOWN_NAMES])
-    if len(names) > _SHOWN_NAMES:
-        known += " and %d more" % (len(names) - _SHOWN_NAMES)
+    known = context_names(contexts)
     if not name:
         if len(contexts) > 1:
             raise TalosConfigError("%s names no current context and holds several (%s); choose one with 'context'"
@@ -215,8 +232,7 @@ def load(path=None, content=None, context=None):
         return parse(content, context=context, source="the talosconfig content")
     path = path or default_path()
     try:
-        with open(os.path.expanduser(path), "rb") as handle:
-            text = handle.read(MAX_SIZE + 1)
+        text = untrusted.read_file(path, MAX_SIZE)
     except (IOError, OSError) as exc:
         raise TalosConfigError("cannot read talosconfig %s: %s; check the path or set TALOSCONFIG"
                                % (path, exc.strerror or type(exc).__name__))

@@ -1,0 +1,138 @@
+"""Every reader of input from outside (a file or option the user gives, a machine's reply, an object of the API
+server) and its fuzz target (issue 26): the one list. A reader goes through the guard of common/untrusted.py (size
+checked on the bytes before decoding, UTF-8, depth and values of what was parsed) or its own equivalent, and
+every case of its fuzz target succeeds or fails with one IchorError line without key material (tests/unit/conftest.py:
+the rule, the mutations, the CI budget and the maintainer's command).
+
+READERS: (reader, what it reads, test file, test function, fuzz target). A reader with no target yet is in GAPS, with
+what it still does; the strict expected failures at the end hold those found, so that fixing one fails its mark.
+"""
+
+import base64
+import glob
+import os
+import re
+
+import pytest
+
+from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+READERS = [
+    ("talos.talosconfig.read/parse/load", "a talosconfig: file, talosconfig_content, TALOSCONFIG",
+     "test_fuzz_talosconfig.py", "test_fuzz_talosconfig", "talosconfig"),
+    ("talos.talosconfig.load (from a file)", "a talosconfig file",
+     "test_fuzz_talosconfig.py", "test_fuzz_talosconfig_file", "talosconfig-file"),
+    ("reclaim.inspection.load_foreign", "the foreign talosconfig of a reclaim: file or content",
+     "test_fuzz_reclaim.py", "test_fuzz_foreign_talosconfig", "foreign-talosconfig"),
+    ("reclaim.inspection.inspect_configured, maintenance_identity; reclaim.live.LiveIO.managed",
+     "a machine's replies (disks, volumes, system disk, etcd members and status, facts, SystemInformation)",
+     "test_fuzz_reclaim.py", "test_fuzz_reclaim_inspection", "reclaim-inspection"),
+    ("talos.client (resource_dict, first, status), talos.machine (facts, config, apply), talos.kubeconfig",
+     "a machine's replies: protobuf, COSI specs (YAML), statuses, the Kubeconfig archive",
+     "test_fuzz_machine_replies.py", "test_fuzz_machine_replies", "machine-replies"),
+    ("talos.wire", "the HTTP/2 frames of a reply", "test_wire.py", "test_fuzz_the_frames_of_a_reply", "wire-frames"),
+    ("talos.hpack (Huffman strings)", "HPACK-coded header strings",
+     "test_hpack.py", "test_huffman_strings_the_peer_encodes_decode", "hpack-huffman"),
+    ("talos.hpack (header blocks)", "HPACK header blocks over one connection",
+     "test_hpack.py", "test_header_blocks_the_peer_encodes_decode_over_one_connection", "hpack-blocks"),
+    ("talos.hpack (decoder, any input)", "hostile header blocks",
+     "test_hpack.py", "test_the_decoder_raises_only_hpack_error_on_any_input", "hpack-hostile"),
+    ("config.documents.parse, config.yamlio.load_all, config.secrets.from_config/validate/same_cluster",
+     "a live machine config (MachineConfig's text): talos_secrets' recover, talos_machine_config's check",
+     "test_fuzz_live_config.py", "test_fuzz_live_config_secrets", "live-config-secrets"),
+    ("config.talos_side.facts", "a live machine config: what talos_facts reports of it",
+     "test_fuzz_live_config.py", "test_fuzz_live_config_facts", "live-config-facts"),
+    ("config.secrets.load/parse/validate", "a secrets bundle file",
+     "test_fuzz_secrets_bundle.py", "test_fuzz_secrets_bundle", "secrets-bundle"),
+    ("k8s.cluster_record.decode and the record's readers", "ConfigMap ichor-system/ichor-cluster",
+     "test_fuzz_cluster_record.py", "test_fuzz_cluster_record", "cluster-record"),
+    ("installer.bundle.load", "the installer's bundle manifests",
+     "test_fuzz_installer_bundle.py", "test_fuzz_installer_bundle", "installer-bundle"),
+    ("k8s.reader.KubeReader (kubeconfigs it takes)", "generated kubeconfigs (base64, PEM, files)",
+     "test_kube_reader.py", "test_fuzz_kubeconfigs_it_takes", "kube-reader"),
+    ("ansible_module.specs.module and ansible-core's validation", "every module's options",
+     "test_fuzz_module_options.py", "test_fuzz_module_options", "module-options"),
+]
+
+# Fuzz targets that read nothing from outside.
+OTHER_TARGETS = {"hpack-encode": "talos.hpack's encoder, its output read by the peer's decoder"}
+
+# Readers of outside input with no fuzz target yet, and what a probe found in them (issue 26): owned by code outside
+# the change that made this list; each is held by a strict expected failure below.
+GAPS = [
+    ("k8s.kubeconfig.load (kubeconfig_content, the kubeconfig file, KUBECONFIG)",
+     "PyYAML's pure loader without a size limit; a tag that cannot be built raises IndexError or AttributeError, a deep "
+     "document RecursionError"),
+    ("installer.inventory.parse", "ConfigMap ichor-installer-inventory: KeyError without metadata, RecursionError on "
+                                  "deep JSON"),
+    ("cilium.record.decode", "a Helm release Secret: RecursionError on deep JSON; gzip expanded without a limit"),
+    ("k8s.bundle_secret.stored_bundle", "Secret ichor-secrets-bundle: TypeError or AttributeError for data of another "
+                                        "shape"),
+    ("config.images, common.images, config.drift (image parts)", "image references of live configs: being changed "
+                                                                 "elsewhere"),
+    ("config.adopt", "a live config mapped to the cluster spec: reached by no fuzz target of its own"),
+]
+
+
+def _source(name):
+    with open(os.path.join(HERE, name)) as handle:
+        return handle.read()
+
+
+@pytest.mark.parametrize("reader, what, path, test, target", READERS, ids=[r[4] for r in READERS])
+def test_every_target_exists(reader, what, path, test, target):
+    text = _source(path)
+    assert re.search(r"^def %s\(" % re.escape(test), text, re.M), "%s: no test %s" % (path, test)
+    assert re.search(r"\bfuzz\(\"%s\"" % re.escape(target), text), "%s: no fuzz target %s" % (path, target)
+
+
+def test_every_fuzz_target_is_listed():
+    found = set()
+    for path in glob.glob(os.path.join(HERE, "test_*.py")):
+        found.update(re.findall(r"\bfuzz\(\"([a-z0-9-]+)\"", _source(os.path.basename(path))))
+    listed = set(r[4] for r in READERS) | set(OTHER_TARGETS)
+    assert found == listed, "fuzz targets not listed here (or listed and gone): %s" % sorted(found ^ listed)
+
+
+def _no_traceback(call):
+    """The fuzz tests' rule: success, or one IchorError line."""
+    try:
+        call()
+    except IchorError as exc:
+        assert "\n" not in exc.message and len(exc.message) < 500
+
+
+@pytest.mark.xfail(strict=True, raises=(IndexError, AttributeError, RecursionError),
+                   reason="k8s/kubeconfig.py reads kubeconfig_content with yaml.safe_load, unguarded (see GAPS)")
+@pytest.mark.parametrize("content", ["a: !!int ''\n", "a: !!timestamp x\n", "a: " + "[" * 50000],
+                         ids=["int-tag", "timestamp-tag", "deep"])
+def test_gap_kubeconfig_content(content):
+    from ansible_collections.maesh.ichor.plugins.module_utils.k8s import kubeconfig
+    _no_traceback(lambda: kubeconfig.load(kubeconfig_content=content))
+
+
+@pytest.mark.xfail(strict=True, raises=(KeyError, RecursionError),
+                   reason="installer/inventory.py parses the inventory ConfigMap unguarded (see GAPS)")
+@pytest.mark.parametrize("configmap", [{"data": {"objects": "[]"}},
+                                       {"metadata": {}, "data": {"objects": "[" * 100000 + "]" * 100000}}],
+                         ids=["no-metadata", "deep"])
+def test_gap_installer_inventory(configmap):
+    from ansible_collections.maesh.ichor.plugins.module_utils.installer import inventory
+    _no_traceback(lambda: inventory.parse(configmap))
+
+
+@pytest.mark.xfail(strict=True, raises=RecursionError, reason="cilium/record.py decodes JSON unguarded (see GAPS)")
+def test_gap_helm_release_record():
+    from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record
+    deep = base64.b64encode(base64.b64encode(b"[" * 100000 + b"]" * 100000)).decode()
+    _no_traceback(lambda: record.decode(deep))
+
+
+@pytest.mark.xfail(strict=True, raises=(TypeError, AttributeError),
+                   reason="k8s/bundle_secret.py reads the Secret's data unchecked (see GAPS)")
+@pytest.mark.parametrize("secret", [{"data": {"bundle.yaml": 5}}, {"data": ["x"]}], ids=["number", "list"])
+def test_gap_bundle_secret(secret):
+    from ansible_collections.maesh.ichor.plugins.module_utils.k8s import bundle_secret
+    _no_traceback(lambda: bundle_secret.stored_bundle(secret))
