@@ -50,6 +50,15 @@ READERS = [
      "test_fuzz_cluster_record.py", "test_fuzz_cluster_record", "cluster-record"),
     ("installer.bundle.load", "the installer's bundle manifests",
      "test_fuzz_installer_bundle.py", "test_fuzz_installer_bundle", "installer-bundle"),
+    ("installer.inventory.parse", "ConfigMap ichor-installer-inventory",
+     "test_fuzz_installer_inventory.py", "test_fuzz_installer_inventory", "installer-inventory"),
+    ("cilium.record.decode and Record", "a Helm release Secret (base64, gzip, JSON)",
+     "test_fuzz_helm_record.py", "test_fuzz_helm_record", "helm-record"),
+    ("k8s.bundle_secret.stored_bundle", "Secret ichor-system/ichor-secrets-bundle",
+     "test_fuzz_bundle_secret.py", "test_fuzz_bundle_secret", "bundle-secret"),
+    ("k8s.kubeconfig.load (kubeconfig_content, the kubeconfig file, KUBECONFIG), check, Kubeconfig",
+     "a kubeconfig: kubeconfig_content, a file, the files KUBECONFIG names",
+     "test_fuzz_kubeconfig.py", "test_fuzz_kubeconfig", "kubeconfig"),
     ("k8s.reader.KubeReader (kubeconfigs it takes)", "generated kubeconfigs (base64, PEM, files)",
      "test_kube_reader.py", "test_fuzz_kubeconfigs_it_takes", "kube-reader"),
     ("ansible_module.specs.module and ansible-core's validation", "every module's options",
@@ -62,14 +71,6 @@ OTHER_TARGETS = {"hpack-encode": "talos.hpack's encoder, its output read by the 
 # Readers of outside input with no fuzz target yet, and what a probe found in them (issue 26): owned by code outside
 # the change that made this list; each is held by a strict expected failure below.
 GAPS = [
-    ("k8s.kubeconfig.load (kubeconfig_content, the kubeconfig file, KUBECONFIG)",
-     "PyYAML's pure loader without a size limit; a tag that cannot be built raises IndexError or AttributeError, a deep "
-     "document RecursionError"),
-    ("installer.inventory.parse", "ConfigMap ichor-installer-inventory: KeyError without metadata, RecursionError on "
-                                  "deep JSON"),
-    ("cilium.record.decode", "a Helm release Secret: RecursionError on deep JSON; gzip expanded without a limit"),
-    ("k8s.bundle_secret.stored_bundle", "Secret ichor-secrets-bundle: TypeError or AttributeError for data of another "
-                                        "shape"),
     ("config.images, common.images, config.drift (image parts)", "image references of live configs: being changed "
                                                                  "elsewhere"),
     ("config.adopt", "a live config mapped to the cluster spec: reached by no fuzz target of its own"),
@@ -104,35 +105,28 @@ def _no_traceback(call):
         assert "\n" not in exc.message and len(exc.message) < 500
 
 
-@pytest.mark.xfail(strict=True, raises=(IndexError, AttributeError, RecursionError),
-                   reason="k8s/kubeconfig.py reads kubeconfig_content with yaml.safe_load, unguarded (see GAPS)")
 @pytest.mark.parametrize("content", ["a: !!int ''\n", "a: !!timestamp x\n", "a: " + "[" * 50000],
                          ids=["int-tag", "timestamp-tag", "deep"])
-def test_gap_kubeconfig_content(content):
+def test_kubeconfig_content(content):
     from ansible_collections.maesh.ichor.plugins.module_utils.k8s import kubeconfig
     _no_traceback(lambda: kubeconfig.load(kubeconfig_content=content))
 
 
-@pytest.mark.xfail(strict=True, raises=(KeyError, RecursionError),
-                   reason="installer/inventory.py parses the inventory ConfigMap unguarded (see GAPS)")
 @pytest.mark.parametrize("configmap", [{"data": {"objects": "[]"}},
                                        {"metadata": {}, "data": {"objects": "[" * 100000 + "]" * 100000}}],
                          ids=["no-metadata", "deep"])
-def test_gap_installer_inventory(configmap):
+def test_installer_inventory(configmap):
     from ansible_collections.maesh.ichor.plugins.module_utils.installer import inventory
     _no_traceback(lambda: inventory.parse(configmap))
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError, reason="cilium/record.py decodes JSON unguarded (see GAPS)")
-def test_gap_helm_release_record():
+def test_helm_release_record():
     from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record
     deep = base64.b64encode(base64.b64encode(b"[" * 100000 + b"]" * 100000)).decode()
     _no_traceback(lambda: record.decode(deep))
 
 
-@pytest.mark.xfail(strict=True, raises=(TypeError, AttributeError),
-                   reason="k8s/bundle_secret.py reads the Secret's data unchecked (see GAPS)")
 @pytest.mark.parametrize("secret", [{"data": {"bundle.yaml": 5}}, {"data": ["x"]}], ids=["number", "list"])
-def test_gap_bundle_secret(secret):
+def test_bundle_secret(secret):
     from ansible_collections.maesh.ichor.plugins.module_utils.k8s import bundle_secret
     _no_traceback(lambda: bundle_secret.stored_bundle(secret))

@@ -30,7 +30,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.config import machine_config
-from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.inspection import spec_of
+from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.inspection import spec_text
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import KUBEPRISM_PORT, bootstrap, errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import cluster_read, machine as talos_machine
@@ -126,7 +126,7 @@ def read_machine(params, context, bundle, m):
                 other = secrets.same_cluster(bundle, live)
                 if other:
                     raise ConfigError(machine_config.FOREIGN % (node, other))
-                uuid = spec_of(client.run(talos_machine.get_resource(client, res.SYSTEM_INFORMATION))).get("uuid", "")
+                uuid = spec_text(client.run(talos_machine.get_resource(client, res.SYSTEM_INFORMATION)), "uuid")
                 machine_config.check_uuid(node, uuid, m.get("uuid"))
                 names = bootstrap.members(client, None) if m["role"] == "controlplane" else None
                 return dict(state="configured", uuid=uuid, talos=version, etcd_members=names)

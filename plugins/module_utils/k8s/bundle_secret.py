@@ -11,6 +11,7 @@ __metaclass__ = type
 
 import base64
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
@@ -21,10 +22,17 @@ BUNDLE_KEY = "bundle.yaml"
 
 
 def stored_bundle(secret):
-    """The bundle Secret ichor-secrets-bundle holds, or None when it holds none that can be read."""
+    """The bundle Secret ichor-secrets-bundle holds, or None when it holds none that can be read: its data must be a
+    mapping whose key bundle.yaml is base64 text of a bundle file (at most secrets.MAX_FILE bytes of UTF-8, read through
+    the bundle file's guard)."""
+    data = secret.get("data") if isinstance(secret, dict) else None
+    value = data.get(BUNDLE_KEY) if isinstance(data, dict) else None
+    if not isinstance(value, str) or not value:
+        return None
     try:
-        return secrets.parse(base64.b64decode((secret.get("data") or {}).get(BUNDLE_KEY) or "").decode("utf-8"))
-    except (ConfigError, ValueError, UnicodeDecodeError):
+        raw = base64.b64decode(untrusted.text(value, 2 * secrets.MAX_FILE))
+        return secrets.parse(untrusted.text(raw, secrets.MAX_FILE))
+    except (ConfigError, untrusted.Unreadable, ValueError):
         return None
 
 

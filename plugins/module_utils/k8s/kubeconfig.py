@@ -27,12 +27,57 @@ try:
 except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
     HAS_YAML = False
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import register_leaves
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import KubeError, quote
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 # A kubeconfig user's credential fields (token, client-key-data, password, auth-provider secrets).
 _CREDENTIAL = re.compile(r"(?i)(token|key-data|password|secret)")
+# The guard of a kubeconfig read (a file or kubeconfig_content): one is a few kilobytes, tens with many clusters
+# and their CAs inline; it nests less than ten levels (an exec plugin's arguments); the count of values bounds what
+# aliases can expand to.
+MAX_SIZE = 4 * 1024 * 1024
+MAX_DEPTH = 32
+MAX_VALUES = 100000
+# A name a message shows as it is (longer ones, or not printable, by their length); the names a message lists.
+_NAME_LIMIT = 64
+_SHOWN_NAMES = 20
+
+if HAS_YAML:
+    _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml bounds nesting; the pure loader recurses
+
+# What PyYAML's constructors raise on a scalar they cannot build under an explicit tag (!!int '', !!timestamp x).
+_CONSTRUCTOR_ERRORS = (ValueError, TypeError, OverflowError, AttributeError, LookupError, RecursionError)
+
+
+def _shown(name):
+    """A context, cluster or user name as a message quotes it."""
+    if isinstance(name, str) and len(name) <= _NAME_LIMIT and name.isprintable():
+        return quote(name)
+    if isinstance(name, str):
+        return "(a name of %d characters)" % len(name)
+    return "(a %s)" % type(name).__name__
+
+
+def _listed(names):
+    """The context names a message lists: the first few, each as _shown would show it but unquoted."""
+    shown = ", ".join(n if n.isprintable() and len(n) <= _NAME_LIMIT else _shown(n) for n in names[:_SHOWN_NAMES])
+    if len(names) > _SHOWN_NAMES:
+        shown += " and %d more" % (len(names) - _SHOWN_NAMES)
+    return shown
+
+
+def _parse(text):
+    """The kubeconfig ``text`` (str or bytes) parsed through the guard: at most MAX_SIZE bytes of UTF-8, YAML a safe
+    loader builds, nesting at most MAX_DEPTH levels and holding at most MAX_VALUES values; untrusted.Unreadable with
+    what is wrong (a phrase), never the text."""
+    text = untrusted.text(text, MAX_SIZE)
+    try:
+        data = yaml.load(text, Loader=_LOADER)  # nosec - a safe loader
+    except (yaml.YAMLError,) + _CONSTRUCTOR_ERRORS:
+        raise untrusted.Unreadable("is not valid YAML")
+    return untrusted.check_shape(data, MAX_DEPTH, MAX_VALUES)
 
 
 class Source:
@@ -64,6 +109,18 @@ class Kubeconfig:
         self.source.server = without_userinfo(self.cluster.get("server"))
 
 
+def _url(server):
+    """Whether a cluster's server (None when it names none) can be read as a URL."""
+    if server is None:
+        return True
+    if not isinstance(server, str):
+        return False
+    try:
+        return isinstance(urlsplit(server).port, (int, type(None)))  # the port raises when it is not one
+    except ValueError:  # an IPv6 address not closed, a port that is not one
+        return False
+
+
 def without_userinfo(url):
     parts = urlsplit(url or "")
     if parts.username is None and parts.password is None:
@@ -75,19 +132,18 @@ def without_userinfo(url):
 
 
 def _read_yaml(path, where):
-    """The parsed kubeconfig file; one line when it is missing, unreadable or not YAML."""
+    """The parsed kubeconfig file (read through the guard); one line when it is missing, unreadable or not YAML."""
     try:
-        with open(path, "rb") as handle:
-            text = handle.read()
+        text = untrusted.read_file(path, MAX_SIZE)
     except (IOError, OSError) as exc:
         if not os.path.exists(path):
             raise KubeError("the kubeconfig %s does not exist; check %s" % (path, where))
         raise KubeError("the kubeconfig %s cannot be read (%s); check its permissions and %s" % (
             path, exc.strerror or type(exc).__name__, where))
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        raise KubeError("the kubeconfig %s is not valid YAML; check %s" % (path, where))
+        return _parse(text)
+    except untrusted.Unreadable as exc:
+        raise KubeError("the kubeconfig %s %s; check %s" % (path, exc.problem, where))
 
 
 def _merged(docs):
@@ -99,17 +155,33 @@ def _merged(docs):
         if doc.get("current-context") and not merged.get("current-context"):
             merged["current-context"] = doc["current-context"]
         for field in ("contexts", "clusters", "users"):
-            seen = set(item.get("name") for item in merged[field])
-            merged[field] += [item for item in doc.get(field) or [] if isinstance(item, dict) and item.get("name") not in seen]
+            seen = set(item["name"] for item in merged[field] if isinstance(item.get("name"), str))
+            merged[field] += [item for item in _entries(doc, field) if not (isinstance(item.get("name"), str)
+                                                                            and item["name"] in seen)]
     return merged
+
+
+def _entries(data, field):
+    """The mappings of the kubeconfig list ``field`` (none when it is not a list)."""
+    items = data.get(field)
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
 
 def named(items, name, field):
     """The ``field`` body of the entry called ``name`` in a kubeconfig list, or None."""
-    for item in items or []:
+    for item in items if isinstance(items, list) else []:
         if isinstance(item, dict) and item.get("name") == name:
             return item.get(field) or {}
     return None
+
+
+def _body(data, where, kind, name):
+    """The body of the ``kind`` (context, cluster, user) called ``name``: None when there is none; KubeError in one
+    line when it is not a mapping."""
+    body = named(data.get(kind + "s"), name, kind)
+    if body is not None and not isinstance(body, dict):
+        raise KubeError("the %s: %s %s is not a mapping" % (where, kind, _shown(name)))
+    return body
 
 
 def check(data, where, context):
@@ -117,24 +189,28 @@ def check(data, where, context):
     can list them; the user's credentials registered for redaction."""
     if not isinstance(data, dict):
         raise KubeError("the %s is not a kubeconfig (not a YAML mapping)" % where)
-    contexts = [c.get("name") for c in data.get("contexts") or [] if isinstance(c, dict) and c.get("name")]
+    contexts = [c["name"] for c in _entries(data, "contexts") if isinstance(c.get("name"), str) and c["name"]]
     if not contexts:
         raise KubeError("the %s holds no contexts" % where)
     name = context or data.get("current-context")
     if not name:
         raise KubeError("the %s sets no current-context; choose one with the option kube_context: %s" % (
-            where, ", ".join(contexts)))
-    if name not in contexts:
+            where, _listed(contexts)))
+    if not isinstance(name, str) or name not in contexts:
         raise KubeError("the %s has no context %s; it has: %s (option kube_context)" % (
-            where, quote(name), ", ".join(contexts)))
-    body = named(data.get("contexts"), name, "context") or {}
+            where, _shown(name), _listed(contexts)))
+    body = _body(data, where, "context", name) or {}
     user = body.get("user")
-    if body.get("cluster") is None or named(data.get("clusters"), body.get("cluster"), "cluster") is None:
+    cluster = _body(data, where, "cluster", body.get("cluster")) if body.get("cluster") is not None else None
+    if cluster is None:
         raise KubeError("the %s: context %s names cluster %s, which it does not define" % (
-            where, quote(name), quote(body.get("cluster"))))
-    credentials = named(data.get("users"), user, "user") if user is not None else {}
+            where, _shown(name), _shown(body.get("cluster"))))
+    if not _url(cluster.get("server")):
+        raise KubeError("the %s: cluster %s has a server that is not a URL" % (where, _shown(body.get("cluster"))))
+    credentials = _body(data, where, "user", user) if user is not None else {}
     if credentials is None:
-        raise KubeError("the %s: context %s names user %s, which it does not define" % (where, quote(name), quote(user)))
+        raise KubeError("the %s: context %s names user %s, which it does not define" % (
+            where, _shown(name), _shown(user)))
     # so that no message (the library's included) can show them
     register_leaves(credentials, _CREDENTIAL)
     return Source(where, context=name, user=user, contexts=contexts)
@@ -150,9 +226,14 @@ def load(kubeconfig=None, kubeconfig_content=None, context=None, environ=None):
         data = kubeconfig_content
         if isinstance(kubeconfig_content, (str, bytes)):
             try:
-                data = yaml.safe_load(kubeconfig_content)
-            except yaml.YAMLError:
-                raise KubeError("the option kubeconfig_content is not valid YAML")
+                data = _parse(kubeconfig_content)
+            except untrusted.Unreadable as exc:
+                raise KubeError("the option kubeconfig_content %s" % exc.problem)
+        else:
+            try:
+                untrusted.check_shape(data, MAX_DEPTH, MAX_VALUES)
+            except untrusted.Unreadable as exc:
+                raise KubeError("the option kubeconfig_content %s" % exc.problem)
         return Kubeconfig(data, None, check(data, "kubeconfig given as kubeconfig_content", context))
     path = kubeconfig
     if path:
