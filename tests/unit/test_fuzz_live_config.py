@@ -5,8 +5,9 @@ of the config's keys, tokens or secrets.
 
 Targets: ``live-config-secrets`` (config.documents.parse through config.yamlio's guard, then the secrets reader:
 config.secrets.from_config, validate and same_cluster, what talos_secrets' recover and talos_machine_config do
-with it), ``live-config-facts`` (config.talos_side.facts, what talos_facts reports of the config). Budget and the
-maintainer's command: tests/unit/conftest.py."""
+with it), ``live-config-facts`` (config.talos_side.facts, what talos_facts reports of the config),
+``live-config-adopt`` (config.adopt.read and config.images, what adopt maps of it) and ``image-references`` (every
+reader of an image reference). Budget and the maintainer's command: tests/unit/conftest.py."""
 
 import base64
 import os
@@ -14,7 +15,9 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, secrets, talos_side, yamlio
+from ansible_collections.maesh.ichor.plugins.module_utils.common import images as image_refs
+from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, documents, drift, images, secrets, \
+    talos_side, yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from tests.unit.conftest import mutate_bytes, mutate_tree
 
@@ -135,3 +138,49 @@ def test_a_config_past_the_limits_is_refused_in_one_line():
         with pytest.raises(ConfigError) as exc:
             documents.parse(text)
         assert exc.value.message == "the machine config %s" % said
+
+
+def _adopt(text):
+    """What adopt maps of a live config (config.adopt.read, the cluster spec and the machine's), with the component
+    images the inspection reads from it (config.images)."""
+    docs = documents.parse(text)
+    adopted = adopt.read([("cp-1", docs, "v1.14.1")])
+    assert isinstance(adopted.cluster["kubernetesVersion"], str) and isinstance(adopted.unmapped, list)
+    for component, version in images.component_versions(docs).items():
+        assert component in images.COMPONENTS and version.startswith("v")
+    return adopted
+
+
+def test_fuzz_live_config_adopt(fuzz, fresh_redaction):
+    """Target ``live-config-adopt``: config.adopt.read and config.images.component_versions over mutated live
+    configs."""
+    run = fuzz("live-config-adopt")
+    for index, rng in run.cases():
+        fresh_redaction(forget=SECRETS)
+        given = mutated(rng)
+        run.check(lambda: _adopt(given), index, given, SECRETS)
+
+
+IMAGES = ["ghcr.io/siderolabs/kubelet:v1.36.3", "registry.k8s.io/kube-apiserver:v1.36.3@sha256:" + "ab" * 32,
+          "registry.corp.example:5000/a/b/kube-proxy:1.36.3", "[fd00::1]:5000/installer:v1.14.5-rc.1+b"]
+
+
+def _image(text):
+    """Every reader of an image reference: the parser (common.images), the tag's version (config.images), the drift's
+    comparison of two references (config.drift)."""
+    version = images.tag_version(text)
+    assert version is None or version.startswith("v")
+    ref = image_refs.parse(text)
+    assert str(ref) == text
+    return drift.minor_back(text, IMAGES[0]), version
+
+
+def test_fuzz_image_references(fuzz):
+    """Target ``image-references``: common.images.parse, config.images.tag_version and config.drift.minor_back over
+    mutated references (bytes, code points, parts swapped)."""
+    run = fuzz("image-references")
+    for index, rng in run.cases():
+        given = IMAGES[rng.randrange(len(IMAGES))]
+        for _round in range(rng.randint(1, 3)):
+            given = mutate_bytes(given.encode("utf-8"), rng).decode("utf-8", rng.choice(["replace", "ignore"]))
+        run.check(lambda: _image(given), index, given)
