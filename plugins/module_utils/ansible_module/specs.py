@@ -14,9 +14,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import decimal
+import math
+
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 
 TIMEOUT = dict(type="float", default=30.0)
+# An int option's value has at most this many digits: ansible-core builds the int of any number it is given (".inf"
+# raises OverflowError in 2.19, "1e999999999" takes minutes to build).
+INT_DIGITS = 100
 
 
 def talos_connection():
@@ -49,7 +55,7 @@ def module(argument_spec, **kwargs):
     and the module fails naming the option.
     """
     try:
-        return AnsibleModule(argument_spec=argument_spec, **kwargs)
+        built = _Module(argument_spec=argument_spec, **kwargs)
     except TypeError:
         loose = AnsibleModule(argument_spec=dict((name, dict(type="raw", no_log=bool(definition.get("no_log"))))
                                                  for name, definition in argument_spec.items()),
@@ -57,6 +63,64 @@ def module(argument_spec, **kwargs):
         loose.fail_json(msg=shape_problem(argument_spec, loose.params)
                         or "the module's options do not have the shapes its documentation gives")
         raise  # fail_json exits; this is for a patched fail_json
+    if built.int_problem:
+        built.fail_json(msg=built.int_problem)
+    return built
+
+
+class _Module(AnsibleModule):
+    """AnsibleModule that takes out, before ansible-core validates the options, a value of an int option no int can
+    hold (``int_problem`` names it; ``module`` fails with it once the module is built, no_log values known)."""
+
+    int_problem = None
+
+    def _load_params(self):
+        super(_Module, self)._load_params()
+        self.int_problem = _take_huge_ints(self.argument_spec, self.params)
+
+
+def _too_big(value):
+    """Whether ``value``, given to an int option, is infinite or has more than INT_DIGITS digits (not a number: False,
+    ansible-core refuses it)."""
+    if isinstance(value, float):
+        return math.isinf(value) or abs(value) >= 10.0 ** INT_DIGITS
+    if not isinstance(value, str):
+        return False
+    try:
+        number = decimal.Decimal(value)
+    except (decimal.DecimalException, ValueError):
+        return False
+    return number.is_infinite() or (number.is_finite() and number != 0 and number.adjusted() >= INT_DIGITS)
+
+
+def _take_huge_ints(argument_spec, params, prefix=""):
+    """The first int option (nested too) given a value _too_big, as a line, after putting 0 in its place (the option
+    fails then with that line); None when there is none."""
+    if not isinstance(argument_spec, dict) or not isinstance(params, dict):
+        return None
+    for name, definition in argument_spec.items():
+        value = params.get(name)
+        if value is None or not isinstance(definition, dict):
+            continue
+        kind, elements = definition.get("type"), definition.get("elements")
+        if kind == "int" and _too_big(value):
+            params[name] = 0
+            return "%s%s must be an integer of at most %d digits, not an infinite or larger number" % (
+                prefix, name, INT_DIGITS)
+        if kind == "list" and elements == "int" and isinstance(value, list):
+            for index, item in enumerate(value):
+                if _too_big(item):
+                    value[index] = 0
+                    return "%s%s[%d] must be an integer of at most %d digits, not an infinite or larger number" % (
+                        prefix, name, index, INT_DIGITS)
+        if definition.get("options"):
+            many = kind == "list" and isinstance(value, list)
+            for index, item in enumerate(value if many else [value]):
+                problem = _take_huge_ints(definition["options"], item,
+                                          "%s%s%s." % (prefix, name, "[%d]" % index if many else ""))
+                if problem:
+                    return problem
+    return None
 
 
 def shape_problem(argument_spec, params, prefix=""):
