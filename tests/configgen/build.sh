@@ -31,17 +31,9 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 mkdir -p "$cache"
-# one build at a time (two pytest workers, or scripts/test's prebuild, may ask at once): the second finds it built
-exec 9>"$cache/.configgen.lock"
-# a caller that waits says so, and then what it still builds (nothing, when the other build made it)
-if ! flock -n 9; then
-    echo "build.sh: another build holds $cache/.configgen.lock: waiting for it to finish" >&2
-    waited=$SECONDS
-    until flock -w 60 9; do
-        echo "build.sh: still waiting for the other build ($((SECONDS - waited))s)" >&2
-    done
-    echo "build.sh: the other build finished after $((SECONDS - waited))s" >&2
-fi
+# shellcheck source=tests/lab/build_lock.sh
+. "$here/../lab/build_lock.sh"
+build_lock build.sh "$cache/.configgen.lock"
 
 for ver in "${versions[@]}"; do
     vdir="$here/$ver"

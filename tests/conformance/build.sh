@@ -22,21 +22,9 @@ hash=$( (export LC_ALL=C; cat go.mod go.sum; for f in ./*.go; do echo "== $f"; c
 bindir=${XDG_CACHE_HOME:-$HOME/.cache}/maesh-ichor/bin
 bin=$bindir/conformance-$hash
 mkdir -p "$bindir"
-# one build at a time (two pytest workers, or scripts/test's prebuild, may ask at once): the second finds it built
-exec 9>"$bindir/.conformance.lock"
-# a caller that waits says so, and then whether the other build made the binary
-if ! flock -n 9; then
-  echo "conformance/build.sh: another build holds $bindir/.conformance.lock: waiting for it to finish" >&2
-  waited=$SECONDS
-  until flock -w 60 9; do
-    echo "conformance/build.sh: still waiting for the other build ($((SECONDS - waited))s)" >&2
-  done
-  if [ -x "$bin" ]; then
-    echo "conformance/build.sh: the other build finished after $((SECONDS - waited))s and made $bin: nothing to build" >&2
-  else
-    echo "conformance/build.sh: the other build finished after $((SECONDS - waited))s without $bin" >&2
-  fi
-fi
+# shellcheck source=tests/lab/build_lock.sh
+. "$here/../lab/build_lock.sh"
+build_lock conformance/build.sh "$bindir/.conformance.lock" "$bin"
 if [ ! -x "$bin" ]; then
   tmp=$(mktemp "$bindir/.conformance-$hash.XXXXXX")
   trap 'rm -f "$tmp"' EXIT
