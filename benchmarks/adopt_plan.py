@@ -27,8 +27,8 @@ from kubernetes import client as k8s  # noqa: E402
 
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import inspection  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module.runner import Connections  # noqa: E402
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_facts  # noqa: E402
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import cluster_read  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.cluster import facts as cluster_facts  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import cluster_read  # noqa: E402
 from tests.integration.ansible_env import ansible_env, write_inventory  # noqa: E402
 from tests.lab.agent import LabAgent  # noqa: E402
 from tests.lab.kube.cluster import KubeLab, binaries  # noqa: E402

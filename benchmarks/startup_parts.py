@@ -38,12 +38,13 @@ def main(payload, talosconfig_path):
         __import__(name)
         out[part] = (_cpu() - start) * 1e3
     # pylint: disable=import-outside-toplevel
-    from ansible_collections.maesh.ichor.plugins.module_utils.talos import client, machine, talosconfig
+    from ansible_collections.maesh.ichor.plugins.module_utils.machine import facts as machine_facts
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import client, talosconfig
 
     start = _cpu()
     talos = client.TalosClient(context=talosconfig.load(path=talosconfig_path), timeout=30)
     try:
-        machine.facts_result(talos, "127.0.0.1")
+        machine_facts.facts_result(talos, "127.0.0.1")
         raise SystemExit("the refusing talosconfig was answered")
     except Exception:  # pylint: disable=broad-except
         pass  # the refused dial, as in the module

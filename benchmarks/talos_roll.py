@@ -18,7 +18,7 @@ from tests import collection_path
 collection_path.ensure()
 
 # pylint: disable=wrong-import-position
-from ansible_collections.maesh.ichor.plugins.module_utils import release  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step  # noqa: E402

@@ -150,8 +150,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
                         raise IchorError("the machine at the endpoint has no discovery members: discovery is off "
                                          "(cluster.discovery in its config); use source kubernetes or talosconfig")
                 if not machines and wanted in ("auto", inventory.KUBERNETES) and kube is not None:
-                    from ansible_collections.maesh.ichor.plugins.module_utils.cilium.live import items
-                    machines, source = inventory.from_nodes(items(kube, "v1", "Node")), inventory.KUBERNETES
+                    machines, source = inventory.from_nodes(kube.list("v1", "Node")), inventory.KUBERNETES
                 if not machines and wanted in ("auto", inventory.TALOSCONFIG):
                     nodes = context.nodes or [talos.endpoints[0][0]]
                     machines, failed = inventory.from_talos_nodes(talos, nodes)

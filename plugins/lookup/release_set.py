@@ -43,7 +43,7 @@ _raw:
 from ansible.errors import AnsibleError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.maesh.ichor.plugins.module_utils.release import release_set
+from ansible_collections.maesh.ichor.plugins.module_utils.common.release import release_set
 
 
 class LookupModule(LookupBase):

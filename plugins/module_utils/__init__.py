@@ -1,0 +1,16 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The collection's code under its plugins, in layers. Every import follows these rules, one deferred into a
+function included; tests/unit/test_shape.py fails on one that does not.
+
+- ``common/`` (errors, redaction, files, polling, images, versions, untrusted input, the release set) imports
+  nothing of ours.
+- ``talos/`` (the Talos API client) and ``k8s/`` (the Kubernetes API client) import only ``common/``.
+- ``config/`` (the machine-config engine and the secrets bundle) imports only ``common/``, ``talos/`` and ``k8s/``.
+- The feature packages (``adopt/``, ``cilium/``, ``cluster/``, ``init/``, ``installer/``, ``machine/``,
+  ``reclaim/``, ``rollout/``: the flows of the modules) import the layers above. One imports another only through
+  the modules that one names in its ``INTERFACE``, and never in a circle.
+- ``ansible_module/`` is the only glue to Ansible (the runner, the option specs): it may import every layer, and
+  only plugins import it.
+"""

@@ -122,7 +122,7 @@ plan:
 
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_facts
+from ansible_collections.maesh.ichor.plugins.module_utils.cluster import facts as cluster_facts
 
 
 def main():

@@ -78,13 +78,11 @@ plan:
 
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import lock
+from ansible_collections.maesh.ichor.plugins.module_utils.cluster import lock
 
 
 def main():
-    options = dict(state=dict(type="str", choices=["held", "released"], default="held"), holder=dict(type="str"),
-                   duration=dict(type="int", default=lock.DURATION))
-    module = specs.module(specs.spec(options, kube=True), supports_check_mode=True,
+    module = specs.module(specs.spec(lock.options(), kube=True), supports_check_mode=True,
                           required_if=[("state", "released", ["holder"])])
     runner.run(module, lambda conn: lock.run(module.params, conn, module.check_mode))
 

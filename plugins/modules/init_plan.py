@@ -232,7 +232,8 @@ from ansible_collections.maesh.ichor.plugins.module_utils.init import plan
 
 
 def main():
-    module = specs.module(specs.spec(plan.options(), talos=True, kube=True), supports_check_mode=True)
+    options = dict(plan.options(), cluster=specs.cluster(required=True))
+    module = specs.module(specs.spec(options, talos=True, kube=True), supports_check_mode=True)
     runner.run(module, lambda conn: plan.run(module.params, conn, module.check_mode))
 
 

@@ -114,7 +114,8 @@ from ansible_collections.maesh.ichor.plugins.module_utils.init import write
 
 
 def main():
-    module = specs.module(specs.spec(write.options(), kube=True), supports_check_mode=True)
+    options = dict(write.options(), cluster=specs.cluster(required=True))
+    module = specs.module(specs.spec(options, kube=True), supports_check_mode=True)
     runner.run(module, lambda conn: write.run(module.params, conn, module.check_mode))
 
 

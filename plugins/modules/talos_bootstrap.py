@@ -79,7 +79,7 @@ plan:
 """
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import bootstrap
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import bootstrap
 
 
 def main():

@@ -288,7 +288,7 @@ plan:
 
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import facts
 
 
 def main():
@@ -298,10 +298,10 @@ def main():
     module = specs.module(specs.spec(dict(node=dict(type="str"), machines=machines), talos=True),
                           supports_check_mode=True, mutually_exclusive=[("node", "machines")])
     if module.params["machines"] is not None:
-        from ansible_collections.maesh.ichor.plugins.module_utils.talos import cluster_read  # the cluster-wide read only
+        from ansible_collections.maesh.ichor.plugins.module_utils.machine import cluster_read  # the cluster-wide read only
         runner.run(module, lambda conn: cluster_read.cluster_facts_result(conn.talos(), module.params["machines"]))
     else:
-        runner.run(module, lambda conn: machine.facts_result(conn.talos(), module.params["node"]))
+        runner.run(module, lambda conn: facts.facts_result(conn.talos(), module.params["node"]))
 
 
 if __name__ == "__main__":

@@ -75,7 +75,7 @@ plan:
 """
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import kubeconfig
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import kubeconfig
 
 
 def main():

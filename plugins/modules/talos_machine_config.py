@@ -321,7 +321,7 @@ plan:
 
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.config import machine_config
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import machine_config
 
 
 def _machine_options():

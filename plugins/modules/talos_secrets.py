@@ -122,7 +122,7 @@ plan:
 
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.config import bundle_file
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import secrets as bundle_file
 
 
 def main():

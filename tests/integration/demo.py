@@ -23,7 +23,7 @@ collection_path.ensure()
 
 from kubernetes import client as k8s  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release  # noqa: E402  pylint: disable=wrong-import-position
 from tests.integration.ansible_env import REPO, ansible_env, write_inventory  # noqa: E402  pylint: disable=wrong-import-position
 from tests.lab.agent import LabAgent  # noqa: E402  pylint: disable=wrong-import-position
 from tests.lab.kube.cluster import KubeLab, KubeLabError, binaries  # noqa: E402  pylint: disable=wrong-import-position

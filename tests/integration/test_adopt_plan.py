@@ -16,7 +16,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import inspection
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module.runner import Connections
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError

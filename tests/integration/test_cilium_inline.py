@@ -13,7 +13,7 @@ KubePrism as the health check reads it: each machine's config and Talos's KubePr
 import pytest
 import yaml
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module.runner import Connections
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import takeover
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import Refused

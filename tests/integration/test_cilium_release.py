@@ -17,7 +17,7 @@ import time
 import pytest
 import yaml
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release as release_set
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release as release_set
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record, release, takeover, values
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import Refused
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record

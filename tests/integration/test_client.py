@@ -15,6 +15,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common import redact
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import kubeconfig as talos_kubeconfig
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import facts as machine_facts
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine, talosconfig
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 
@@ -60,7 +61,7 @@ def test_version_to_every_machine_through_the_endpoint(talos_lab, ca):
 def test_machine_facts_match_the_lab(talos_cluster):
     state = talos_cluster.state()
     with _client(talos_cluster) as client:
-        results = machine.facts_for(client, [m["address"] for m in state["machines"]])
+        results = machine_facts.facts_for(client, [m["address"] for m in state["machines"]])
     for m in state["machines"]:
         result = results[m["address"]]
         assert result.error is None, result.error
@@ -256,7 +257,7 @@ def test_errors_are_one_line_and_hold_no_key_material(talos_lab, tmp_path):
     ctx = talosconfig.parse(text)
     seen += [str(ctx), repr(ctx), json.dumps(ctx.credentials.key, cls=redact.RedactingEncoder)]
     with tc.TalosClient(ctx, timeout=ANSWER_TIMEOUT) as client:
-        seen.append(json.dumps(client.run(machine.machine_facts(client, w1["address"]))))
+        seen.append(json.dumps(client.run(machine_facts.machine_facts(client, w1["address"]))))
         lab.control.set_faults("worker-2", unreachable=True)
         with pytest.raises(errors.TalosError) as exc:
             client.call("Version", node=w2["address"])

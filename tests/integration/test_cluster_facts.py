@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_facts
+from ansible_collections.maesh.ichor.plugins.module_utils.cluster import facts as cluster_facts
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 
 from tests.integration.ansible_env import ansible_playbook

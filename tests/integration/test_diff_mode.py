@@ -16,7 +16,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 
 from tests.integration.ansible_env import REPO, ansible_playbook
 from tests.lab.cilium import fixtures as cilium_fixtures

@@ -12,7 +12,7 @@ import yaml
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module.runner import Connections
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import etcd
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import etcd_snapshot
 
 from tests.integration.ansible_env import ansible_playbook
 
@@ -24,7 +24,7 @@ def _run(lab, node, path, check=False, context=None):
                   timeout=30.0, node=node, path=str(path))
     conn = Connections(params)
     try:
-        return etcd.snapshot_result(params, conn, check)
+        return etcd_snapshot.run(params, conn, check)
     finally:
         conn.close()
 

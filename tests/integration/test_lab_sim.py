@@ -532,7 +532,8 @@ def _check_case_lab(lab, case, version, cluster_name):
     """Our client with the lab's talosconfig reaches every machine; each serves its case file
     unchanged; all are one cluster with the control planes in etcd."""
     from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
-    from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, talosconfig
+    from ansible_collections.maesh.ichor.plugins.module_utils.machine import facts as machine_facts
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
     from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 
     state = lab.state()
@@ -544,7 +545,7 @@ def _check_case_lab(lab, case, version, cluster_name):
     configured = [m for m in state["machines"] if m["mode"] == "configured"]
     addresses = [m["address"] for m in configured]
     with tc.TalosClient(talosconfig.load(lab.talosconfig), timeout=10) as client:
-        facts = client.fan_out(lambda n: machine.machine_facts(client, n), addresses)
+        facts = client.fan_out(lambda n: machine_facts.machine_facts(client, n), addresses)
         for m in configured:
             text = _case_file(case, "%s.conf" % m["role"])
             assert m["machine_config"].encode() == text

@@ -12,7 +12,8 @@ import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import cluster_read, machine, talosconfig
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import cluster_read, facts as machine
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
 from tests.integration.ansible_env import ansible_playbook
 
 pytestmark = pytest.mark.lab

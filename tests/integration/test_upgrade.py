@@ -14,7 +14,7 @@ import time
 import pytest
 import yaml
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import kubernetes_step

@@ -38,7 +38,7 @@ collection_path.ensure()
 
 import yaml  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release  # noqa: E402  pylint: disable=wrong-import-position
 from tests.integration.ansible_env import write_inventory  # noqa: E402  pylint: disable=wrong-import-position
 from tests.lab.process import REPO  # noqa: E402  pylint: disable=wrong-import-position
 

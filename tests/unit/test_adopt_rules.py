@@ -3,9 +3,9 @@ managed mode ("As built"), the contract override (seed 0113)."""
 
 import pytest
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import rules
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_facts as kfacts
+from ansible_collections.maesh.ichor.plugins.module_utils.cluster import facts as kfacts
 
 SEED_TAIL = ("Ichor will not install or operate it; to adopt the cluster with the CNI left exactly as it is, run again "
              "with ichor_cni_unmanaged=true.")

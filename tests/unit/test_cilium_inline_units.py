@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import machines
 from ansible_collections.maesh.ichor.plugins.module_utils.config import documents
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout

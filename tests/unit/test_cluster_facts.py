@@ -4,7 +4,7 @@ from the DaemonSets and the Cilium releases found. The reads are tests/integrati
 import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_facts as cf
+from ansible_collections.maesh.ichor.plugins.module_utils.cluster import facts as cf
 
 
 def ds(name, image, namespace="kube-system", labels=None, managers=()):

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, contracts, documents, drift, images, render, \
     secrets, spec
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError

@@ -3,14 +3,14 @@ ichor-system/ichor-secrets-bundle (the bundle file under data's key bundle.yaml,
 is read as a bundle or as none, and what init and adopt's write phase do with it (this cluster's bundle, or a refusal)
 holds none of the bundle's keys, tokens or secrets. Budget and the maintainer's command: tests/unit/conftest.py.
 
-Target: ``bundle-secret`` (k8s.bundle_secret.stored_bundle, then bundle_secret's comparison)."""
+Target: ``bundle-secret`` (config.bundle_secret.stored_bundle, then bundle_secret's comparison)."""
 
 import base64
 
 import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import bundle_secret
+from ansible_collections.maesh.ichor.plugins.module_utils.config import bundle_secret
 from tests.unit.conftest import mutate_bytes, mutate_tree
 from tests.unit.test_fuzz_secrets_bundle import SECRETS, VALID_TEXT
 

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import release as adopt_release
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import release as cilium_release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError

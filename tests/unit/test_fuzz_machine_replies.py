@@ -24,6 +24,7 @@ from grpclib.server import Server
 
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import kubeconfig as talos_kubeconfig
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import facts as machine_facts
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import (
@@ -228,7 +229,7 @@ def mutate(replies, rng):
 # -- the reads ---------------------------------------------------------------------------------------------------
 
 def _facts(client):
-    result = machine.facts_result(client, node=None)
+    result = machine_facts.facts_result(client, node=None)
     facts = result["ansible_facts"]["talos"]
     for field in ("version", "uuid", "hostname", "role", "stage", "node_id"):
         assert isinstance(facts[field], str), field

@@ -58,7 +58,7 @@ READERS = [
      "test_fuzz_installer_inventory.py", "test_fuzz_installer_inventory", "installer-inventory"),
     ("cilium.record.decode and Record", "a Helm release Secret (base64, gzip, JSON)",
      "test_fuzz_helm_record.py", "test_fuzz_helm_record", "helm-record"),
-    ("k8s.bundle_secret.stored_bundle", "Secret ichor-system/ichor-secrets-bundle",
+    ("config.bundle_secret.stored_bundle", "Secret ichor-system/ichor-secrets-bundle",
      "test_fuzz_bundle_secret.py", "test_fuzz_bundle_secret", "bundle-secret"),
     ("k8s.kubeconfig.load (kubeconfig_content, the kubeconfig file, KUBECONFIG), check, Kubeconfig",
      "a kubeconfig: kubeconfig_content, a file, the files KUBECONFIG names",
@@ -128,5 +128,5 @@ def test_helm_release_record():
 
 @pytest.mark.parametrize("secret", [{"data": {"bundle.yaml": 5}}, {"data": ["x"]}], ids=["number", "list"])
 def test_bundle_secret(secret):
-    from ansible_collections.maesh.ichor.plugins.module_utils.k8s import bundle_secret
+    from ansible_collections.maesh.ichor.plugins.module_utils.config import bundle_secret
     _no_traceback(lambda: bundle_secret.stored_bundle(secret))

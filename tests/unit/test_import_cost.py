@@ -151,7 +151,7 @@ def test_a_per_machine_module_reads_without_the_kubernetes_package(module):
 # what a machine's reads have no use for: the config engine (only where a config is read), the release set and the
 # version gate (the cluster-wide read and the rollout), the protobuf packages of the rollout's and reclaim's calls
 READ_ONLY_FORBIDDEN = tuple(MODULE_UTILS + name for name in (
-    "config", "release", "talos.version_gate", "talos.cluster_read", "talos.proto.storage_pb2", "talos.proto.machine_image_pb2",
+    "config", "common.release", "talos.version_gate", "machine.cluster_read", "talos.proto.storage_pb2", "talos.proto.machine_image_pb2",
     "talos.proto.machine_lifecycle_pb2"))
 
 
@@ -160,4 +160,4 @@ def test_talos_facts_imports_what_a_machine_read_needs_only():
     assert not seen["import"], "talos_facts imports what a machine's read never calls: %s" % seen["import"]
     # the same probe sees them where they are used
     seen = probe("talos_machine_config", forbidden=READ_ONLY_FORBIDDEN)
-    assert {MODULE_UTILS + "config", MODULE_UTILS + "release"} <= set(seen["import"]), seen["import"]
+    assert {MODULE_UTILS + "config", MODULE_UTILS + "common.release"} <= set(seen["import"]), seen["import"]

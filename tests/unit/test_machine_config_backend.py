@@ -1,4 +1,4 @@
-"""config.machine_config and config.bundle_file (the talos_machine_config and talos_secrets flows) without
+"""machine.machine_config and machine.secrets (the talos_machine_config and talos_secrets flows) without
 Ansible and without a lab: a fake Talos machine answering Version, Get (the machine config) and
 ApplyConfiguration with real protobuf messages, a fake runner Connections and a fake clock.
 
@@ -15,7 +15,8 @@ from tests import collection_path
 
 collection_path.ensure()
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import bundle_file, documents, machine_config  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.config import documents  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import machine_config, secrets as bundle_file  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets, spec  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client  # noqa: E402

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 
 README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
 

@@ -199,7 +199,7 @@ def test_every_module_utils_package_says_what_it_owns():
         doc = ast.get_docstring(tree)
         assert doc and len(doc.split()) >= 8, "module_utils/%s/__init__.py: a docstring saying what it owns" % package
     loose = [os.path.basename(p) for p in glob.glob(os.path.join(MODULE_UTILS, "*.py"))
-             if os.path.basename(p) not in ("__init__.py", "release.py")]
+             if os.path.basename(p) != "__init__.py"]
     assert not loose, "module_utils files outside a concern's package: %s" % loose
 
 
@@ -326,3 +326,121 @@ def test_one_version_pattern():
                 if _VERSION_REGEX.search(line):
                     found.append("%s:%d: %s" % (relative, number, line.strip()))
     assert found == [], "\n".join(found)
+
+
+# -- the layers module_utils/__init__.py states ---------------------------------------------------------------------
+
+BOTTOM = "common"
+CLIENTS = ("talos", "k8s")
+ENGINE = "config"
+GLUE_PACKAGE = "ansible_module"
+
+
+def _packages():
+    return sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(MODULE_UTILS, "*", "__init__.py")))
+
+
+FEATURES = [p for p in _packages() if p not in (BOTTOM, ENGINE, GLUE_PACKAGE) + CLIENTS]
+
+
+def _interface(package):
+    """The modules a feature package names in its INTERFACE (None when it names none)."""
+    path = os.path.join(MODULE_UTILS, package, "__init__.py")
+    for node in ast.parse(open(path).read(), path).body:
+        if isinstance(node, ast.Assign) and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["INTERFACE"]:
+            return set(ast.literal_eval(node.value))
+    return None
+
+
+def _edges():
+    """(package, file, line, target package, target module) of every import of module_utils by a module_utils file,
+    at the top or deferred into a function."""
+    prefix = COLLECTION + "plugins.module_utils."
+    found = []
+    for path in glob.glob(os.path.join(MODULE_UTILS, "**", "*.py"), recursive=True):
+        relative = os.path.relpath(path, MODULE_UTILS)
+        package = relative.split(os.sep)[0] if os.sep in relative else None
+        for node in ast.walk(ast.parse(open(path).read(), path)):
+            dotted = []
+            if isinstance(node, ast.ImportFrom) and node.module and (node.module + ".").startswith(prefix):
+                base = node.module[len(prefix):] if node.module + "." != prefix else ""
+                dotted = [(base + "." + a.name).strip(".") for a in node.names]
+            elif isinstance(node, ast.Import):
+                dotted = [a.name[len(prefix):] for a in node.names if a.name.startswith(prefix)]
+            for name in dotted:
+                parts = name.split(".")
+                found.append((package, relative, node.lineno, parts[0], parts[1] if len(parts) > 1 else ""))
+    return found
+
+
+def _allowed(source, target, module):
+    if source == target or source == GLUE_PACKAGE:
+        return True
+    if source == BOTTOM or target == GLUE_PACKAGE:
+        return False
+    if source in CLIENTS:
+        return target == BOTTOM
+    if source == ENGINE:
+        return target in (BOTTOM,) + CLIENTS
+    if target in FEATURES:  # sideways: through the interface the other feature names
+        return module in (_interface(target) or ())
+    return True
+
+
+def test_module_utils_states_the_layers_this_test_holds():
+    with open(os.path.join(MODULE_UTILS, "__init__.py")) as handle:
+        rules = ast.get_docstring(ast.parse(handle.read()))
+    for package in _packages():
+        assert "``%s/``" % package in rules, "module_utils/__init__.py does not place %s/ in a layer" % package
+    assert set(FEATURES) >= {"adopt", "cilium", "installer", "machine", "reclaim", "rollout"}
+
+
+def test_every_feature_package_names_its_interface():
+    for package in FEATURES:
+        interface = _interface(package)
+        assert interface is not None, "module_utils/%s/__init__.py names no INTERFACE" % package
+        missing = [m for m in interface if not os.path.exists(os.path.join(MODULE_UTILS, package, m + ".py"))]
+        assert not missing, "module_utils/%s INTERFACE names no such module: %s" % (package, missing)
+
+
+def test_every_import_follows_the_layers():
+    broken = ["%s:%d imports %s%s" % (relative, line, target, "." + module if module else "")
+              for source, relative, line, target, module in _edges()
+              if source is not None and not _allowed(source, target, module)]
+    assert broken == [], "imports that break the layers of module_utils/__init__.py:\n" + "\n".join(sorted(broken))
+
+
+def test_the_packages_import_each_other_in_no_circle():
+    graph = {}
+    for source, unused_relative, unused_line, target, unused_module in _edges():
+        if source is not None and source != target:
+            graph.setdefault(source, set()).add(target)
+    done, path = set(), []
+
+    def visit(package):
+        if package in path:
+            raise AssertionError("the packages import each other in a circle: %s" % " -> ".join(
+                path[path.index(package):] + [package]))
+        if package in done:
+            return
+        path.append(package)
+        for target in sorted(graph.get(package, ())):
+            visit(target)
+        path.pop()
+        done.add(package)
+
+    for package in sorted(graph):
+        visit(package)
+
+
+def test_the_layer_check_sees_a_broken_import():
+    # the rules judge these as broken: each would have passed if the check looked at nothing
+    assert not _allowed("talos", "config", "talos_side")
+    assert not _allowed("k8s", "cilium", "record")
+    assert not _allowed("config", "reclaim", "inspection")
+    assert not _allowed("common", "talos", "client")
+    assert not _allowed("init", "ansible_module", "specs")
+    assert not _allowed("installer", "cilium", "takeover")
+    assert _allowed("cluster", "cilium", "record") and _allowed("ansible_module", "k8s", "client")
+    # an import deferred into a function is seen: machine/facts.py imports the config engine where it reads a config
+    assert ("machine", os.path.join("machine", "facts.py"), "config") in set((e[0], e[1], e[3]) for e in _edges())

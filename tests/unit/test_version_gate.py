@@ -5,10 +5,11 @@ import asyncio
 
 import pytest
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import cluster_read, machine, version_gate
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import cluster_read, facts as machine
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import version_gate
 
 SEED = ("Talos 1.11.5 is older than the oldest version Ichor adopts (v1.12). Upgrade Talos first, with talosctl or "
         "your usual tool, and run adopt again.")

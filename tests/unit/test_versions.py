@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common import versions
 from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, images
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cni

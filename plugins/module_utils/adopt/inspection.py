@@ -5,7 +5,7 @@
 
 Order: every machine read at once over the Talos API (its facts and live config), the
 versions judged against the release set (Talos below v1.12 or newer than the set, Kubernetes newer than the
-set: refused), the Kubernetes side (``k8s.cluster_facts``), the CNI row and its mode, kube-proxy, KubePrism,
+set: refused), the Kubernetes side (``cluster.facts``), the CNI row and its mode, kube-proxy, KubePrism,
 the secrets bundle (a given file, or recovered from one named control plane) checked against every config,
 the version contract probed per machine and settled for the cluster (an override may name only the set's),
 each machine's drift by class with its paths and hints at that contract, the class B consent list, what the
@@ -16,7 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import rules
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt as mapping
@@ -25,8 +25,10 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as 
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
 from ansible_collections.maesh.ichor.plugins.module_utils.installer import policies
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_facts, cluster_record
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import cluster_read, version_gate
+from ansible_collections.maesh.ichor.plugins.module_utils.cluster import facts as cluster_facts
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import cluster_read
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import version_gate
 
 
 def options():

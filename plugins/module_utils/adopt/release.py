@@ -6,7 +6,7 @@
 Only after the write phase (the record says adopted) and, for a managed Cilium, a completed takeover (the record's
 ``cilium`` names the release). The machine's render (the record's cluster spec and the machine's spec, the bundle
 from Secret ichor-system/ichor-secrets-bundle, the record's contract; a handed-over Cilium inline entry left out) is
-compared with its live config (``config.machine_config``): class C keeps it held, class B keeps it held unless the
+compared with its live config (``machine.machine_config``): class C keeps it held, class B keeps it held unless the
 operator consented (``accept_changes``); zero drift lifts the hold at once; otherwise the render is applied, the
 machine waited for until it is back with its config read back at zero drift and its Node Ready, and then the hold
 is lifted. The playbook releases one machine at a time, control planes first, under the cluster lock.
@@ -19,10 +19,10 @@ __metaclass__ = type
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import rules
 from ansible_collections.maesh.ichor.plugins.module_utils.common import poll
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
-from ansible_collections.maesh.ichor.plugins.module_utils.config import machine_config
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import machine_config
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, lock, nodes
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s.bundle_secret import BUNDLE_SECRET, stored_bundle
+from ansible_collections.maesh.ichor.plugins.module_utils.config.bundle_secret import BUNDLE_SECRET, stored_bundle
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import state
 
 STAYS = "stays held"

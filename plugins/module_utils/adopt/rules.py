@@ -4,7 +4,7 @@
 """What adopt may do with a cluster, decided from what was read (pure functions, no I/O).
 
 * The CNI table: the Kubernetes side's verdict
-  (``k8s.cluster_facts``), the Talos side's CNI selection and the CNI configs under /etc/cni/net.d give the
+  (``cluster.facts``), the Talos side's CNI selection and the CNI configs under /etc/cni/net.d give the
   mode: ``ours`` (the collection's release exists: adopt only checks it), ``takeover`` (a foreign Cilium,
   case B or C), ``install`` (no CNI at all: our Cilium is installed first), or ``unmanaged`` (the CNI is left
   exactly as it is). Never a migration.
@@ -18,8 +18,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_facts as kfacts
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
+from ansible_collections.maesh.ichor.plugins.module_utils.cluster import facts as kfacts
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import KUBEPRISM_PORT
 
 OURS, TAKEOVER, INSTALL, UNMANAGED = "ours", "takeover", "install", "unmanaged"

@@ -22,7 +22,7 @@ import time
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import inspection
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, lock
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s.bundle_secret import bundle_secret
+from ansible_collections.maesh.ichor.plugins.module_utils.config.bundle_secret import bundle_secret
 
 
 def options():

@@ -19,3 +19,6 @@ compared with the live one, volatile fields and generated certificate data ignor
 ``orphans`` finds what the foreign release owned and the chart does not render (kept and recorded, or with
 consent backed up, read back and deleted by UID); ``takeover`` is the flow of the module ``cilium_takeover``
 (plan, preconditions, gate); ``errors`` holds its refusals."""
+
+# what another feature package may import from this one (module_utils/__init__.py)
+INTERFACE = ("live", "record", "errors")

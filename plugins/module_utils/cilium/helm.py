@@ -25,7 +25,7 @@ try:
 except ImportError:  # the module fails with missing_required_lib-like words when it needs it
     yaml = None
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common import versions
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError, HelmError
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import excerpt

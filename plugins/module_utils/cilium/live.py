@@ -10,16 +10,10 @@ __metaclass__ = type
 
 import json
 
-try:
-    from kubernetes.dynamic.exceptions import ApiException as DynamicApiException
-except ImportError:  # the KubeClient says what is missing
-    DynamicApiException = ()
-
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record, values
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import Refused
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cni
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import api_error
 
 NAMESPACE = values.OBJECTS_NAMESPACE
 DAEMONSET = "cilium"
@@ -31,15 +25,6 @@ RELEASE = "cilium"
 RELEASE_NAMESPACE = "ichor-system"  # where the collection stores its release record
 HELM_RELEASE_NAME = "meta.helm.sh/release-name"
 HELM_RELEASE_NAMESPACE = "meta.helm.sh/release-namespace"
-
-
-def items(kube, api_version, kind, namespace=None, label_selector=None):
-    """The objects of a kind (dicts), optionally in one namespace and matching a label selector."""
-    res = kube.resource(api_version, kind)
-    try:
-        return res.get(namespace=namespace, label_selector=label_selector).to_dict().get("items") or []
-    except DynamicApiException as exc:
-        raise api_error(exc, "list %s%s" % (kind, " in " + namespace if namespace else ""), kube.source)
 
 
 def server_version(kube):
@@ -64,7 +49,7 @@ def api_versions(kube):
 
 def node_count(kube):
     """Every Node counts, Ready or not (the first one is NotReady until Cilium runs)."""
-    return len(items(kube, "v1", "Node"))
+    return len(kube.list("v1", "Node"))
 
 
 def _container(pod_spec, name, init=False):
@@ -149,7 +134,7 @@ def kube_proxy_mode(kube):
 
 
 def records(kube, namespace, release_name):
-    return [record.Record(s) for s in items(kube, "v1", "Secret", namespace,
+    return [record.Record(s) for s in kube.list("v1", "Secret", namespace,
                                             "owner=helm,name=%s" % release_name)]
 
 

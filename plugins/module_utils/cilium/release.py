@@ -33,7 +33,7 @@ try:
 except ImportError:  # helm.Helm says what is missing
     yaml = None
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release as release_set
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release as release_set
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import gate as gate_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import helm as helm_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import live as live_mod

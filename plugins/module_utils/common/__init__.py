@@ -6,4 +6,4 @@ derives from (``errors``), the redaction that keeps credentials out of any text 
 type that carries them (``redact``), the one poll-until-deadline helper every wait uses
 (``poll``), the one image-reference parser (``images``), the one reader of version strings (``versions``), the one
 way a private file is written (``files``) and the guard of every reader of outside input: size, UTF-8, depth
-(``untrusted``). Plain Python: no Ansible, no network."""
+(``untrusted``), and the release set this collection is tested with, the one place a version is written (``release``). Plain Python: no Ansible, no network."""

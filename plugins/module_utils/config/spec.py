@@ -39,7 +39,7 @@ __metaclass__ = type
 import copy
 import re
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common import versions
 from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError

@@ -22,18 +22,16 @@ __metaclass__ = type
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import specs as ansible_specs
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.given import given as given_only
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
-from ansible_collections.maesh.ichor.plugins.module_utils.config import machine_config
-from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.inspection import spec_text
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import KUBEPRISM_PORT, bootstrap, errors
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import cluster_read, machine_config
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import KUBEPRISM_PORT, errors, etcd
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import cluster_read, machine as talos_machine
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine as talos_machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
 
@@ -46,7 +44,6 @@ EVEN = ("%d control planes: etcd tolerates no more failures than with %d (a quor
 def options():
     """The module's own options (machines are init's: with uuid, hostname and install)."""
     return dict(
-        cluster=ansible_specs.cluster(required=True),
         machines=dict(type="list", elements="dict", required=True, options=dict(
             name=dict(type="str", required=True), node=dict(type="str", required=True),
             role=dict(type="str", required=True, choices=["controlplane", "worker"]),
@@ -126,9 +123,9 @@ def read_machine(params, context, bundle, m):
                 other = secrets.same_cluster(bundle, live)
                 if other:
                     raise ConfigError(machine_config.FOREIGN % (node, other))
-                uuid = spec_text(client.run(talos_machine.get_resource(client, res.SYSTEM_INFORMATION)), "uuid")
+                uuid = res.spec_text(client.run(talos_machine.get_resource(client, res.SYSTEM_INFORMATION)), "uuid")
                 machine_config.check_uuid(node, uuid, m.get("uuid"))
-                names = bootstrap.members(client, None) if m["role"] == "controlplane" else None
+                names = etcd.members(client, None) if m["role"] == "controlplane" else None
                 return dict(state="configured", uuid=uuid, talos=version, etcd_members=names)
     with talos_client.TalosClient(dial_only=node, maintenance=True, timeout=params.get("timeout")) as client:
         try:

@@ -13,20 +13,18 @@ __metaclass__ = type
 
 import time
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import specs as ansible_specs
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.given import given
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s.bundle_secret import bundle_secret
+from ansible_collections.maesh.ichor.plugins.module_utils.config.bundle_secret import bundle_secret
 
 
 def options():
     return dict(
         secrets=dict(type="path", required=True),
-        cluster=ansible_specs.cluster(required=True),
         machines=dict(type="list", elements="dict", required=True, options=dict(
             name=dict(type="str", required=True), node=dict(type="str", required=True),
             role=dict(type="str", required=True, choices=["controlplane", "worker"]),

@@ -9,3 +9,6 @@ candidates, the renamed objects and the owner check), ``snapshot`` (its persiste
 Installer: every call to the API server) and ``stages`` (the flows of installer_apply, installer_prune
 and installer_restore, each returning the module's result, with the options they take); ``errors`` holds
 the failures they raise."""
+
+# what another feature package may import from this one (module_utils/__init__.py)
+INTERFACE = ("policies",)

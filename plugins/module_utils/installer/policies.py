@@ -10,8 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.maesh.ichor.plugins.module_utils.cilium import live as cilium_live
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_facts
+from ansible_collections.maesh.ichor.plugins.module_utils.cluster import facts as cluster_facts
 
 POLICY_CRD = cluster_facts.CRDS["ciliumnetworkpolicies"]
 
@@ -35,6 +34,6 @@ def of_facts(facts):
 
 def read(kube):
     """The gate over the live cluster, in two calls: every namespace's DaemonSets and the CRD."""
-    found = cluster_facts.cni_daemonsets(cilium_live.items(kube, "apps/v1", "DaemonSet"))
+    found = cluster_facts.cni_daemonsets(kube.list("apps/v1", "DaemonSet"))
     crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", POLICY_CRD) is not None
     return gate(sorted(set(d["cni"] for d in found)), crd)

@@ -139,6 +139,12 @@ class KubeClient:
                     return None
                 raise
 
+    def list(self, api_version, kind, namespace=None, label_selector=None):
+        """The objects of a kind as dicts: in one namespace or all of them, optionally matching a label selector."""
+        res = self.resource(api_version, kind)
+        with self._calling("list %s%s" % (kind, " in " + namespace if namespace else "")):
+            return res.get(namespace=namespace, label_selector=label_selector).to_dict().get("items") or []
+
     def create(self, obj, dry_run=False):
         res = self.resource(obj["apiVersion"], obj["kind"])
         meta = obj["metadata"]

@@ -131,16 +131,6 @@ def require(client, holder, now=None):
                         % (holder, NAMESPACE, NAME, "held by %s" % current if current else "free"))
 
 
-def run(params, conn, check_mode):
-    """The ``cluster_lock`` module's result: the lock taken or given back (``changed`` stays false: bookkeeping)."""
-    holder = params["holder"] or new_holder()
-    if params["state"] == "held":
-        plan = acquire(conn.kube(), holder, params["duration"], check=check_mode)
-    else:
-        plan = release(conn.kube(), holder, check=check_mode)
-    return dict(changed=False, holder=holder, plan=plan)
-
-
 def _write(call, body):
     try:
         call(body)

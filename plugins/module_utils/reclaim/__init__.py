@@ -10,3 +10,6 @@ the registration of the machine as pending in the managed cluster's record; ``au
 seed's Events as lines; ``live`` is the real I/O (``LiveIO``) and the module's entry
 (``reclaim(params, conn, check_mode)``); ``errors`` has ``ReclaimError``. Nothing here holds or
 prints credential content."""
+
+# what another feature package may import from this one (module_utils/__init__.py)
+INTERFACE = ()

@@ -21,8 +21,10 @@ import socket
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import facts as machine_facts
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.errors import ReclaimError
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig as tc
 
@@ -124,19 +126,6 @@ def _peer(url):
     return host, port
 
 
-def spec_of(item):
-    """A COSI resource's spec as a mapping (an empty one for a missing resource, or a spec of another shape: the
-    machine's YAML decides what it holds)."""
-    spec = item.get("spec") if isinstance(item, dict) else None
-    return spec if isinstance(spec, dict) else {}
-
-
-def spec_text(item, key):
-    """A text field of a resource's spec ("" when it is missing or not text)."""
-    value = spec_of(item).get(key)
-    return value if isinstance(value, str) else ""
-
-
 def _size(spec, pretty, raw):
     """A size as the machine states it: its pretty form, else the number of bytes (text or a number), else ""."""
     if spec.get(pretty) and isinstance(spec[pretty], str):
@@ -159,7 +148,7 @@ def user_volumes(items):
     """VolumeStatus resources -> [{id, type, location, parent, size, encrypted, mount}]; user ones only."""
     out = []
     for item in items:
-        spec = spec_of(item)
+        spec = res.spec_of(item)
         vid = item["id"]
         vtype = spec.get("type") or ""
         if vid in SYSTEM_VOLUMES or not isinstance(vtype, str) or vtype not in USER_VOLUME_TYPES:
@@ -168,10 +157,10 @@ def user_volumes(items):
         out.append({
             "id": vid,
             "type": vtype or "partition",
-            "location": spec_text(item, "location"),
-            "parent": spec_text(item, "parentLocation"),
+            "location": res.spec_text(item, "location"),
+            "parent": res.spec_text(item, "parentLocation"),
             "size": _size(spec, "prettySize", "size"),
-            "mount": spec_text({"spec": spec.get("mountSpec")}, "targetPath"),
+            "mount": res.spec_text({"spec": spec.get("mountSpec")}, "targetPath"),
             "encrypted": encrypted,
             "encryption_provider": provider,
         })
@@ -181,19 +170,12 @@ def user_volumes(items):
 def _disks(items, system_disk):
     out = []
     for item in items:
-        spec = spec_of(item)
-        dev = spec_text(item, "dev_path") or "/dev/" + item["id"]
+        spec = res.spec_of(item)
+        dev = res.spec_text(item, "dev_path") or "/dev/" + item["id"]
         out.append({"id": item["id"], "dev_path": dev, "size": _size(spec, "pretty_size", "size"),
-                    "model": spec_text(item, "model"), "serial": spec_text(item, "serial"),
+                    "model": res.spec_text(item, "model"), "serial": res.spec_text(item, "serial"),
                     "system_disk": dev == system_disk})
     return out
-
-
-async def _safe(coro, default=None):
-    try:
-        return await coro
-    except errors.TalosError:
-        return default
 
 
 async def inspect_configured(client, node, probe=tcp_answers, force=False):
@@ -202,13 +184,11 @@ async def inspect_configured(client, node, probe=tcp_answers, force=False):
     ``force`` lets a machine that lists more than ``PROBE_LIMIT`` control planes be inspected (the first
     ``PROBE_LIMIT`` probed); without it that is a ReclaimError, raised before any probe.
     """
-    from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine  # protobuf-dependent
-
-    facts = await machine.machine_facts(client)
+    facts = await machine_facts.machine_facts(client)
     disks, volumes, sysdisk = await machine.gather(
-        _safe(machine.list_resources(client, res.DISKS), []),
-        _safe(machine.list_resources(client, res.VOLUME_STATUSES), []),
-        _safe(machine.get_resource(client, res.SYSTEM_DISK)))
+        machine.safe(machine.list_resources(client, res.DISKS), []),
+        machine.safe(machine.list_resources(client, res.VOLUME_STATUSES), []),
+        machine.safe(machine.get_resource(client, res.SYSTEM_DISK)))
     insp = {
         "address": node,
         "mode": "configured",
@@ -219,7 +199,7 @@ async def inspect_configured(client, node, probe=tcp_answers, force=False):
         "stage": facts["stage"],
         "cluster": dict(facts["cluster"]),
         "members": facts["members"],
-        "disks": _disks(disks, spec_text(sysdisk, "devPath")),
+        "disks": _disks(disks, res.spec_text(sysdisk, "devPath")),
         "volumes": user_volumes(volumes),
         "etcd": None,
     }
@@ -236,7 +216,6 @@ async def inspect_configured(client, node, probe=tcp_answers, force=False):
 
 async def _etcd(client, node, probe, force):
     """The etcd view of a control plane, or None when the machine is not one."""
-    from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
     members_req = talos_client.request_type("EtcdMemberList")(query_local=False)
     try:
         reply = await client.ainvoke("EtcdMemberList", members_req)
@@ -294,12 +273,3 @@ def probe_control_planes(members, probe=tcp_answers, force=False, node="the mach
         out.append({"hostname": member.get("hostname", ""), "address": firsts[i], "healthy": healthy,
                     "checked_by": how})
     return out
-
-
-async def maintenance_identity(client):
-    """(UUID, stage) of a machine answering in maintenance mode (an insecure client)."""
-    from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
-
-    sysinfo, status = await machine.gather(machine.get_resource(client, res.SYSTEM_INFORMATION),
-                                           _safe(machine.get_resource(client, res.MACHINE_STATUS)))
-    return spec_text(sysinfo, "uuid"), spec_text(status, "stage")

@@ -15,11 +15,16 @@ __metaclass__ = type
 
 import time
 
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import Conflict, KubeError
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import facts as machine_facts
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim import flow, inspection
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.audit import local_user
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.errors import ReclaimError
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.policy import MANAGED_REQUIRED
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.request import reset_request
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
 
@@ -89,7 +94,6 @@ class LiveIO:
         self._managed = None
 
     def _foreign(self):
-        from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
         if self._client is None:
             self._client = talos_client.TalosClient(context=self.foreign(), dial_only=self.node, timeout=self.timeout)
         return self._client
@@ -102,7 +106,6 @@ class LiveIO:
 
     def _clients(self):
         """The managed cluster's Talos client (made once) and Kubernetes client."""
-        from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import KubeError
         if self._managed is None:
             talos = self.conn.talos()
             try:
@@ -113,17 +116,14 @@ class LiveIO:
         return self._managed
 
     def managed(self):
-        from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
-        from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import KubeError
-        from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
         client, kube = self._clients()
-        facts = client.run(machine.machine_facts(client))
+        facts = client.run(machine_facts.machine_facts(client))
         addresses = [m["addresses"][0] for m in facts["members"] if m.get("addresses")]
         uuids = set([facts["uuid"]]) if facts["uuid"] else set()
         found = client.fan_out(lambda n: machine.get_resource(client, res.SYSTEM_INFORMATION, n), addresses)
         for item in found.values():
             if item.error is None and item.message:
-                uuid = inspection.spec_text(item.message, "uuid")
+                uuid = res.spec_text(item.message, "uuid")
                 if uuid:
                     uuids.add(uuid)
         try:
@@ -140,21 +140,17 @@ class LiveIO:
         return client.run(inspection.inspect_configured(client, self.node, force=self.force))
 
     def maintenance(self):
-        from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
         # a client per probe, closed at once: the wait probes every half second for minutes
         with talos_client.TalosClient(dial_only=self.node, maintenance=True, timeout=self.probe_timeout) as client:
-            return client.run(inspection.maintenance_identity(client))
+            return client.run(machine.maintenance_identity(client))
 
     def managed_identity(self):
         """The UUID of the machine when it takes the managed cluster's own credential."""
-        from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
-        from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
         with talos_client.TalosClient(context=self.managed_context(), dial_only=self.node,
                                       timeout=self.probe_timeout) as client:
-            return inspection.spec_text(client.run(machine.get_resource(client, res.SYSTEM_INFORMATION)), "uuid")
+            return res.spec_text(client.run(machine.get_resource(client, res.SYSTEM_INFORMATION)), "uuid")
 
     def send_reset(self, graceful):
-        from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
         client = self._foreign()
         try:
             client.call("Reset", reset_request(talos_client.request_type("Reset"), graceful))
@@ -166,8 +162,6 @@ class LiveIO:
         return self.maintenance()
 
     def register(self, uuid, node, at):
-        from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
-        from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import Conflict
         kube = self._clients()[1]
         for attempt in range(RECORD_ATTEMPTS):
             try:

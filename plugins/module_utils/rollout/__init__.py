@@ -7,3 +7,6 @@ needed), ``state`` (what a running cluster runs, read from its machines, Nodes a
 phases), ``check`` (judge the cluster and plan the next step), one module per step: ``talos_step``,
 ``config_step``, ``kubernetes_step``, and ``record`` (the cluster record's guarded update). Each
 module's flow is its ``run(params, conn, check_mode)``."""
+
+# what another feature package may import from this one (module_utils/__init__.py)
+INTERFACE = ("state",)

@@ -10,7 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.given import given
 from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets, yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
@@ -100,7 +100,7 @@ def read(talos, kube, machines, record=None):
         for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
             if m["components"].get(component):
                 kubernetes["%s %s" % (m["name"], component)] = m["components"][component]
-    for node in (kube.resource("v1", "Node").get().to_dict().get("items") or []):
+    for node in kube.list("v1", "Node"):
         version = ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion")
         if version:
             kubernetes["%s kubelet" % node["metadata"]["name"]] = version

@@ -15,7 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common import images, poll, versions
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import redact_text
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError

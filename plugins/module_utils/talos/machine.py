@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What a Talos machine is, read over its API: version, identity, role, stage, cluster; and applying a
-machine config to it."""
+"""One Talos machine over its API: COSI resources, files, the CNI configs, its version, its identity in
+maintenance mode, an etcd snapshot's chunks, and applying a machine config to it."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -84,121 +84,25 @@ async def version(client, node=None):
     return talos_client.version_info(talos_client.TalosClient.first(reply, node))
 
 
-def _spec(item, key, default=None):
-    if not item or not isinstance(item.get("spec"), dict):
-        return default
-    return item["spec"].get(key, default)
-
-
-def _text(item, key):
-    """A text field of a resource's spec ("" when it is missing or not text: the machine's YAML decides the type)."""
-    value = _spec(item, key)
-    return value if isinstance(value, str) else ""
-
-
-async def _config(client, node):
-    """(the live machine config's Talos-side facts or None, why they are missing or "", its text or None)."""
-    try:
-        item = await get_resource(client, res.MACHINE_CONFIG, node)
-    except errors.TalosCallError as exc:
-        if exc.code != "PERMISSION_DENIED":
-            raise
-        return None, "the machine config is readable with the os:admin role only; this talosconfig's role cannot", None
-    if item is None or not isinstance(item.get("spec"), str):
-        return None, "the machine has no config", None
-    # the config engine is imported only where a config is read: the rollout's per-machine step never reads one
-    from ansible_collections.maesh.ichor.plugins.module_utils.config import talos_side
-    from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
-    try:
-        return talos_side.facts(item["spec"]), "", item["spec"]
-    except ConfigError as exc:
-        return None, "its config cannot be read: %s" % exc, None
-
-
 async def running(client, node=None):
     """{version, hostname} of the machine: what the rollout's Talos step needs of it, in two calls."""
     ver, host = await gather(version(client, node), get_resource(client, res.HOSTNAME_STATUS, node))
-    return {"version": ver["tag"], "hostname": _text(host, "hostname")}
+    return {"version": ver["tag"], "hostname": res.spec_text(host, "hostname")}
 
 
-async def machine_facts(client, node=None):
-    """The facts ``talos_facts`` reports for one machine, read concurrently."""
-    facts, unused_text = await machine_read(client, node)
-    return facts
-
-
-async def machine_read(client, node=None):
-    """(machine_facts, the live config's text or None): the text holds the cluster's secrets, so it is never part
-    of the facts; adopt's inspection hands it to the config engine."""
-    ver, sysinfo, host, status, identity, info, members, config, cni_files = await gather(
-        version(client, node),
-        get_resource(client, res.SYSTEM_INFORMATION, node),
-        get_resource(client, res.HOSTNAME_STATUS, node),
-        get_resource(client, res.MACHINE_STATUS, node),
-        get_resource(client, res.IDENTITY, node),
-        get_resource(client, res.CLUSTER_INFO, node),
-        list_resources(client, res.MEMBERS, node),
-        _config(client, node),
-        cni_configs(client, node),
-    )
-    node_id = _text(identity, "nodeId")
-    member_list = []
-    role = None
-    for item in members:
-        addresses = _spec(item, "addresses")
-        member = {
-            "id": item["id"],
-            "hostname": _text(item, "hostname"),
-            "addresses": [a for a in addresses if isinstance(a, str)] if isinstance(addresses, list) else [],
-            "machine_type": _text(item, "machineType"),
-        }
-        member_list.append(member)
-        if node_id and item["id"] == node_id:
-            role = member["machine_type"]
-    if role == "init":  # the legacy first control plane is a control plane like the others
-        role = "controlplane"
-    machine_status = _spec(status, "status")
-    return {
-        "node": node,
-        "version": ver["tag"],
-        "uuid": _text(sysinfo, "uuid"),
-        "hostname": _text(host, "hostname"),
-        "role": role or "",
-        "stage": _text(status, "stage"),
-        "ready": isinstance(machine_status, dict) and machine_status.get("ready") is True,
-        "node_id": node_id,
-        "cluster": {"name": _text(info, "clusterName"), "id": _text(info, "clusterId")},
-        "members": member_list,
-        "config": config[0],
-        "config_unread": config[1],
-        "cni_configs": cni_files,
-    }, config[2]
-
-
-def plan_line(facts, where):
-    """A machine's plan line, from its facts."""
-    return "%s (%s): Talos %s, %s, %s, cluster %s (%d members)" % (
-        facts["hostname"] or "?", where, facts["version"], facts["role"] or "unknown role",
-        facts["stage"] or "unknown stage", facts["cluster"]["name"] or "?", len(facts["members"]))
-
-
-def facts_result(client, node=None):
-    """The ``talos_facts`` module's result: the facts as ``ansible_facts.talos`` and one plan line.
-
-    A TalosError carries the (empty) plan as its ``result``.
-    """
+async def safe(read, default=None):
+    """A read whose failure is not the caller's concern: its result, or ``default`` when the machine refuses it."""
     try:
-        facts = client.run(machine_facts(client, node))
-    except errors.TalosError as exc:
-        exc.result = dict(plan=[])
-        raise
-    plan = [plan_line(facts, node or client.endpoints[0][0])]
-    return dict(changed=False, ansible_facts={"talos": facts}, plan=plan)
+        return await read
+    except errors.TalosError:
+        return default
 
 
-def facts_for(client, nodes):
-    """machine_facts for several nodes at once: {node: NodeResult}."""
-    return client.fan_out(lambda n: machine_facts(client, n), nodes)
+async def maintenance_identity(client):
+    """(UUID, stage) of a machine answering in maintenance mode (an insecure client)."""
+    sysinfo, status = await gather(get_resource(client, res.SYSTEM_INFORMATION),
+                                   safe(get_resource(client, res.MACHINE_STATUS)))
+    return res.spec_text(sysinfo, "uuid"), res.spec_text(status, "stage")
 
 
 # -- applying a machine config ---------------------------------------------------------------

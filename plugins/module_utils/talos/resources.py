@@ -35,3 +35,16 @@ SYSTEM_DISK = Ref("SystemDisks.block.talos.dev", "runtime", "system-disk")
 # Talos's KubePrism controller writes it while the balancer runs: host (localhost:<port>), healthy (an API server
 # answers through it); absent while KubePrism is off
 KUBEPRISM_STATUS = Ref("KubePrismStatuses.kubernetes.talos.dev", "k8s", "k8s-loadbalancer")
+
+
+def spec_of(item):
+    """A COSI resource's spec as a mapping (an empty one for a missing resource, or a spec of another shape: the
+    machine's YAML decides what it holds)."""
+    spec = item.get("spec") if isinstance(item, dict) else None
+    return spec if isinstance(spec, dict) else {}
+
+
+def spec_text(item, key):
+    """A text field of a resource's spec ("" when it is missing or not text)."""
+    value = spec_of(item).get(key)
+    return value if isinstance(value, str) else ""

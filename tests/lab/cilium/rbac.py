@@ -46,7 +46,7 @@ from tests import collection_path  # noqa: E402
 
 collection_path.ensure()
 
-from ansible_collections.maesh.ichor.plugins.module_utils import release  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import live as live_mod  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import values as values_mod  # noqa: E402
 

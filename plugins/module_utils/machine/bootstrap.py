@@ -24,21 +24,12 @@ def options():
                 wait=dict(type="bool", default=True), wait_timeout=dict(type="float", default=600.0))
 
 
-def members(client, node):
-    """The etcd member names ``node`` lists, or None when its etcd does not answer (not bootstrapped, not joined)."""
-    try:
-        reply = client.call("EtcdMemberList", node=node).messages[0]
-    except errors.TalosError:
-        return None
-    return sorted(m.hostname for m in reply.members)
-
-
 def run(params, conn, check_mode, clock=None):
     node = params["node"]
     controlplanes = [node] + [cp for cp in params["control_plane_nodes"] if cp != node]
     result = dict(changed=False, bootstrapped=False, plan=[])
     client = conn.talos()
-    found = dict((cp, members(client, cp)) for cp in controlplanes)
+    found = dict((cp, etcd.members(client, cp)) for cp in controlplanes)
     listed = dict((cp, names) for cp, names in found.items() if names)
     if listed:
         cp, names = sorted(listed.items())[0]
@@ -77,6 +68,6 @@ def _wait(params, client, node, result, check_mode, clock):
     if not healthy:
         raise IchorError("etcd on %s did not reach a quorum within %ds (%s); run again to go on waiting: it is not "
                          "bootstrapped twice" % (node, params["wait_timeout"], detail), result=result)
-    result["members"] = members(client, node) or []
+    result["members"] = etcd.members(client, node) or []
     result["plan"].append("etcd on %s: %s" % (node, detail))
     return result

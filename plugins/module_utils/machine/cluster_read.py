@@ -2,8 +2,7 @@
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Every machine of a cluster read at once over one client (talos_facts over a cluster, adopt's inspection), and
-the versions judged. Apart from module_utils.talos.machine, which reads one machine: a module that reads one
-machine does not compile this."""
+the versions judged against the release set."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,8 +10,10 @@ __metaclass__ = type
 
 import asyncio
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import facts as machine_facts
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import version_gate
 
 # Machines read at once by the cluster-wide read (each is nine calls at once): bounded so that a 100-machine
 # cluster does not open 900 streams through one endpoint at the same moment.
@@ -30,7 +31,7 @@ def _cluster_plan_line(name, facts):
             "on" if config["kube_proxy"]["enabled"] else "off",
             config["cni"]["name"] or "not stated", len(config["inline_manifests"]))
     return "%s: %s; %s; CNI configs: %s" % (
-        name, machine.plan_line(facts, facts["node"]), detail, ", ".join(facts["cni_configs"]) or "none")
+        name, machine_facts.plan_line(facts, facts["node"]), detail, ", ".join(facts["cni_configs"]) or "none")
 
 
 def bounded_fan_out(client, read, nodes, concurrency=CLUSTER_CONCURRENCY):
@@ -68,7 +69,7 @@ def read_cluster(client, machines, with_config_text=False, concurrency=CLUSTER_C
         if twice:
             raise IchorError("machines: each %s once; given more than once: %s" % (what, ", ".join(twice)),
                              result=dict(plan=[]))
-    results = bounded_fan_out(client, machine.machine_read if with_config_text else machine.machine_facts, nodes,
+    results = bounded_fan_out(client, machine_facts.machine_read if with_config_text else machine_facts.machine_facts, nodes,
                               concurrency)
     out = ClusterRead()
     for m in machines:
@@ -91,8 +92,6 @@ def read_cluster(client, machines, with_config_text=False, concurrency=CLUSTER_C
 
 def versions_line(verdict):
     """The version verdict's plan line."""
-    from ansible_collections.maesh.ichor.plugins.module_utils import release
-    from ansible_collections.maesh.ichor.plugins.module_utils.talos import version_gate
     if verdict["refused"]:
         return "refused: %s" % verdict["message"]
     return "versions: every machine read runs Talos %s or later, none newer than the release set's %s" % (
@@ -106,8 +105,6 @@ def cluster_facts_result(client, machines, concurrency=CLUSTER_CONCURRENCY):
     Read-only. A machine that cannot be read, or a refusing version verdict, fails with one line; the error
     carries the facts read so far, the verdict and the plan.
     """
-    from ansible_collections.maesh.ichor.plugins.module_utils.talos import version_gate  # the cluster-wide read only
-
     found = read_cluster(client, machines, concurrency=concurrency)
     read = [facts for unused_m, facts in found.read]
     verdict = version_gate.judge([(facts["name"], facts["version"]) for facts in read])

@@ -225,7 +225,7 @@ def _crd(kube, name):
 
 def gather(kube):
     """The facts (a dict), read from the cluster."""
-    daemonsets = cilium_live.items(kube, "apps/v1", "DaemonSet")  # every namespace, one call
+    daemonsets = kube.list("apps/v1", "DaemonSet")  # every namespace, one call
     found = cni_daemonsets(daemonsets)
     proxies = [ds for ds in daemonsets if is_kube_proxy(ds)]
 
@@ -250,7 +250,7 @@ def gather(kube):
     records = []
     for name in sorted(release_names):  # every namespace: a release may live anywhere
         records += [cilium_record.Record(s) for s in
-                    cilium_live.items(kube, "v1", "Secret", label_selector="owner=helm,name=%s" % name)]
+                    kube.list("v1", "Secret", label_selector="owner=helm,name=%s" % name)]
     releases = release_summary(records)
     crds = dict((key, _crd(kube, name)) for key, name in CRDS.items())
     if cilium is not None:
@@ -258,7 +258,7 @@ def gather(kube):
         cilium.update(("crd_" + key, present) for key, present in crds.items())
 
     row, evidence = verdict(found, releases if cilium is not None else [])
-    node_list = node_rows(cilium_live.items(kube, "v1", "Node"))
+    node_list = node_rows(kube.list("v1", "Node"))
     proxy = None
     if proxies:
         meta = proxies[0]["metadata"]

@@ -28,7 +28,6 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import I
 from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, drift, render, secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
-from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.inspection import maintenance_identity, spec_text
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine as talos_machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
@@ -138,7 +137,7 @@ def _run(params, conn, check_mode, result, clock):
     if other:
         raise ConfigError(other)
     if params.get("uuid"):
-        uuid = spec_text(client.run(talos_machine.get_resource(client, res.SYSTEM_INFORMATION, node)), "uuid")
+        uuid = res.spec_text(client.run(talos_machine.get_resource(client, res.SYSTEM_INFORMATION, node)), "uuid")
         check_uuid(node, uuid, params["uuid"])
         result["uuid"] = uuid
     if explicit:
@@ -227,7 +226,7 @@ def maintenance_identity_checked(client, node, expected):
     unreachable one (UNAVAILABLE; a closed connection or a TLS refusal is a configured machine) is raised as it is,
     for the caller to say what it stops."""
     try:
-        uuid, stage = client.run(maintenance_identity(client))
+        uuid, stage = client.run(talos_machine.maintenance_identity(client))
     except errors.TalosError as exc:
         if exc.code == "UNAVAILABLE":
             raise
