@@ -54,6 +54,7 @@ author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
   - maesh.ichor.kubernetes
+  - maesh.ichor.cilium_chart
 attributes:
   check_mode:
     support: full
@@ -62,24 +63,6 @@ attributes:
     support: full
     description: The effective values before (the release record's) and after, and each object the gate finds different.
 options:
-  chart:
-    description:
-      - The Cilium chart, at the release set's version; a directory, a C(.tgz), or an C(oci://) reference pulled at that
-        version. Omitted, the chart is pulled from the Cilium Helm repository (C(https://helm.cilium.io)).
-      - A chart of another version is refused. The upgrade role passes C(ichor_upgrade_cilium_chart).
-    type: str
-  chart_digest:
-    description: The packaged chart's digest, C(sha256:<64 hex digits>); a chart with another digest is refused.
-    type: str
-  chart_repository:
-    description:
-      - The chart repository O(chart) omitted pulls from, for a mirror of the Cilium Helm repository (an air-gapped
-        site's). Omitted, C(https://helm.cilium.io).
-    type: str
-  helm:
-    description: The helm binary (a path, or a name found on E(PATH)); Helm 3.18 or a later 3.x.
-    type: path
-    default: helm
   install:
     description:
       - Install the release when the collection has none and no Cilium runs (init). Without it, a cluster without the
@@ -105,10 +88,6 @@ options:
         different value is refused.
     type: str
     choices: [vxlan, geneve, native]
-  kubeprism_port:
-    description: The KubePrism port C(k8sServicePort) points at when kube-proxy is replaced (the spec's C(kubePrism.port)).
-    type: int
-    default: 7445
   control_planes:
     description:
       - The number of control planes in the cluster spec (the role passes the size of the inventory group
@@ -126,6 +105,7 @@ options:
     default: 600
 notes:
   - Run M(maesh.ichor.cilium_takeover) once first on a cluster whose Cilium was installed another way.
+  - The upgrade role passes C(ichor_upgrade_cilium_chart) as O(chart).
   - The kubeconfig's user needs what helm needs to upgrade every object of the chart (the installer bundle's Cilium
     roles), read on the Nodes and the kube-proxy DaemonSet, and read/write on the cluster record and the release
     records in C(ichor-system).

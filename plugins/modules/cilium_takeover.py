@@ -74,6 +74,7 @@ author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
   - maesh.ichor.kubernetes
+  - maesh.ichor.cilium_chart
   - maesh.ichor.talos
 attributes:
   check_mode:
@@ -107,24 +108,6 @@ options:
         type: str
         required: true
         choices: [controlplane, worker]
-  chart:
-    description:
-      - The Cilium chart, at the release set's version; a directory, a C(.tgz), or an C(oci://) reference pulled at that
-        version. Omitted, the chart is pulled from the Cilium Helm repository (C(https://helm.cilium.io)).
-      - A chart of another version is refused.
-    type: str
-  chart_digest:
-    description: The packaged chart's digest, C(sha256:<64 hex digits>); a chart with another digest is refused.
-    type: str
-  chart_repository:
-    description:
-      - The chart repository O(chart) omitted pulls from, for a mirror of the Cilium Helm repository (an air-gapped
-        site's). Omitted, C(https://helm.cilium.io).
-    type: str
-  helm:
-    description: The helm binary (a path, or a name found on E(PATH)); Helm 3.18 or a later 3.x.
-    type: path
-    default: helm
   kube_proxy:
     description:
       - The kube-proxy mode the cluster is meant to run, usually the cluster spec's C(cni.kubeProxy) (C(ichor_cluster)).
@@ -132,12 +115,6 @@ options:
         C(replaced)).
     type: str
     choices: [enabled, replaced]
-  kubeprism_port:
-    description:
-      - The KubePrism port C(k8sServicePort) points at when kube-proxy is replaced, usually the cluster spec's
-        C(kubePrism.port).
-    type: int
-    default: 7445
   cilium_values:
     description:
       - The values the Cilium was rendered with, for a Cilium without a Helm record (C(helm template | kubectl apply),

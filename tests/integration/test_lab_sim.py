@@ -533,7 +533,7 @@ def _check_case_lab(lab, case, version, cluster_name):
     unchanged; all are one cluster with the control planes in etcd."""
     from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
     from ansible_collections.maesh.ichor.plugins.module_utils.machine import facts as machine_facts
-    from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, talosconfig
     from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 
     state = lab.state()

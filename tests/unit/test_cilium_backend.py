@@ -286,18 +286,12 @@ class FakeKube:
         return self.objects.get((kind, namespace, name))
 
     def resource(self, api_version, kind):
-        kube = self
+        return type("R", (), {"namespaced": kind not in ("Node", "ClusterRole", "ClusterRoleBinding", "Namespace")})
 
-        class Listing:
-            namespaced = kind not in ("Node", "ClusterRole", "ClusterRoleBinding", "Namespace")
-
-            @staticmethod
-            def get(namespace=None, label_selector=None):
-                wanted = dict(p.split("=") for p in label_selector.split(",")) if label_selector else {}
-                found = [o for (k, ns, name), o in kube.objects.items() if name and k == kind and (namespace is None or ns == namespace)
-                         and all((o["metadata"].get("labels") or {}).get(a) == b for a, b in wanted.items())]
-                return type("L", (), {"to_dict": staticmethod(lambda: {"items": found})})
-        return Listing
+    def list(self, api_version, kind, namespace=None, label_selector=None):
+        wanted = dict(p.split("=") for p in label_selector.split(",")) if label_selector else {}
+        return [o for (k, ns, name), o in self.objects.items() if name and k == kind and (namespace is None or ns == namespace)
+                and all((o["metadata"].get("labels") or {}).get(a) == b for a, b in wanted.items())]
 
     def apply(self, obj, manager, dry_run=False, force=True):
         assert dry_run
@@ -358,7 +352,7 @@ def test_a_backup_is_the_record_byte_for_byte_in_a_secret_helm_does_not_read():
 
 
 def test_a_record_is_deleted_only_while_it_is_the_one_read():
-    from ansible_collections.maesh.ichor.plugins.module_utils.cilium import takeover
+    from ansible_collections.maesh.ichor.plugins.module_utils.cilium import chart
     from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Conflict, NotFound
 
     class Kube:
@@ -371,8 +365,8 @@ def test_a_record_is_deleted_only_while_it_is_the_one_read():
                 raise self.error
     rec = record.Record(_secret({"name": "cilium"}))
     kube = Kube()
-    takeover._delete(kube, rec)  # pylint: disable=protected-access
+    chart.delete_record(kube, rec)
     assert kube.calls == [("Secret", "kube-system", "sh.helm.release.v1.cilium.v1", "u1")]
-    takeover._delete(Kube(NotFound("gone", status=404)), rec)  # pylint: disable=protected-access
+    chart.delete_record(Kube(NotFound("gone", status=404)), rec)
     with pytest.raises(CiliumError, match="changed since this run read it"):
-        takeover._delete(Kube(Conflict("uid", status=409)), rec)  # pylint: disable=protected-access
+        chart.delete_record(Kube(Conflict("uid", status=409)), rec)

@@ -20,7 +20,7 @@ import yaml
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim import flow, inspection, live
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.errors import ReclaimError
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, talosconfig
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine, talosconfig
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import (
     cosi_resource_pb2, cosi_state_pb2, machine_pb2)
@@ -284,7 +284,7 @@ class CaseIO:
         return insp
 
     def maintenance(self):
-        uuid, stage = self.client.run(inspection.maintenance_identity(self.client))
+        uuid, stage = self.client.run(machine.maintenance_identity(self.client))
         assert isinstance(uuid, str) and isinstance(stage, str)
         return uuid, stage
 
@@ -387,7 +387,7 @@ INSPECTION_FOUND = [
 def test_inspection_found_by_fuzzing(replies, talos):
     client = talos(replies)
     _reclaim(client, False, None)
-    uuid, stage = client.run(inspection.maintenance_identity(client))
+    uuid, stage = client.run(machine.maintenance_identity(client))
     assert isinstance(uuid, str) and isinstance(stage, str)
 
 

@@ -210,17 +210,6 @@ class FakeTalos(tc.TalosClient):
         return self.world.answer(call, request, node)
 
 
-class _Listed:
-    def __init__(self, items):
-        self.items = items
-
-    def get(self):
-        return self
-
-    def to_dict(self):
-        return {"items": self.items}
-
-
 class FakeKube:
     def __init__(self, world):
         self.world = world
@@ -235,9 +224,9 @@ class FakeKube:
             return self.world.configmap
         return {"metadata": {"name": name}}  # the namespace
 
-    def resource(self, api_version, kind):
-        assert kind == "Node"
-        return _Listed([self.world.node_object(m) for m in self.world.machines.values()])
+    def list(self, api_version, kind, namespace=None, label_selector=None):
+        assert kind == "Node" and namespace is None and label_selector is None
+        return [self.world.node_object(m) for m in self.world.machines.values()]
 
     def raw_get(self, path):
         if self.world.metrics_error:

@@ -135,7 +135,7 @@ def kube_proxy_mode(kube):
 
 def records(kube, namespace, release_name):
     return [record.Record(s) for s in kube.list("v1", "Secret", namespace,
-                                            "owner=helm,name=%s" % release_name)]
+                                                label_selector="owner=helm,name=%s" % release_name)]
 
 
 def foreign_records(kube, live):

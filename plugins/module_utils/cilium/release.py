@@ -34,20 +34,18 @@ except ImportError:  # helm.Helm says what is missing
     yaml = None
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release as release_set
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import chart as chart_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import gate as gate_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import helm as helm_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import live as live_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record as record_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import values as values_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError, HelmError, Refused
-from ansible_collections.maesh.ichor.plugins.module_utils.common import poll
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import Conflict, NotFound
 
 RELEASE = live_mod.RELEASE
 RELEASE_NAMESPACE = live_mod.RELEASE_NAMESPACE
-PENDING = ("pending-install", "pending-upgrade", "pending-rollback")
 UNMANAGED = "the CNI is not managed by Ichor (spec.cni.preset: unmanaged)"
 DESCRIPTION = "maesh.ichor cilium_release"
 # the retries of a failed helm apply: runs in all, first wait, cap (seconds)
@@ -59,15 +57,11 @@ BACKOFF_CAP = 30.0
 def options():
     """The module's own options (the Kubernetes connection options are added by ansible_module.specs)."""
     return dict(
-        chart=dict(type="str"),
-        chart_digest=dict(type="str"),
-        chart_repository=dict(type="str"),
-        helm=dict(type="path", default="helm"),
+        chart_mod.options(),
         install=dict(type="bool", default=False),
         cilium_values=dict(type="dict"),
         kube_proxy=dict(type="str", choices=["enabled", "replaced"]),
         tunnel=dict(type="str", choices=list(values_mod.TUNNELS)),
-        kubeprism_port=dict(type="int", default=values_mod.KUBEPRISM_PORT),
         control_planes=dict(type="int"),
     )
 
@@ -130,22 +124,6 @@ def _text(value):
     return json.dumps(value, sort_keys=True)
 
 
-class Plan:
-    """What the run found and decided, returned with success and with every refusal."""
-
-    def __init__(self):
-        self.lines = []
-        self.result = {"changed": False, "plan": self.lines, "step": "none", "cilium": {}, "release": {},
-                       "values_source": None, "user_values": {}, "values": {}, "gate": [], "diff": []}
-
-    def say(self, line):
-        self.lines.append(line)
-
-    def refuse(self, message):
-        self.say("refused: " + message)
-        return Refused(message, result=self.result)
-
-
 class CiliumRelease:
     def __init__(self, params, kube, helm, sleep=None, clock=None):
         self.params = params
@@ -153,7 +131,8 @@ class CiliumRelease:
         self.helm = helm
         self.sleep = sleep or time.sleep
         self.clock = clock
-        self.plan = Plan()
+        self.plan = chart_mod.Plan(step="none", cilium={}, release={}, values_source=None, user_values={}, values={},
+                                   gate=[], diff=[])
         self.chart = self.chart_version = self.effective = self.lifted = None
         self.current = self.repair = None
         self.record_data = {}
@@ -166,15 +145,11 @@ class CiliumRelease:
         self.record_data = cluster_record.read(kube).data
         if unmanaged(self.record_data):
             raise plan.refuse(UNMANAGED)
-        helm_version = self.helm.version()
-        self.chart, meta = self.helm.resolve_chart(params.get("chart"), params.get("chart_digest"),
-                                                   params.get("chart_repository"))
-        self.chart_version = chart_version = str(meta["version"])
-        plan.say("chart: cilium %s (%s), helm %s" % (
-            chart_version, params.get("chart") or params.get("chart_repository") or helm_mod.REPOSITORY, ".".join(str(p) for p in helm_version)))
+        self.chart, chart_version = chart_mod.resolve(self.helm, params, plan.say)
+        self.chart_version = chart_version
         own = live_mod.records(kube, RELEASE_NAMESPACE, RELEASE)
         newest = record_mod.newest(own)
-        if newest is not None and newest.status in PENDING:
+        if newest is not None and newest.status in chart_mod.PENDING:
             self.repair = newest
             plan.say("repair: delete %s (%s, left by a run that was stopped; uid %s)" % (
                 newest.ref, newest.status, newest.uid))
@@ -355,7 +330,7 @@ class CiliumRelease:
         plan = self.plan
         if self.apply_helm:
             if self.repair is not None:
-                _delete(self.kube, self.repair)
+                chart_mod.delete_record(self.kube, self.repair)
                 plan.say("repaired: deleted %s" % self.repair.ref)
             plan.result["attempts"] = self._apply_with_retries()
             newest = record_mod.newest(live_mod.records(self.kube, RELEASE_NAMESPACE, RELEASE))
@@ -407,26 +382,16 @@ class CiliumRelease:
     def _repair_after_failure(self):
         own = live_mod.records(self.kube, RELEASE_NAMESPACE, RELEASE)
         newest = record_mod.newest(own)
-        if newest is not None and newest.status in PENDING:
-            _delete(self.kube, newest)
+        if newest is not None and newest.status in chart_mod.PENDING:
+            chart_mod.delete_record(self.kube, newest)
             self.plan.say("repaired: deleted %s (%s, left by the failed attempt)" % (newest.ref, newest.status))
-        if self.current is None and newest is not None and newest.status not in PENDING:
+        if self.current is None and newest is not None and newest.status not in chart_mod.PENDING:
             self.current = newest  # an install that got as far as a record: the next attempt upgrades it
 
     def _ready(self, wait, wait_timeout):
-        def check():
-            running = live_mod.read(self.kube)
-            return live_mod.health(running, live_mod.node_count(self.kube)) if running else (False, ["gone"])
-        done, lines = poll.until(check, wait_timeout if wait else 0, clock=self.clock)
-        if done:
-            self.plan.say("ready: " + "; ".join(lines))
-            return True
-        message = "Cilium is not ready after the release was applied (%s); the cluster record is not updated: rerun" % (
-            "; ".join(lines))
-        if wait:
-            raise CiliumError(message, result=self.plan.result)
-        self.plan.result.setdefault("warnings", []).append(message)
-        return False
+        return chart_mod.ready(self.kube, self.plan, wait, wait_timeout, self.clock,
+                               "Cilium is not ready after the release was applied (%s); the cluster record is not "
+                               "updated: rerun")
 
 
 def _values_lines(old, new):
@@ -445,22 +410,10 @@ def _values_lines(old, new):
 _MISSING = object()
 
 
-def _delete(kube, rec):
-    """Delete a record Secret only if it is still the one read (UID precondition); gone already is fine."""
-    try:
-        kube.delete("v1", "Secret", rec.name, rec.namespace, uid=rec.uid)
-    except NotFound:
-        pass
-    except Conflict:
-        raise CiliumError("the record %s changed since this run read it (another uid); it is kept: rerun" % rec.ref)
-
-
 def run(params, conn, check_mode, sleep=None, clock=None):
     """The module's backend: the plan and the gate; outside check mode, the apply."""
     kube = conn.kube()
-    with helm_mod.Helm(binary=params.get("helm"), kubeconfig=params.get("kubeconfig"),
-                       kubeconfig_content=params.get("kubeconfig_content"), kube_context=params.get("kube_context"),
-                       timeout=max(float(params.get("timeout") or 30) * 10, 120)) as helm:
+    with chart_mod.helm(params) as helm:
         flow = CiliumRelease(params, kube, helm, sleep=sleep, clock=clock)
         try:
             plan = flow.preconditions()

@@ -32,6 +32,7 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import chart as chart_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import gate as gate_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import helm as helm_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import live as live_mod
@@ -41,49 +42,25 @@ from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record a
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import release as release_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import values as values_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError, Refused
-from ansible_collections.maesh.ichor.plugins.module_utils.common import poll
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import Conflict, NotFound
 
 RELEASE = live_mod.RELEASE
 RELEASE_NAMESPACE = live_mod.RELEASE_NAMESPACE
 BACKUP_PREFIX = "ichor-cilium-prior."
 BACKUP_OF = "ichor.maesh.dev/backup-of"
-PENDING = ("pending-install", "pending-upgrade", "pending-rollback")
 
 
 def options():
     """The module's own options (the Kubernetes connection options are added by ansible_module.specs)."""
     return dict(
-        chart=dict(type="str"),
-        chart_digest=dict(type="str"),
-        chart_repository=dict(type="str"),
-        helm=dict(type="path", default="helm"),
+        chart_mod.options(),
         kube_proxy=dict(type="str", choices=["enabled", "replaced"]),
-        kubeprism_port=dict(type="int", default=values_mod.KUBEPRISM_PORT),
         cilium_values=dict(type="dict"),
         accept_cilium_changes=dict(type="bool", default=False),
         accept_cilium_diff=dict(type="bool", default=False),
         delete_orphans=dict(type="bool", default=False),
     )
-
-
-class Plan:
-    """What the run found and decided, returned with success and with every refusal."""
-
-    def __init__(self):
-        self.lines = []
-        self.result = {"changed": False, "plan": self.lines, "step": "none", "cilium": {}, "records": [],
-                       "values_source": None, "values": {}, "user_values": {}, "owned": [], "health": [], "gate": [],
-                       "diff": [], "inline_manifests": [], "orphans": []}
-
-    def say(self, line):
-        self.lines.append(line)
-
-    def refuse(self, message):
-        self.say("refused: " + message)
-        return Refused(message, result=self.result)
 
 
 def _kube_proxy(plan, kube, expected, running):
@@ -159,7 +136,8 @@ class Takeover:
         self.params = params
         self.kube = kube
         self.helm = helm
-        self.plan = Plan()
+        self.plan = chart_mod.Plan(step="none", cilium={}, records=[], values_source=None, values={}, user_values={},
+                                   owned=[], health=[], gate=[], diff=[], inline_manifests=[], orphans=[])
         self.helm_done = False
         self.repair = None
         self.foreign = []
@@ -175,13 +153,7 @@ class Takeover:
         plan, kube, params = self.plan, self.kube, self.params
         if release_mod.unmanaged(cluster_record.read(kube).data):  # adopted with its CNI left alone
             raise plan.refuse(release_mod.UNMANAGED)
-        helm_version = self.helm.version()
-        chart, meta = self.helm.resolve_chart(params.get("chart"), params.get("chart_digest"),
-                                              params.get("chart_repository"))
-        chart_version = str(meta["version"])
-        self.chart = chart
-        plan.say("chart: cilium %s (%s), helm %s" % (
-            chart_version, params.get("chart") or params.get("chart_repository") or helm_mod.REPOSITORY, ".".join(str(p) for p in helm_version)))
+        self.chart, chart_version = chart_mod.resolve(self.helm, params, plan.say)
         running = live_mod.read(kube)
         if running is None:
             raise plan.refuse("no Cilium runs here (no DaemonSet %s/%s): there is nothing to take over" % (
@@ -210,7 +182,7 @@ class Takeover:
             plan.say("Cilium %s is already the Helm release %s/%s, but the foreign records are still there (a run "
                      "stopped before retiring them): finish the hand-over" % (running.version, RELEASE_NAMESPACE, RELEASE))
             self.helm_done = True
-        if newest_own is not None and newest_own.status in PENDING:
+        if newest_own is not None and newest_own.status in chart_mod.PENDING:
             self.repair = newest_own
             plan.say("repair: delete %s (%s, left by a run that was stopped; uid %s), then take over" % (
                 newest_own.ref, newest_own.status, newest_own.uid))
@@ -344,7 +316,7 @@ class Takeover:
             return plan.result
         if not self.helm_done:
             if self.repair is not None:
-                _delete(kube, self.repair)
+                chart_mod.delete_record(kube, self.repair)
                 plan.say("repaired: deleted %s" % self.repair.ref)
             self.helm.upgrade_install(self.chart, RELEASE, RELEASE_NAMESPACE, self.effective)
             newest = record_mod.newest(live_mod.records(kube, RELEASE_NAMESPACE, RELEASE))
@@ -364,20 +336,9 @@ class Takeover:
         return plan.result
 
     def _ready(self, wait, wait_timeout, clock):
-        def check():
-            running = live_mod.read(self.kube)
-            healthy, lines = live_mod.health(running, live_mod.node_count(self.kube)) if running else (False, ["gone"])
-            return healthy, lines
-        done, lines = poll.until(check, wait_timeout if wait else 0, clock=clock)
-        if done:
-            self.plan.say("ready: " + "; ".join(lines))
-            return True
-        message = "Cilium is not ready after the takeover (%s); the foreign records are kept: rerun to finish" % (
-            "; ".join(lines))
-        if wait:
-            raise CiliumError(message, result=self.plan.result)
-        self.plan.result.setdefault("warnings", []).append(message)
-        return False
+        return chart_mod.ready(self.kube, self.plan, wait, wait_timeout, clock,
+                               "Cilium is not ready after the takeover (%s); the foreign records are kept: rerun to "
+                               "finish")
 
     def _retire(self, rec):
         """Back the record up into its own Secret, check the copy byte for byte, delete the record (same UID)."""
@@ -392,7 +353,7 @@ class Takeover:
                 RELEASE_NAMESPACE, name, rec.ref), result=self.plan.result)
         self.plan.say("backed up: %s into %s/%s (%d bytes, read back identical)" % (
             rec.ref, RELEASE_NAMESPACE, name, len(data.get("release", ""))))
-        _delete(kube, rec)
+        chart_mod.delete_record(kube, rec)
         self.plan.say("deleted: foreign record %s" % rec.ref)
         return {"record": rec.ref, "backup": "%s/%s" % (RELEASE_NAMESPACE, name), "uid": rec.uid}
 
@@ -496,22 +457,10 @@ def backup_secret(rec):
             "data": dict(rec.secret.get("data") or {})}
 
 
-def _delete(kube, rec):
-    """Delete a record Secret only if it is still the one read (UID precondition); gone already is fine."""
-    try:
-        kube.delete("v1", "Secret", rec.name, rec.namespace, uid=rec.uid)
-    except NotFound:
-        pass
-    except Conflict:
-        raise CiliumError("the record %s changed since this run read it (another uid); it is kept: rerun" % rec.ref)
-
-
 def run(params, conn, check_mode, clock=None):
     """The module's backend: the preconditions and the gate; outside check mode, the takeover."""
     kube = conn.kube()
-    with helm_mod.Helm(binary=params.get("helm"), kubeconfig=params.get("kubeconfig"),
-                       kubeconfig_content=params.get("kubeconfig_content"), kube_context=params.get("kube_context"),
-                       timeout=max(float(params.get("timeout") or 30) * 10, 120)) as helm:
+    with chart_mod.helm(params) as helm:
         takeover = Takeover(params, kube, helm)
         if params.get("machines"):
             takeover.talos = conn.talos()
