@@ -418,18 +418,16 @@ def from_config(docs):
         cluster_id = need(documents.get_path(body, "cluster.id"), "cluster.id")
         cluster_secret = need(documents.get_path(body, "cluster.secret"), "cluster.secret")
 
-    ca_doc = documents.find(docs, "KubeAPIServerCAConfig")
-    if ca_doc is not None:
-        certs["k8s"] = {"crt": need(documents.get_path(ca_doc.body, "issuingCA.cert"), "KubeAPIServerCAConfig issuingCA.cert"),
-                        "key": need(documents.get_path(ca_doc.body, "issuingCA.key"), "KubeAPIServerCAConfig issuingCA.key")}
-    else:
-        certs["k8s"] = legacy_pair("cluster.ca")
-    agg_doc = documents.find(docs, "KubeAggregatorCAConfig")
-    if agg_doc is not None:
-        certs["k8saggregator"] = {"crt": need(documents.get_path(agg_doc.body, "issuingCA.cert"), "KubeAggregatorCAConfig issuingCA.cert"),
-                                  "key": need(documents.get_path(agg_doc.body, "issuingCA.key"), "KubeAggregatorCAConfig issuingCA.key")}
-    else:
-        certs["k8saggregator"] = legacy_pair("cluster.aggregatorCA")
+    def issuing_ca(kind, legacy_path):
+        """A Kubernetes CA: its own document's issuingCA when the config has one, else the v1alpha1 pair."""
+        doc = documents.find(docs, kind)
+        if doc is None:
+            return legacy_pair(legacy_path)
+        return {"crt": need(documents.get_path(doc.body, "issuingCA.cert"), kind + " issuingCA.cert"),
+                "key": need(documents.get_path(doc.body, "issuingCA.key"), kind + " issuingCA.key")}
+
+    certs["k8s"] = issuing_ca("KubeAPIServerCAConfig", "cluster.ca")
+    certs["k8saggregator"] = issuing_ca("KubeAggregatorCAConfig", "cluster.aggregatorCA")
     sa_doc = documents.find(docs, "KubeServiceAccountConfig")
     if sa_doc is not None:
         certs["k8sserviceaccount"] = {"key": need(documents.get_path(sa_doc.body, "issuer.privateKey"), "KubeServiceAccountConfig issuer.privateKey")}
