@@ -41,7 +41,7 @@ requirements:
   - cryptography
   - PyYAML
 notes:
-  - "Modules run on the Ansible controller (C(connection: local)); set C(ansible_python_interpreter) to
-    C({{ ansible_playbook_python }}) so they run with the Python that has these requirements."
+  - "Modules run as action plugins in the Ansible controller's own process, with the Python that runs Ansible: it
+    needs these requirements; nothing connects to the host, and C(async) is not supported."
   - "Set these options once for a play with C(module_defaults: {group/maesh.ichor.talos: {...}})."
 """

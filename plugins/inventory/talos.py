@@ -95,6 +95,11 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import client as kube_client
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import inventory as talos_inventory
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
 
 try:  # ansible-core 2.19: what an inventory plugin sets is data, not a template, unless trusted
     from ansible.template import trust_as_template
@@ -123,20 +128,17 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
 
     # -- reading ---------------------------------------------------------------------------
     def _kube(self):
-        from ansible_collections.maesh.ichor.plugins.module_utils.k8s import client as kube_client
         if not kube_client.HAS_KUBERNETES:
             raise IchorError("the kubernetes Python package is required for kubeconfig (%s)" % kube_client.IMPORT_ERROR)
         return kube_client.KubeClient(kubeconfig=self.get_option("kubeconfig"), context=self.get_option("kube_context"),
                                       timeout=self.get_option("timeout"))
 
     def _read(self):
-        from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
-        from ansible_collections.maesh.ichor.plugins.module_utils.talos import inventory, talosconfig
         if not talos_client.HAS_DEPS:
             raise IchorError("the Talos client needs protobuf and PyYAML (%s)" % talos_client.IMPORT_ERROR)
         wanted = self.get_option("source")
         has_kube = bool(self.get_option("kubeconfig"))
-        if wanted == inventory.KUBERNETES and not has_kube:
+        if wanted == talos_inventory.KUBERNETES and not has_kube:
             raise IchorError("source kubernetes needs the option kubeconfig")
         context = talosconfig.load(path=self.get_option("talosconfig"), context=self.get_option("context"))
         kube = self._kube() if has_kube else None
@@ -144,23 +146,22 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             with talos_client.TalosClient(context=context, endpoint=self.get_option("endpoint"),
                                           timeout=self.get_option("timeout")) as talos:
                 machines, source = [], None
-                if wanted in ("auto", inventory.DISCOVERY):
-                    machines, source = inventory.members(talos), inventory.DISCOVERY
-                    if not machines and wanted == inventory.DISCOVERY:
+                if wanted in ("auto", talos_inventory.DISCOVERY):
+                    machines, source = talos_inventory.members(talos), talos_inventory.DISCOVERY
+                    if not machines and wanted == talos_inventory.DISCOVERY:
                         raise IchorError("the machine at the endpoint has no discovery members: discovery is off "
                                          "(cluster.discovery in its config); use source kubernetes or talosconfig")
-                if not machines and wanted in ("auto", inventory.KUBERNETES) and kube is not None:
-                    machines, source = inventory.from_nodes(kube.list("v1", "Node")), inventory.KUBERNETES
-                if not machines and wanted in ("auto", inventory.TALOSCONFIG):
+                if not machines and wanted in ("auto", talos_inventory.KUBERNETES) and kube is not None:
+                    machines, source = talos_inventory.from_nodes(kube.list("v1", "Node")), talos_inventory.KUBERNETES
+                if not machines and wanted in ("auto", talos_inventory.TALOSCONFIG):
                     nodes = context.nodes or [talos.endpoints[0][0]]
-                    machines, failed = inventory.from_talos_nodes(talos, nodes)
-                    source = inventory.TALOSCONFIG
+                    machines, failed = talos_inventory.from_talos_nodes(talos, nodes)
+                    source = talos_inventory.TALOSCONFIG
                     for node, error in sorted(failed.items()):
                         self.display.warning("maesh.ichor.talos: %s left out: %s" % (node, error))
             pending = []
             if kube is not None:
-                from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
-                pending = inventory.pending(cluster_record.read(kube).data)
+                pending = talos_inventory.pending(cluster_record.read(kube).data)
         finally:
             if kube is not None:
                 kube.close()

@@ -367,18 +367,3 @@ plan:
   type: list
   elements: str
 """
-
-
-from ansible_collections.maesh.ichor.plugins.module_utils.adopt import inspection
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-
-
-def main():
-    options = dict(inspection.options(), machines=specs.machines())
-    module = specs.module(specs.spec(options, talos=True, kube=True), supports_check_mode=True,
-                          mutually_exclusive=[("secrets", "recover_from")], required_one_of=[("secrets", "recover_from")])
-    runner.run(module, lambda conn: inspection.run(module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

@@ -107,16 +107,3 @@ plan:
   type: list
   elements: str
 """
-
-
-from ansible_collections.maesh.ichor.plugins.module_utils.adopt import release
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-
-
-def main():
-    module = specs.module(specs.spec(release.options(), talos=True, kube=True), supports_check_mode=True)
-    runner.run(module, lambda conn: release.run(module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

@@ -269,16 +269,3 @@ diff:
       returned: always
       type: str
 """
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.cilium import release
-
-
-def main():
-    options = dict(release.options(), **specs.wait(600))
-    module = specs.module(specs.spec(options, kube=True), supports_check_mode=True)
-    runner.run(module, lambda conn: release.run(module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

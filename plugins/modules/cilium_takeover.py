@@ -511,17 +511,3 @@ diff:
       returned: always
       type: str
 """
-
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.cilium import takeover
-
-
-def main():
-    options = dict(takeover.options(), machines=dict(specs.machines(), required=False), **specs.wait(600))
-    module = specs.module(specs.spec(options, talos=True, kube=True), supports_check_mode=True)
-    runner.run(module, lambda conn: takeover.run(module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

@@ -119,16 +119,3 @@ plan:
   elements: str
   sample: ["CNI: cilium-helm", "kube-proxy: no DaemonSet", "Nodes: 3 of 3 Ready, kubelet v1.36.3"]
 """
-
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.cluster import facts as cluster_facts
-
-
-def main():
-    module = specs.module(specs.spec({}, kube=True), supports_check_mode=True)
-    runner.run(module, cluster_facts.run)
-
-
-if __name__ == "__main__":
-    main()

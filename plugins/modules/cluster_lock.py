@@ -75,17 +75,3 @@ plan:
   type: list
   elements: str
 """
-
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.cluster import lock
-
-
-def main():
-    module = specs.module(specs.spec(lock.options(), kube=True), supports_check_mode=True,
-                          required_if=[("state", "released", ["holder"])])
-    runner.run(module, lambda conn: lock.run(module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

@@ -93,17 +93,3 @@ plan:
   type: list
   elements: str
 """
-
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.rollout import record
-
-
-def main():
-    module = specs.module(specs.spec(dict(update=dict(type="dict", default={})), kube=True),
-                          supports_check_mode=True)
-    runner.run(module, lambda conn: record.run(module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

@@ -83,17 +83,3 @@ machines:
       elements: str
   sample: [{"name": "cp-1", "from": "v1.13", "reboot": false, "drop": ["cilium"]}]
 """
-
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.rollout import config_step
-
-
-def main():
-    module = specs.module(specs.rollout(wait_timeout=specs.wait(900)["wait_timeout"]),
-                          supports_check_mode=True)
-    runner.run(module, lambda conn: config_step.run(module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

@@ -70,17 +70,3 @@ plan:
   type: list
   elements: str
 """
-
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.machine import etcd_snapshot
-
-
-def main():
-    options = dict(node=dict(type="str", required=True), path=dict(type="path", required=True))
-    module = specs.module(specs.spec(options, talos=True), supports_check_mode=True)
-    runner.run(module, lambda conn: etcd_snapshot.run(module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

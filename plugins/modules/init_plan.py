@@ -226,16 +226,3 @@ plan:
   type: list
   elements: str
 """
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.init import plan
-
-
-def main():
-    options = dict(plan.options(), cluster=specs.cluster(required=True))
-    module = specs.module(specs.spec(options, talos=True, kube=True), supports_check_mode=True)
-    runner.run(module, lambda conn: plan.run(module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

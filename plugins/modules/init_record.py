@@ -108,16 +108,3 @@ plan:
   type: list
   elements: str
 """
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.init import write
-
-
-def main():
-    options = dict(write.options(), cluster=specs.cluster(required=True))
-    module = specs.module(specs.spec(options, kube=True), supports_check_mode=True)
-    runner.run(module, lambda conn: write.run(module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

@@ -118,16 +118,3 @@ restored:
   type: list
   elements: str
 """
-
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.installer import stages
-
-
-def main():
-    module = specs.module(specs.spec(stages.options(bundle=True, run_id="required"), kube=True), supports_check_mode=True)
-    runner.run(module, lambda conn: stages.run_stage(stages.prune_run, module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

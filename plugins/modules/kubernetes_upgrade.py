@@ -68,17 +68,3 @@ removed_apis:
   type: list
   elements: str
 """
-
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.rollout import kubernetes_step
-
-
-def main():
-    module = specs.module(specs.rollout(wait_timeout=specs.wait(600)["wait_timeout"]),
-                          supports_check_mode=True)
-    runner.run(module, lambda conn: kubernetes_step.run(module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

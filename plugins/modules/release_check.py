@@ -220,19 +220,3 @@ plan:
   type: list
   elements: str
 """
-
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.rollout import check
-
-
-def main():
-    module = specs.module(specs.rollout(desired=dict(type="dict", default={}, options=dict(
-        talos=dict(type="str"), kubernetes=dict(type="str"), contract=dict(type="str"))), image=dict(type="str"),
-        require_record=dict(type="bool", default=False)),
-        supports_check_mode=True)
-    runner.run(module, lambda conn: check.run(module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

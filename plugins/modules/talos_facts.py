@@ -75,10 +75,7 @@ options:
 EXAMPLES = r"""
 - name: Read the Talos facts of every machine
   hosts: controlplane:worker
-  connection: local
   gather_facts: false
-  vars:
-    ansible_python_interpreter: "{{ ansible_playbook_python }}"
   tasks:
     - name: Read facts
       maesh.ichor.talos_facts:
@@ -285,24 +282,3 @@ plan:
   elements: str
   sample: ["cp-1 (10.0.0.11): Talos v1.14.1, controlplane, running, cluster prod (5 members)"]
 """
-
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.machine import facts
-
-
-def main():
-    machines = dict(type="list", elements="dict", options=dict(
-        name=dict(type="str", required=True), node=dict(type="str", required=True),
-        role=dict(type="str", choices=["controlplane", "worker"])))
-    module = specs.module(specs.spec(dict(node=dict(type="str"), machines=machines), talos=True),
-                          supports_check_mode=True, mutually_exclusive=[("node", "machines")])
-    if module.params["machines"] is not None:
-        from ansible_collections.maesh.ichor.plugins.module_utils.machine import cluster_read  # the cluster-wide read only
-        runner.run(module, lambda conn: cluster_read.cluster_facts_result(conn.talos(), module.params["machines"]))
-    else:
-        runner.run(module, lambda conn: facts.facts_result(conn.talos(), module.params["node"]))
-
-
-if __name__ == "__main__":
-    main()

@@ -73,15 +73,3 @@ plan:
   type: list
   elements: str
 """
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.machine import kubeconfig
-
-
-def main():
-    module = specs.module(specs.spec(kubeconfig.options(), talos=True), supports_check_mode=True)
-    runner.run(module, lambda conn: kubeconfig.run(module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

@@ -318,32 +318,3 @@ plan:
   type: list
   elements: str
 """
-
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.machine import machine_config
-
-
-def _machine_options():
-    return dict(role=dict(type="str"), hostname=dict(type="str"), install=dict(type="dict", options=dict(
-        disk=dict(type="str"), image=dict(type="str"), wipe=dict(type="bool"))))
-
-
-def main():
-    options = dict(
-        node=dict(type="str", required=True),
-        secrets=dict(type="path", required=True),
-        cluster=specs.cluster(required=True),
-        machine=dict(type="dict", required=True, options=_machine_options()),
-        maintenance=dict(type="bool", default=False),
-        uuid=dict(type="str"),
-        accept_class_b=dict(type="bool", default=False),
-        allow_reboot=dict(type="bool", default=True),
-    )
-    options.update(specs.wait(300))
-    module = specs.module(specs.spec(options, talos=True, kube=True), supports_check_mode=True)
-    runner.run(module, lambda conn: machine_config.module_run(module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

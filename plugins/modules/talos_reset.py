@@ -414,33 +414,3 @@ cluster:
   returned: when it was read
   type: str
 """
-
-from ansible.module_utils.basic import env_fallback
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.reclaim import flow, live
-
-
-def main():
-    options = dict(
-        node=dict(type="str", required=True),
-        confirm_uuid=dict(type="str"),
-        force=dict(type="bool", default=False),
-        confirm_cluster=dict(type="str"),
-        force_ungraceful=dict(type="bool", default=False),
-        cluster_name=dict(type="str"),
-        requested_by=dict(type="str"),
-        foreign_talosconfig=dict(type="path", fallback=(env_fallback, ["TALOSCONFIG"])),
-        foreign_talosconfig_content=dict(type="str", no_log=True),
-        foreign_context=dict(type="str"),
-    )
-    options.update(specs.wait(flow.DEFAULT_WAIT))
-    spec = specs.spec(options, talos=True, kube=True)
-    # TALOSCONFIG names the foreign cluster's file here, so the managed cluster's has no fallback
-    spec["talosconfig"] = dict(type="path")
-    module = specs.module(spec, supports_check_mode=True)
-    runner.run(module, lambda conn: live.reclaim(module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

@@ -119,26 +119,3 @@ plan:
   type: list
   elements: str
 """
-
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.machine import secrets as bundle_file
-
-
-def main():
-    options = dict(
-        path=dict(type="path", required=True),
-        source=dict(type="str", choices=["generate", "recover"], default="generate"),
-        node=dict(type="str"),
-        version_contract=dict(type="str"),
-        admin_talosconfig=dict(type="path"),
-        admin_talosconfig_context=dict(type="str", default="admin"),
-        admin_talosconfig_endpoints=dict(type="list", elements="str", default=[]),
-    )
-    module = specs.module(specs.spec(options, talos=True), required_if=[("source", "recover", ["node"])],
-                          supports_check_mode=True)
-    runner.run(module, lambda conn: bundle_file.run(module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

@@ -75,10 +75,7 @@ EXAMPLES = r"""
 - name: Upgrade Talos, one machine at a time
   hosts: controlplane:worker
   serial: 1
-  connection: local
   gather_facts: false
-  vars:
-    ansible_python_interpreter: "{{ ansible_playbook_python }}"
   tasks:
     - name: Upgrade this machine
       maesh.ichor.talos_upgrade:
@@ -105,23 +102,3 @@ plan:
   type: list
   elements: str
 """
-
-
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step
-
-
-def main():
-    options = dict(
-        node=dict(type="str", required=True),
-        hostname=dict(type="str"),
-        role=dict(type="str", required=True, choices=["controlplane", "worker"]),
-        image=dict(type="str"),
-    )
-    options.update(specs.wait(900))
-    module = specs.module(specs.spec(options, talos=True, kube=True), supports_check_mode=True)
-    runner.run(module, lambda conn: talos_step.run(module.params, conn, module.check_mode))
-
-
-if __name__ == "__main__":
-    main()

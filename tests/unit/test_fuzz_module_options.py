@@ -1,25 +1,22 @@
 """Module options (issue 12): every nested option is validated by the argument spec's suboptions, not by hand, and
 no mutation of valid options (a scalar where a mapping is expected and the reverse, wrong scalar types inside
-nested specs, unknown keys, nesting, huge values) gets past a module's AnsibleModule in a shape the spec does not
-describe, or makes it raise: it fails with one message (fail_json, which masks no_log values) or hands the
-options to the backend. Each case runs the module's main() with the options and stops at runner.run, before any
-connection. Budget and the maintainer's command: tests/unit/conftest.py.
+nested specs, unknown keys, nesting, huge values) gets past a module's validation in a shape the spec does not
+describe, or makes it raise: it fails with one message (no_log values masked, as the action returns it) or hands
+the options to the flow. Each case validates the options as the module's action plugin does (specs.validate), before
+any connection. Budget and the maintainer's command: tests/unit/conftest.py.
 
-Target: ``module-options`` (every module's main() up to runner.run: ansible_module.specs.module and ansible-core's
-validation of the argument spec)."""
+Target: ``module-options`` (every module's validation: ansible_module.specs.validate and ansible-core's
+ArgumentSpecValidator)."""
 
-import copy
-import importlib
 import json
 
 import pytest
-from ansible.module_utils import basic
 from ansible.module_utils.common.parameters import remove_values
 
-from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import runner
+from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import catalog, specs
 
 from tests.unit.conftest import FuzzFailure, mutate_tree
-from tests.unit.test_shape import COLLECTION, MODULES
+from tests.unit.test_shape import MODULES
 
 MARKER = "ICHORfuzzOPTIONSmarkerKEY0123456789abcdefXYZ"
 CONTENT = "contexts:\n  a:\n    key: %s\n" % MARKER
@@ -34,28 +31,10 @@ FREE_FORM = {
 }
 
 
-class _Built(Exception):
-    pass
-
-
 def module_arguments(name):
-    """The keyword arguments module ``name`` gives AnsibleModule (argument_spec, mutually_exclusive, ...)."""
-    module = importlib.import_module(COLLECTION + "plugins.modules." + name)
-    seen = {}
-
-    def capture(_self, *args, **kwargs):
-        seen.update(kwargs, **(dict(argument_spec=args[0]) if args else {}))
-        raise _Built()
-
-    original = basic.AnsibleModule.__init__
-    basic.AnsibleModule.__init__ = capture
-    try:
-        module.main()
-    except _Built:
-        pass
-    finally:
-        basic.AnsibleModule.__init__ = original
-    return seen
+    """What module ``name``'s action validates against: argument_spec and the constraints (mutually_exclusive, ...)."""
+    entry = catalog.MODULES[name]
+    return dict(entry.constraints, argument_spec=entry.argument_spec())
 
 
 ARGUMENTS = dict((name, module_arguments(name)) for name in MODULES)
@@ -118,38 +97,14 @@ def _valid(module):
     return params
 
 
-class _Failed(Exception):
-    """fail_json was called: the message as the module returns it (no_log values masked)."""
-
-
-class _Handed(Exception):
-    """runner.run was reached: the options the backend would get."""
-
-
 def run_module(module, params):
-    """("failed", message) or ("handed", validated options): what the module's main() does with ``params``."""
-    target = importlib.import_module(COLLECTION + "plugins.modules." + module)
-
-    def load(self):
-        self.params = copy.deepcopy(params)
-
-    def fail(self, msg, **kwargs):
-        raise _Failed(remove_values(msg, self.no_log_values))
-
-    def handed(built, call):
-        raise _Handed(built.params)
-
-    saved = (basic.AnsibleModule._load_params, basic.AnsibleModule.fail_json, runner.run)
-    basic.AnsibleModule._load_params, basic.AnsibleModule.fail_json, runner.run = load, fail, handed
-    try:
-        target.main()
-    except _Failed as exc:
-        return "failed", exc.args[0]
-    except _Handed as exc:
-        return "handed", exc.args[0]
-    finally:
-        basic.AnsibleModule._load_params, basic.AnsibleModule.fail_json, runner.run = saved
-    raise AssertionError("%s: main() neither failed nor reached runner.run" % module)
+    """("failed", message) or ("handed", validated options): what the module's action does with ``params`` before it
+    runs the flow (the message as the action returns it: no_log values masked)."""
+    entry = catalog.MODULES[module]
+    validated, no_log, problem = specs.validate(entry.argument_spec(), params, **entry.constraints)
+    if problem:
+        return "failed", remove_values(problem, no_log)
+    return "handed", validated
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -246,8 +201,8 @@ def _with(module, path, value):
 # Found with --fuzz-seed 12, cases 711, 1257 and 1699: a number or a boolean where a mapping with suboptions is
 # expected makes ansible-core's validation raise TypeError (module_utils/common/parameters.py set_fallbacks tests
 # `param not in parameters` before it checks that the value is a mapping; 2.16 and 2.19 alike), so the module dies
-# with a traceback instead of failing with one line. specs.module guards against it (shape_problem, before
-# AnsibleModule validates); these cases hold it to one line.
+# with a traceback instead of failing with one line. specs.validate guards against it (shape_problem, when
+# the validator raises); these cases hold it to one line.
 SCALAR_FOR_MAPPING = [
     ("talos_machine_config", "cluster", 1.5),
     ("talos_machine_config", "machine", True),
@@ -266,7 +221,7 @@ def test_a_scalar_where_a_mapping_is_expected_fails_in_one_line(module, path, va
 # Found with --fuzz-seed 3, case 2434 (issue 26; seeds 12 and 7 find none in 20000 cases): an infinite number where an
 # int option is expected (.inf in YAML, Infinity in the module's JSON arguments, or the text "inf") makes ansible-core
 # 2.19's check_type_int raise OverflowError, a traceback instead of one line, and a number of a billion digits
-# ("1e999999999") takes it minutes to build. specs.module takes such values out before ansible-core validates and fails
+# ("1e999999999") takes it minutes to build. specs.validate takes such values out before ansible-core validates and fails
 # naming the option.
 @pytest.mark.parametrize("value", [float("inf"), "inf", "-Infinity", "1e999999999", "9" * 150, 2.5e300])
 def test_an_infinite_number_for_an_int_option_fails_in_one_line(value):

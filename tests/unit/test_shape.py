@@ -10,10 +10,11 @@ import re
 
 import pytest
 import yaml
-from ansible.module_utils import basic
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+
+from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import catalog
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLUGINS = os.path.join(REPO, "plugins")
@@ -32,29 +33,9 @@ CONVENTIONS = {"node": "str", "cluster": "dict", "cluster_name": "str", "wait": 
 FORBIDDEN = {"address": "a machine's address is `node`"}
 
 
-class _Built(Exception):
-    pass
-
-
 def argument_spec(name):
-    """The argument spec module ``name`` builds, caught at its AnsibleModule(...) call."""
-    module = importlib.import_module(COLLECTION + "plugins.modules." + name)
-    seen = {}
-
-    def capture(_self, *args, **kwargs):
-        seen.update(kwargs, **(dict(argument_spec=args[0]) if args else {}))
-        raise _Built()
-
-    original = basic.AnsibleModule.__init__
-    basic.AnsibleModule.__init__ = capture
-    try:
-        module.main()
-    except _Built:
-        pass
-    finally:
-        basic.AnsibleModule.__init__ = original
-    assert "argument_spec" in seen, "%s: main() does not build an AnsibleModule first" % name
-    return seen["argument_spec"]
+    """The argument spec module ``name`` is validated against (its action plugin's, from the catalog)."""
+    return catalog.MODULES[name].argument_spec()
 
 
 SPECS = dict((name, argument_spec(name)) for name in MODULES)
@@ -125,9 +106,12 @@ def _reach(path):
 
 
 def _uses(module, api):
-    """Whether the module or the module_utils it reaches (the glue aside) opens a client of ``api``."""
+    """Whether the module's flows or the module_utils they reach (the glue aside) open a client of ``api``."""
     call = re.compile(r"\.%s(?:_reader)?\(" % api)  # kube_reader: the reads of a per-machine module
-    for path in _reach(os.path.join(PLUGINS, "modules", module + ".py")):
+    reached = set()
+    for flow in catalog.MODULES[module].flows:
+        reached |= _reach(flow.__file__.replace(".pyc", ".py"))
+    for path in reached:
         if path.startswith(GLUE + os.sep) or os.sep + "proto" + os.sep in path:
             continue
         if call.search(open(path).read()):
@@ -182,14 +166,20 @@ def test_only_the_glue_imports_ansible():
 
 
 @pytest.mark.parametrize("module", MODULES)
-def test_main_is_thin(module):
+def test_a_module_file_is_its_documentation_and_an_action_plugin_runs_it(module):
     path = os.path.join(PLUGINS, "modules", module + ".py")
     tree = ast.parse(open(path).read(), path)
-    mains = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"]
-    assert mains, "%s has no main()" % module
-    length = mains[0].end_lineno - mains[0].lineno + 1
-    assert length <= MAIN_LINES, "%s: main() is %d lines (at most %d): move the work into a backend" % (
-        module, length, MAIN_LINES)
+    names = [t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets]
+    assert names == ["__metaclass__", "DOCUMENTATION", "EXAMPLES", "RETURN"], "%s: documentation only" % module
+    action = os.path.join(PLUGINS, "action", module + ".py")
+    assert os.path.exists(action), "%s has no action plugin" % module
+    assert 'MODULE = "%s"' % module in open(action).read()
+    assert module in catalog.MODULES
+
+
+def test_every_action_plugin_is_a_module_of_the_catalog():
+    actions = sorted(os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(PLUGINS, "action", "*.py")))
+    assert actions == MODULES == sorted(catalog.MODULES)
 
 
 def test_every_module_utils_package_says_what_it_owns():

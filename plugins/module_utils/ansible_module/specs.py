@@ -15,9 +15,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import decimal
+import json
 import math
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback
+from ansible.module_utils.basic import env_fallback
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.errors import UnsupportedError
 
 TIMEOUT = dict(type="float", default=30.0)
 # An int option's value has at most this many digits: ansible-core builds the int of any number it is given (".inf"
@@ -46,37 +49,39 @@ def kube_connection():
     )
 
 
-def module(argument_spec, **kwargs):
-    """``AnsibleModule(argument_spec, **kwargs)``, failing in one line where ansible-core would raise.
+def validate(argument_spec, args, **constraints):
+    """(options, no_log values, problem): a task's arguments validated against a module's spec and ``constraints``
+    (mutually_exclusive, required_if, ...), the options with their defaults and fallbacks, and the one line that says
+    what is wrong (None when nothing is).
 
-    ansible-core (2.16 to 2.19) looks up fallbacks in a nested option's value before it checks that the value
-    is a mapping, so a number or a boolean where the spec has suboptions raises TypeError. Then the options are
-    read again with every top-level option loose (``raw``, ``no_log`` kept, so failing still masks secrets)
-    and the module fails naming the option.
+    It is the validator ActionBase.validate_argument_spec runs, called here so that the values of no_log options are
+    known on a failure too (the action masks them in whatever it returns), after two guards where ansible-core
+    (2.16 to 2.19) would raise: an int option given a number no int holds (OverflowError, or minutes of work), and
+    a scalar where the spec has suboptions (TypeError: fallbacks are looked up in the value before its type is
+    checked).
     """
+    # plain Python types: task arguments arrive as ansible-core's own str and dict types (tagged or unsafe), which
+    # libraries such as PyYAML's C loader do not take
     try:
-        built = _Module(argument_spec=argument_spec, **kwargs)
+        params = json.loads(json.dumps(dict(args), default=str))
+    except (RecursionError, ValueError):
+        return {}, set(), "the options are nested too deep to read"
+    huge = _take_huge_ints(argument_spec, params)
+    try:
+        checked = ArgumentSpecValidator(argument_spec, **constraints).validate(params)
     except TypeError:
-        loose = AnsibleModule(argument_spec=dict((name, dict(type="raw", no_log=bool(definition.get("no_log"))))
-                                                 for name, definition in argument_spec.items()),
-                              supports_check_mode=True)
-        loose.fail_json(msg=shape_problem(argument_spec, loose.params)
-                        or "the module's options do not have the shapes its documentation gives")
-        raise  # fail_json exits; this is for a patched fail_json
-    if built.int_problem:
-        built.fail_json(msg=built.int_problem)
-    return built
-
-
-class _Module(AnsibleModule):
-    """AnsibleModule that takes out, before ansible-core validates the options, a value of an int option no int can
-    hold (``int_problem`` names it; ``module`` fails with it once the module is built, no_log values known)."""
-
-    int_problem = None
-
-    def _load_params(self):
-        super(_Module, self)._load_params()
-        self.int_problem = _take_huge_ints(self.argument_spec, self.params)
+        loose = dict((name, dict(type="raw", no_log=bool(definition.get("no_log"))))
+                     for name, definition in argument_spec.items())
+        no_log = ArgumentSpecValidator(loose).validate(params)._no_log_values  # pylint: disable=protected-access
+        return params, no_log, (shape_problem(argument_spec, params)
+                                or "the module's options do not have the shapes its documentation gives")
+    no_log = checked._no_log_values  # pylint: disable=protected-access
+    if huge:
+        return params, no_log, huge
+    if checked.error_messages:
+        return params, no_log, "; ".join(("Unsupported parameters: " if isinstance(error, UnsupportedError) else "")
+                                         + error.msg for error in checked.errors.errors)
+    return checked.validated_parameters, no_log, None
 
 
 def _too_big(value):

@@ -28,6 +28,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import I
 from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 from ansible_collections.maesh.ichor.plugins.module_utils.machine import cluster_read, machine_config
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import KUBEPRISM_PORT, errors, etcd
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
@@ -202,7 +203,6 @@ def _run(params, conn, result):
 
 def _pending(kube, entries, plan):
     """The cluster record's pending machines (reclaim's): joined when the inventory lists them (address or UUID)."""
-    from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
     record = cluster_record.read(kube)
     pending = [p for p in record.get("machines") or [] if isinstance(p, dict) and p.get("state") == "pending"]
     listed = set(e["node"] for e in entries) | set(e["uuid"] for e in entries if e["uuid"])

@@ -2,7 +2,7 @@
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Every machine of a cluster read at once over one client (talos_facts over a cluster, adopt's inspection), and
-the versions judged against the release set."""
+the versions judged against the release set; the ``talos_facts`` module's flow (``run``)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -119,3 +119,12 @@ def cluster_facts_result(client, machines, concurrency=CLUSTER_CONCURRENCY):
     if problems:
         raise IchorError(" ".join(problems), result=result)
     return result
+
+
+def run(params, conn, check_mode):
+    """The ``talos_facts`` module: one machine (``node``), or every machine of a cluster (``machines``); read-only, so
+    check mode reads the same."""
+    del check_mode
+    if params["machines"] is not None:
+        return cluster_facts_result(conn.talos(), params["machines"])
+    return machine_facts.facts_result(conn.talos(), params["node"])

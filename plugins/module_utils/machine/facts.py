@@ -9,6 +9,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.maesh.ichor.plugins.module_utils.config import talos_side
+from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 
@@ -23,9 +25,6 @@ async def _config(client, node):
         return None, "the machine config is readable with the os:admin role only; this talosconfig's role cannot", None
     if item is None or not isinstance(item.get("spec"), str):
         return None, "the machine has no config", None
-    # imported where a config is read: talos_facts's start-up does not compile the config engine
-    from ansible_collections.maesh.ichor.plugins.module_utils.config import talos_side
-    from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
     try:
         return talos_side.facts(item["spec"]), "", item["spec"]
     except ConfigError as exc:

@@ -17,6 +17,7 @@ import os
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import files, poll
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import client as kube_client
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import kubeconfig
 
 
@@ -61,11 +62,9 @@ def run(params, conn, check_mode, clock=None):
 
 
 def _wait(params, result, check_mode, clock):
-    """Until the API server answers /readyz with the kubeconfig (the client is imported here: a Talos module's
-    start-up does not pay for the Kubernetes client when it does not wait)."""
+    """Until the API server answers /readyz with the kubeconfig."""
     if check_mode or not params["wait"]:
         return result
-    from ansible_collections.maesh.ichor.plugins.module_utils.k8s import client as kube_client
 
     def check():
         kube = kube_client.KubeClient(kubeconfig=params["path"], timeout=10)

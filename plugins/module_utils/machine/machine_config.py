@@ -28,6 +28,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import I
 from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, drift, render, secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine as talos_machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
@@ -54,7 +55,6 @@ def module_run(params, conn, check_mode):
     """The ``talos_machine_config`` module: ``run``, refused first for a machine adopt holds when the module was
     given the cluster's kubeconfig (adopt's own release applies through ``run``)."""
     if conn.has_kube():
-        from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
         try:
             cluster_record.refuse_held(cluster_record.read(conn.kube_reader()), set([params["node"]]))
         except IchorError as exc:

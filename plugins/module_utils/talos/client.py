@@ -27,7 +27,7 @@ try:
     from google.protobuf import empty_pb2
     from google.protobuf.message import DecodeError
     from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import (
-        common_pb2, machine_pb2, cosi_state_pb2, spec_config_pb2)
+        common_pb2, machine_pb2, cosi_state_pb2, spec_config_pb2, storage_pb2, machine_image_pb2, machine_lifecycle_pb2)
     HAS_DEPS = True
     IMPORT_ERROR = None
 except ImportError as _exc:  # reported by the module through missing_required_lib
@@ -92,17 +92,9 @@ async def gather(*reads):
 
 
 def _package(name):
-    """The generated module of a proto package. Those of the calls only the rollout and reclaim make are imported
-    when first used: every other module's start-up would pay for their descriptors."""
-    if name == "storage":
-        from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import storage_pb2 as module
-    elif name == "image":
-        from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import machine_image_pb2 as module
-    elif name == "lifecycle":
-        from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import machine_lifecycle_pb2 as module
-    else:
-        module = {"machine": machine_pb2, "common": common_pb2, "state": cosi_state_pb2}[name]
-    return module
+    """The generated module of a proto package."""
+    return {"machine": machine_pb2, "common": common_pb2, "state": cosi_state_pb2, "storage": storage_pb2,
+            "image": machine_image_pb2, "lifecycle": machine_lifecycle_pb2}[name]
 
 
 def _type(ref):
