@@ -58,8 +58,8 @@ def test_no_module_shows_a_no_log_value_at_vvvv_or_in_the_json_callback(tmp_path
     verbose, results = _results(tmp_path, plays, "--check", "-vvvv", "-e", secrets)
     assert MARKER not in verbose
     assert MARKER not in json.dumps(results)
-    assert [name for name, unused, unused in results] == sorted(catalog.MODULES)
-    for name, unused, result in results:
+    assert [entry[0] for entry in results] == sorted(catalog.MODULES)
+    for name, unused_status, result in results:
         assert not any(word in json.dumps(result) for word in NOT_RUN), (name, result)
 
 
@@ -86,6 +86,7 @@ def test_module_defaults_reach_the_actions_and_async_is_refused(tmp_path):
     plays = [{"hosts": "localhost", "gather_facts": False, "tasks": tasks,
               "module_defaults": {"group/maesh.ichor.k8s": {"kubeconfig": str(tmp_path / "nowhere")}}}]
     unused, results = _results(tmp_path, plays)
-    (unused, unused, defaults), (unused, status, refused) = results
+    defaults, refused = results[0][2], results[1][2]
+    status = results[1][1]
     assert defaults["msg"] == "the kubeconfig %s does not exist; check the option kubeconfig" % (tmp_path / "nowhere")
     assert status == "failed" and "async is not supported" in refused["msg"] and "\n" not in refused["msg"]
