@@ -23,9 +23,9 @@ description:
   - With O(kubeconfig), the machines the cluster record (ConfigMap C(ichor-cluster) in C(ichor-system)) holds
     as pending (registered by M(maesh.ichor.talos_reset), not yet configured) are in the group C(pending),
     named by address, with C(ichor_uuid).
-  - The group C(all) gets what the collection's playbooks expect (C(ansible_connection=local),
-    C(ansible_python_interpreter), C(ichor_talosconfig), C(ichor_talos_context), C(ichor_kubeconfig),
-    C(ichor_kube_context)); a group_vars file overrides them.
+  - The group C(all) gets what the collection's playbooks expect (C(ichor_talosconfig), C(ichor_talos_context),
+    C(ichor_kubeconfig), C(ichor_kube_context)); a group_vars file overrides them. No connection variable is set,
+    since the collection's modules reach the machines over the Talos API only.
   - The inventory source is a YAML file whose name ends in C(talos.yml) or C(talos.yaml), with the key
     C(plugin) set to C(maesh.ichor.talos) (see EXAMPLES); in AWX, such a file in a project is an inventory
     source of type "Sourced from a Project".
@@ -101,12 +101,6 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import inventory as talos_inventory
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
 
-try:  # ansible-core 2.19: what an inventory plugin sets is data, not a template, unless trusted
-    from ansible.template import trust_as_template
-except ImportError:  # before 2.19 a plain string is templated
-    def trust_as_template(value):
-        return value
-
 ROLES = ("controlplane", "worker")
 PENDING = "pending"
 
@@ -172,9 +166,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         for group in ROLES + (PENDING,):
             self.inventory.add_group(group)
         strict = self.get_option("strict")
-        shared = {"ansible_connection": "local",
-                  "ansible_python_interpreter": trust_as_template("{{ ansible_playbook_python }}"),
-                  "ichor_inventory_source": source}
+        shared = {"ichor_inventory_source": source}
         for option, var in (("talosconfig", "ichor_talosconfig"), ("context", "ichor_talos_context"),
                             ("kubeconfig", "ichor_kubeconfig"), ("kube_context", "ichor_kube_context")):
             if self.get_option(option):

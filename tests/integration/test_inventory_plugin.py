@@ -82,17 +82,18 @@ def test_discovery(talos_kube_lab, tmp_path):
         assert (hostvars[host]["ichor_role"], hostvars[host]["ichor_talos_version"]) == (found["role"], found["version"])
         assert hostvars[host]["ichor_inventory_source"] == "discovery"
     assert shared["ichor_inventory_source"] == "discovery" and shared["ichor_talosconfig"] == lab.talosconfig
-    assert shared["ansible_connection"] == "local"
+    assert "ansible_connection" not in shared and "ansible_python_interpreter" not in shared
 
     graph = _inventory(_source(tmp_path, talosconfig=lab.talosconfig), "--graph")
     assert graph.returncode == 0, graph.stderr
     assert "@controlplane:" in graph.stdout and "@worker:" in graph.stdout
     assert "|--%s" % roles["controlplane"][0] in graph.stdout
 
-    # a play runs on it as it is: local connection, the controller's Python (a template Ansible must evaluate)
+    # a play of the collection's modules runs on it as it is: no connection variable, nothing reaches the machines but
+    # the Talos API (nothing listens on their port 22)
     play = tmp_path / "play.yml"
     play.write_text(yaml.safe_dump([{"hosts": "controlplane", "gather_facts": False, "tasks": [
-        {"ansible.builtin.ping": {}},
+        {"maesh.ichor.talos_facts": {"talosconfig": "{{ ichor_talosconfig }}", "node": "{{ ansible_host }}"}},
         {"ansible.builtin.debug": {"msg": "{{ inventory_hostname }} {{ ichor_role }} {{ ichor_talos_version }}"}}]}]))
     proc = ansible_playbook("-i", str(_source(tmp_path, talosconfig=lab.talosconfig)), str(play))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

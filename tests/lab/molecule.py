@@ -153,8 +153,7 @@ class _Lab:
         api = {"server": self.kube.server, "ca_file": self.kube.ca_file,
                "cert_file": os.path.join(pki, "admin.crt"), "key_file": os.path.join(pki, "admin.key")}
         if self.talos is None:
-            data = {"all": {"vars": {"ansible_connection": "local",
-                                     "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}
+            data = {"all": {"vars": {}}}
         else:
             path = write_inventory(self.talos.state(), os.path.join(self.workdir, "inventory.yml"))
             with open(path) as handle:
