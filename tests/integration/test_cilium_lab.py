@@ -10,6 +10,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Kube
 from tests.lab.cilium import charts
 from tests.lab.cilium import fixtures
 from tests.lab.cilium.fixtures import TALOS_VALUES, merged
+from tests import helm_record
 
 pytestmark = pytest.mark.lab
 
@@ -101,7 +102,7 @@ def test_a_helm_install_with_user_values_leaves_a_record_the_takeover_can_read(c
     assert ds.spec.template.spec.containers[0].image.startswith("quay.io/cilium/cilium:v1.19.5")
     assert ds.status.number_ready == 2
     # the record codec: what encode writes, decode reads (base64 twice, gzip, JSON)
-    assert record.decode(record.encode(found.release)) == found.release
+    assert record.decode(helm_record.encode(found.release)) == found.release
 
 
 def test_a_cilium_cli_style_install_writes_its_record_in_kube_system(cilium_lab, kube_lab):

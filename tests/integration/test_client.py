@@ -11,7 +11,6 @@ import time
 import pytest
 import yaml
 
-from ansible_collections.maesh.ichor.plugins.module_utils.common import redact
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import kubeconfig as talos_kubeconfig
@@ -61,7 +60,8 @@ def test_version_to_every_machine_through_the_endpoint(talos_lab, ca):
 def test_machine_facts_match_the_lab(talos_cluster):
     state = talos_cluster.state()
     with _client(talos_cluster) as client:
-        results = machine_facts.facts_for(client, [m["address"] for m in state["machines"]])
+        results = client.fan_out(lambda node: machine_facts.machine_facts(client, node),
+                                 [m["address"] for m in state["machines"]])
     for m in state["machines"]:
         result = results[m["address"]]
         assert result.error is None, result.error
@@ -255,7 +255,7 @@ def test_errors_are_one_line_and_hold_no_key_material(talos_lab, tmp_path):
     markers = _secret_markers(lab.talosconfig)
     seen = []
     ctx = talosconfig.parse(text)
-    seen += [str(ctx), repr(ctx), json.dumps(ctx.credentials.key, cls=redact.RedactingEncoder)]
+    seen += [str(ctx), repr(ctx), json.dumps(ctx.credentials.key, default=str)]
     with tc.TalosClient(ctx, timeout=ANSWER_TIMEOUT) as client:
         seen.append(json.dumps(client.run(machine_facts.machine_facts(client, w1["address"]))))
         lab.control.set_faults("worker-2", unreachable=True)

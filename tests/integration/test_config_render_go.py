@@ -24,7 +24,8 @@ import subprocess
 
 import pytest
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, render, secrets, spec
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, render, secrets
+from tests import config_cases
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGGEN = os.path.join(REPO, "tests", "configgen")
@@ -78,7 +79,7 @@ def renders(tmp_path_factory):
             case = json.load(handle)
         with open(os.path.join(case_dir, "controlplane.conf")) as handle:
             bundle = secrets.from_config(documents.parse(handle.read()))
-        cluster_spec, machine_spec = spec.from_gen_options(case)
+        cluster_spec, machine_spec = config_cases.spec_of_case(case)
         name = os.path.relpath(case_dir, CONFIGS).replace(os.sep, "_")
         for role in ROLES:
             path = str(out / ("%s_%s.yaml" % (name, role)))

@@ -18,8 +18,9 @@ import subprocess
 
 import pytest
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, drift, render, secret_paths, secrets, spec
+from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, drift, render, secret_paths, secrets
 from tests.unit import test_drift_property as prop
+from tests import config_cases
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGGEN = os.path.join(REPO, "tests", "configgen")
@@ -109,7 +110,7 @@ def test_no_redacted_value_is_ever_shown(binaries):
         shown = documents.emit(drift.mask_docs(docs))
         # a drift report that names every leaf: the render of another cluster's bundle and an empty spec
         bundle = secrets.load(os.path.join(config.case_dir, "secrets.yaml"))
-        cluster_spec, machine_spec = spec.from_gen_options(config.case)
+        cluster_spec, machine_spec = config_cases.spec_of_case(config.case)
         other = dict(cluster_spec, registries=[], certSANs=[], sysctls={}, kernelModules=[], inlineManifests=[])
         result = drift.drift(render.render(bundle, other, dict(machine_spec, role=config.role)), docs, other)
         shown += json.dumps(result.to_dict()) + "\n".join(result.lines())

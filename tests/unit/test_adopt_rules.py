@@ -127,12 +127,6 @@ def test_the_contract_override_names_only_the_sets():
         rules.contract_override("v1.12")
 
 
-@pytest.mark.parametrize("name,owner", [("05-cilium.conflist", "cilium"), ("10-flannel.conflist", "flannel"),
-                                        ("10-calico.conflist", "calico"), ("87-podman.conflist", "other")])
-def test_cni_config_owners(name, owner):
-    assert rules.config_owner(name) == owner
-
-
 def test_a_cluster_at_two_kubernetes_minors_is_refused_naming_the_split_and_the_way_forward():
     running = {("cp-1", "kube-apiserver"): "v1.36.3", ("cp-1", "kube-scheduler"): "v1.36.3",
                ("cp-1", "kubelet"): "v1.35.4", ("worker-1", "kubelet"): "v1.35.4"}

@@ -11,6 +11,7 @@ import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import gate, helm, live, record, values
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError, HelmError, Refused
+from tests import helm_record
 
 TALOS = {"ipam": {"mode": "kubernetes"}, "kubeProxyReplacement": True, "k8sServiceHost": "localhost",
          "k8sServicePort": 7445, "debug": {"enabled": True}, "tunnelProtocol": "geneve",
@@ -52,13 +53,13 @@ def test_effective_values_layer_preset_user_and_owned():
 def _secret(release, revision=1, status="deployed", name="cilium", namespace="kube-system"):
     return {"metadata": {"name": record.secret_name(name, revision), "namespace": namespace, "uid": "u%d" % revision,
                          "labels": {"name": name, "owner": "helm", "status": status, "version": str(revision)}},
-            "type": record.TYPE, "data": {"release": record.encode(release)}}
+            "type": record.TYPE, "data": {"release": helm_record.encode(release)}}
 
 
 def test_the_record_codec_is_base64_twice_gzip_json():
     release = {"name": "cilium", "config": {"debug": {"enabled": True}},
                "chart": {"metadata": {"name": "cilium", "version": "1.19.5"}}}
-    encoded = record.encode(release)
+    encoded = helm_record.encode(release)
     raw = base64.b64decode(base64.b64decode(encoded))
     assert raw[:3] == record.GZIP_MAGIC and json.loads(gzip.decompress(raw)) == release
     assert record.decode(encoded) == release

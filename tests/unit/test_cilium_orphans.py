@@ -12,6 +12,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import C
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import Conflict, KubeError, NotFound
 
 from tests.unit.test_cilium_backend import _flow, _running
+from tests import helm_record
 
 CLUSTER_SCOPED = ("ClusterRole", "ClusterRoleBinding", "Namespace")
 OWNED = {"meta.helm.sh/release-name": "cilium", "meta.helm.sh/release-namespace": "kube-system"}
@@ -35,7 +36,7 @@ def _record(revision, docs, status="superseded", name="cilium", namespace="kube-
                                        "uid": "rec-%d" % revision,
                                        "labels": {"name": name, "owner": "helm", "status": status,
                                                   "version": str(revision)}},
-                          "type": record.TYPE, "data": {"release": record.encode(release)}})
+                          "type": record.TYPE, "data": {"release": helm_record.encode(release)}})
 
 
 CHART = [_doc("ConfigMap", "cilium-config", "kube-system"), _doc("DaemonSet", "cilium", "kube-system", "apps/v1"),

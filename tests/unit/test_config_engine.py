@@ -23,6 +23,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, contracts, documents, drift, images, render, \
     secrets, spec
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+from tests import config_cases
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = os.path.join(REPO, "tests", "fixtures", "configs")
@@ -57,7 +58,7 @@ def load_case(case_dir):
         case = json.loads(_read(os.path.join(case_dir, "case.json")))
         live = dict((role, documents.parse(_read(os.path.join(case_dir, role + ".conf")))) for role in ROLES)
         bundle = secrets.from_config(live["controlplane"])
-        cluster_spec, machine_spec = spec.from_gen_options(case)
+        cluster_spec, machine_spec = config_cases.spec_of_case(case)
         _CACHE[case_dir] = (case, bundle, cluster_spec, machine_spec, live)
     return _CACHE[case_dir]
 
@@ -137,7 +138,7 @@ def test_bundle_never_printed():
 def test_generated_bundle_renders_every_contract():
     bundle = secrets.generate()
     case = json.loads(_read(os.path.join(CONFIGS, "v1.14", "v1.14.1", "kitchen-sink", "case.json")))
-    cluster_spec, machine_spec = spec.from_gen_options(case)
+    cluster_spec, machine_spec = config_cases.spec_of_case(case)
     for contract in contracts.SUPPORTED:
         for role in ROLES:
             docs = render.render(bundle, dict(cluster_spec, versionContract=contract), dict(machine_spec, role=role))

@@ -24,8 +24,9 @@ import random
 
 import yaml
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, documents, drift, render, secrets, spec
+from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, documents, drift, render, secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+from tests import config_cases
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = os.path.join(REPO, "tests", "fixtures", "configs")
@@ -248,7 +249,7 @@ def engine(config, live_text, scenario):
         other = documents.parse(config.other_text)
         cluster = {config.role: live, config.other_role: other}
         if scenario == "declared":
-            cluster_spec, machine_spec = spec.from_gen_options(config.case)
+            cluster_spec, machine_spec = config_cases.spec_of_case(config.case)
             machine_spec = dict(machine_spec, role=config.role)
             contract = config.case["contract"]
             unmapped = ()

@@ -14,6 +14,7 @@ import pytest
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError
 from tests.unit.conftest import mutate_bytes, mutate_tree
+from tests import helm_record
 
 MARKER = "ICHORfuzzHELMmarker0123456789abcdefXYZ"
 
@@ -65,20 +66,20 @@ def test_fuzz_helm_record(fuzz):
             given = secret(twice(gzip.compress(raw, mtime=0) if rng.random() < 0.7 else raw))
         elif op < 0.5:  # valid JSON of a mutated release
             try:
-                given = secret(record.encode(mutate_tree(valid_release(), rng)))
+                given = secret(helm_record.encode(mutate_tree(valid_release(), rng)))
             except (ValueError, TypeError, RecursionError):
                 given = secret(twice(b"{"))
         elif op < 0.65:  # the gzip bytes mutated (truncated, flipped, trailing data)
             given = secret(twice(mutate_bytes(gzip.compress(text, mtime=0), rng)))
         elif op < 0.8:  # the base64 text mutated
-            given = secret(mutate_bytes(record.encode(valid_release()).encode(), rng).decode("utf-8", "replace"))
+            given = secret(mutate_bytes(helm_record.encode(valid_release()).encode(), rng).decode("utf-8", "replace"))
         elif op < 0.805:  # rare: each costs a tenth of a second
             given = secret(BOMB)
         else:  # the Secret object itself, its name and namespace as the API server has them (in every message)
-            given = mutate_tree(secret(record.encode(valid_release())), rng)
+            given = mutate_tree(secret(helm_record.encode(valid_release())), rng)
             if isinstance(given, dict) and isinstance(given.get("metadata"), dict):
                 given["metadata"].update(name=record.secret_name("cilium", 3), namespace="kube-system")
-        run.check(lambda: use(given), index, given, [MARKER, record.encode(valid_release())])
+        run.check(lambda: use(given), index, given, [MARKER, helm_record.encode(valid_release())])
 
 
 def _deep(depth):
@@ -97,7 +98,7 @@ FOUND = [
     (secret(5), REF + "is not text (a int)"),
     (secret(twice(gzip.compress(b'{"a": 1}')[:-6])), NOT_HELM),
     (secret(twice(gzip.compress(b'{"a": 1}') + b"more")), NOT_HELM),
-    (secret(record.encode({"config": ["debug"]})), REF + "is not a Helm release (its config is not a mapping)"),
+    (secret(helm_record.encode({"config": ["debug"]})), REF + "is not a Helm release (its config is not a mapping)"),
     (dict(secret(""), data=["release"]), REF + "has no data.release"),
 ]
 
@@ -110,6 +111,6 @@ def test_found_by_probing(given, expected):
 
 
 def test_a_valid_record_reads_and_the_chart_version_of_another_shape_is_none():
-    assert use(secret(record.encode(valid_release()))) == valid_release()
-    rec = record.Record(dict(secret(record.encode({"chart": {"metadata": "1.19.5"}})), metadata="x"))
+    assert use(secret(helm_record.encode(valid_release()))) == valid_release()
+    rec = record.Record(dict(secret(helm_record.encode({"chart": {"metadata": "1.19.5"}})), metadata="x"))
     assert (rec.chart_version, rec.config, rec.ref, rec.revision) == (None, {}, "None/None", 0)

@@ -17,12 +17,13 @@ collection_path.ensure()
 
 from ansible_collections.maesh.ichor.plugins.module_utils.config import documents  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.machine import machine_config, secrets as bundle_file  # noqa: E402
-from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets, spec  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import (  # noqa: E402
     cosi_resource_pb2, cosi_state_pb2, machine_pb2, spec_config_pb2)
+from tests import config_cases  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BASIC = os.path.join(REPO, "tests", "fixtures", "configs", "v1.14", "v1.14.1", "basic")
@@ -39,7 +40,7 @@ def _read(*parts):
 def _case():
     """(cluster spec, machine spec without role) of the fixture case."""
     import json
-    return spec.from_gen_options(json.loads(_read(BASIC, "case.json")))
+    return config_cases.spec_of_case(json.loads(_read(BASIC, "case.json")))
 
 
 class Clock:
@@ -495,7 +496,7 @@ def test_a_contract_tie_is_reported_with_the_rule_used():
     """A v1.12 config whose machine.network has content reads as v1.12 and v1.13 alike (issue 11 §2)."""
     import json
     case = os.path.join(REPO, "tests", "fixtures", "configs", "v1.12", "v1.12.7", "network-content")
-    cluster_spec, machine_spec = spec.from_gen_options(json.loads(_read(case, "case.json")))
+    cluster_spec, machine_spec = config_cases.spec_of_case(json.loads(_read(case, "case.json")))
     cluster_spec = dict(cluster_spec)
     cluster_spec.pop("versionContract", None)
     p = params(cluster_spec, secrets=os.path.join(case, "secrets.yaml"), machine=dict(machine_spec, role="worker"))

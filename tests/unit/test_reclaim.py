@@ -77,12 +77,6 @@ def test_no_foreign_talosconfig():
     assert "set TALOSCONFIG" in exc.value.message
 
 
-def test_requesting_user():
-    assert audit.requesting_user({"awx_user_name": "alice", "tower_user_name": "bob"}) == "alice"
-    assert audit.requesting_user({"tower_user_name": "bob"}) == "bob"
-    assert audit.requesting_user({}, environ={"USER": "carol"}) == "carol"
-
-
 # --- the one reset request ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("graceful", [True, False])

@@ -10,7 +10,8 @@ import random
 import yaml
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import REDACTED
-from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, drift, render, secret_paths, secrets, spec
+from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, drift, render, secret_paths, secrets
+from tests import config_cases
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CASE = os.path.join(REPO, "tests", "fixtures", "configs", "v1.14", "v1.14.1", "k8s-older")
@@ -38,7 +39,7 @@ def test_credentials_in_lists_maps_and_text_of_a_live_config_are_masked_in_the_r
     body["cluster"]["inlineManifests"] = [{"name": "notes", "contents": notes}]
     live = documents.parse(yaml.safe_dump_all(docs))
     bundle = secrets.load(os.path.join(CASE, "secrets.yaml"))
-    cluster_spec, machine_spec = spec.from_gen_options(case)
+    cluster_spec, machine_spec = config_cases.spec_of_case(case)
     machine_spec = dict(machine_spec, role="controlplane")
     rendered = render.render(bundle, cluster_spec, machine_spec, case["contract"])
     found = drift.drift(rendered, live, dict(cluster_spec, versionContract=case["contract"]), case["contract"])

@@ -33,9 +33,6 @@ CA_ADVICE = ("CA rotation advised: the Talos and Kubernetes client certificates 
              "the CA keys held by whoever created this cluster, remain valid after adoption; consider rotating the "
              "CAs (talosctl rotate-ca). Adopt never starts a rotation.")
 
-# CNI config files (talosctl ls /etc/cni/net.d) and the CNI that writes each.
-_CONFIG_OWNERS = (("cilium", "cilium"), ("flannel", "flannel"), ("calico", "calico"), ("canal", "canal"),
-                  ("weave", "weave"), ("kube-router", "kube-router"), ("antrea", "antrea"))
 
 
 class Refusal(Exception):
@@ -64,15 +61,6 @@ def kubernetes_split(running):
     raise Refusal("the cluster runs Kubernetes at %d minors (%s): a Kubernetes upgrade stopped halfway, which no single "
                   "version describes, and adopting it would take components back a minor; finish the upgrade "
                   "(talosctl upgrade-k8s --to %s), then adopt" % (len(by_minor), " | ".join(parts), highest.lstrip("v")))
-
-
-def config_owner(name):
-    """The CNI a file under /etc/cni/net.d belongs to, by its name ("other" when it says none)."""
-    lowered = name.lower()
-    for needle, cni in _CONFIG_OWNERS:
-        if needle in lowered:
-            return cni
-    return "other"
 
 
 def two_configs(cni_configs):

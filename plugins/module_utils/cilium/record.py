@@ -15,8 +15,6 @@ __metaclass__ = type
 
 import base64
 import binascii
-import gzip
-import io
 import json
 import zlib
 
@@ -83,14 +81,6 @@ def decode(data_release, what="the release record"):
     if problem:
         raise CiliumError("%s is not a Helm release (its JSON %s)" % (what, problem))
     return release
-
-
-def encode(release):
-    """``data.release`` for a release, as the API takes it (the inverse of ``decode``)."""
-    buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as handle:
-        handle.write(json.dumps(release, sort_keys=True).encode("utf-8"))
-    return base64.b64encode(base64.b64encode(buf.getvalue())).decode("ascii")
 
 
 class Record:

@@ -15,7 +15,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import base64
-import json
 import re
 
 REDACTED = "<redacted>"
@@ -142,15 +141,6 @@ class Secret:
 
     def __reduce__(self):
         raise TypeError("credential material cannot be pickled")
-
-
-class RedactingEncoder(json.JSONEncoder):
-    """JSON encoder that writes every Secret as the redaction marker."""
-
-    def default(self, o):  # pylint: disable=method-hidden
-        if isinstance(o, Secret):
-            return REDACTED
-        return json.JSONEncoder.default(self, o)
 
 
 def redact_lines(text):

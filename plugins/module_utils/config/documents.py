@@ -105,10 +105,6 @@ def emit(docs):
     return yamlio.dump_all([doc.body for doc in docs])
 
 
-def by_key(docs):
-    return dict((doc.key, doc) for doc in docs)
-
-
 def find(docs, kind, name=None):
     for doc in docs:
         if doc.kind == kind and (name is None or doc.name == name):

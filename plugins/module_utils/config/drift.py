@@ -116,11 +116,6 @@ def is_secret_path(path):
     return secret_paths.is_bundle(path)
 
 
-def is_sensitive_path(path):
-    """A field whose value is never printed (secret_paths)."""
-    return secret_paths.is_secret(path)
-
-
 class Difference:
     """One differing path: the rendered and the live value (None when absent), class and hint."""
 

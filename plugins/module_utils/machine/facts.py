@@ -104,8 +104,3 @@ def facts_result(client, node=None):
         raise
     plan = [plan_line(facts, node or client.endpoints[0][0])]
     return dict(changed=False, ansible_facts={"talos": facts}, plan=plan)
-
-
-def facts_for(client, nodes):
-    """machine_facts for several nodes at once: {node: NodeResult}."""
-    return client.fan_out(lambda n: machine_facts(client, n), nodes)

@@ -35,15 +35,6 @@ def local_user(environ=None):
         return "unknown"
 
 
-def requesting_user(variables, environ=None):
-    """The AWX user (``awx_user_name`` / ``tower_user_name``) when run from AWX, else the local user."""
-    for key in ("awx_user_name", "tower_user_name"):
-        value = (variables or {}).get(key)
-        if value:
-            return str(value)
-    return local_user(environ)
-
-
 class Audit:
     """The seed's Events as lines: ``<time> <Event>: <what>`` (no credential, ever)."""
 

@@ -16,36 +16,21 @@ machine_pb2
     ApplyConfiguration, Bootstrap, EtcdMemberList, EtcdRemoveMemberByID, EtcdLeaveCluster,
     EtcdStatus, EtcdSnapshot, Hostname, Kubeconfig, List, Reboot, Reset, ServiceList, Shutdown,
     Upgrade (legacy), Version.
-machine_grpc
-    grpclib stubs (<Service>Stub) and server bases (<Service>Base) for
-    proto/machine/machine.proto: MachineService.
 machine_image_pb2
     messages of proto/machine/image.proto; package machine, ImageService: List, Pull, Import,
     Remove, Verify.
-machine_image_grpc
-    grpclib stubs (<Service>Stub) and server bases (<Service>Base) for
-    proto/machine/image.proto: ImageService.
 machine_lifecycle_pb2
     messages of proto/machine/lifecycle.proto; package machine, LifecycleService: Install,
     Upgrade.
-machine_lifecycle_grpc
-    grpclib stubs (<Service>Stub) and server bases (<Service>Base) for
-    proto/machine/lifecycle.proto: LifecycleService.
 storage_pb2
     messages of proto/storage/storage.proto; package storage, StorageService: Disks,
     BlockDeviceWipe.
-storage_grpc
-    grpclib stubs (<Service>Stub) and server bases (<Service>Base) for
-    proto/storage/storage.proto: StorageService.
 cosi_resource_pb2
     messages of proto/v1alpha1/resource.proto; package cosi.resource: Resource, Metadata, Spec,
     LabelQuery, LabelTerm, IDQuery.
 cosi_state_pb2
     messages of proto/v1alpha1/state.proto; package cosi.resource, service State (Get, List
     only) and their messages.
-cosi_state_grpc
-    grpclib stubs (<Service>Stub) and server bases (<Service>Base) for
-    proto/v1alpha1/state.proto: State.
 spec_config_pb2
     messages of proto/resource/config/config.proto; package resource.config: MachineConfigSpec,
     MachineTypeSpec (config.talos.dev specs).
