@@ -63,9 +63,7 @@ READERS = [
     ("k8s.kubeconfig.load (kubeconfig_content, the kubeconfig file, KUBECONFIG), check, Kubeconfig",
      "a kubeconfig: kubeconfig_content, a file, the files KUBECONFIG names",
      "test_fuzz_kubeconfig.py", "test_fuzz_kubeconfig", "kubeconfig"),
-    ("k8s.reader.KubeReader (kubeconfigs it takes)", "generated kubeconfigs (base64, PEM, files)",
-     "test_kube_reader.py", "test_fuzz_kubeconfigs_it_takes", "kube-reader"),
-    ("ansible_module.specs.module and ansible-core's validation", "every module's options",
+    ("ansible_module.specs.validate and ansible-core's validation", "every module's options",
      "test_fuzz_module_options.py", "test_fuzz_module_options", "module-options"),
 ]
 

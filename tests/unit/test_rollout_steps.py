@@ -272,7 +272,6 @@ class Conn:
         assert self._kube is not None, "no kubeconfig was given"
         return self._kube
 
-    kube_reader = kube  # the same fake: a reader answers get() as the client does
 
     def close(self):
         for client in self.talos_clients:

@@ -107,7 +107,7 @@ def _reach(path):
 
 def _uses(module, api):
     """Whether the module's flows or the module_utils they reach (the glue aside) open a client of ``api``."""
-    call = re.compile(r"\.%s(?:_reader)?\(" % api)  # kube_reader: the reads of a per-machine module
+    call = re.compile(r"\.%s\(" % api)
     reached = set()
     for flow in catalog.MODULES[module].flows:
         reached |= _reach(flow.__file__.replace(".pyc", ".py"))

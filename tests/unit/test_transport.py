@@ -53,7 +53,7 @@ NOT_A_CERTIFICATE = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE---
 
 @pytest.mark.parametrize("ca", [b"\x00\xff" * 40, b"not a certificate", NOT_A_CERTIFICATE])
 def test_a_ca_that_is_no_certificate_is_one_line(ca):
-    # bytes that are not ASCII (found by tests/unit/test_kube_reader.py's fuzz on the same ssl call) included
+    # bytes that are not ASCII (found by a fuzz of the same ssl call) included
     with pytest.raises(TalosConfigError) as exc:
         transport.client_context(_Credentials(ca))
     assert exc.value.message == "the talosconfig context's 'ca' is not a valid certificate"

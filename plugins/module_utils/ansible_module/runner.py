@@ -21,7 +21,7 @@ from ansible.module_utils.basic import missing_required_lib
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import redact_lines, redact_text
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import client as kube_client
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import kubeconfig, reader
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import kubeconfig
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
 
@@ -33,7 +33,6 @@ class Connections:
         self.params = params
         self._opened = []
         self._kube = None
-        self._reader = None
 
     def talos(self, maintenance=False, dial_only=None):
         """A new TalosClient (the talosconfig is read each time: a machine may have moved to another CA)."""
@@ -60,15 +59,6 @@ class Connections:
             self._kube = kube_client.KubeClient(loaded=self._kubeconfig(), timeout=self.params.get("timeout"))
         return self._kube
 
-    def kube_reader(self):
-        """What reads a Node or the cluster record: a KubeReader when it speaks all the kubeconfig asks for (a module
-        that runs once per machine then never imports the kubernetes package), else the KubeClient."""
-        if self._kube is None and self._reader is None:
-            config = self._kubeconfig()
-            if reader.covers(config):
-                self._reader = reader.KubeReader(config, timeout=self.params.get("timeout"))
-        return self._reader or self.kube()
-
     def _kubeconfig(self):
         p = self.params
         return kubeconfig.load(kubeconfig=p.get("kubeconfig"), kubeconfig_content=p.get("kubeconfig_content"),
@@ -78,9 +68,9 @@ class Connections:
         for client in self._opened:
             client.close()
         self._opened = []
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        if self._kube is not None:
+            self._kube.close()
+            self._kube = None
 
 
 def _shown(result, diff):

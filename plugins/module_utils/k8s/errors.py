@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the Kubernetes side raises, and the one way each failure is worded (for KubeClient and KubeReader alike).
+"""What the Kubernetes side raises, and the one way each failure is worded (for KubeClient).
 
 Errors are one line that says what is wrong and what to check: the server's URL, the user the kubeconfig names
 (401), what to grant (403), the API server's own message redacted and cut to ``MESSAGE_LIMIT`` characters; never

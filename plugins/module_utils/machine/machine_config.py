@@ -56,7 +56,7 @@ def module_run(params, conn, check_mode):
     given the cluster's kubeconfig (adopt's own release applies through ``run``)."""
     if conn.has_kube():
         try:
-            cluster_record.refuse_held(cluster_record.read(conn.kube_reader()), set([params["node"]]))
+            cluster_record.refuse_held(cluster_record.read(conn.kube()), set([params["node"]]))
         except IchorError as exc:
             exc.result = dict(changed=False, plan=[], apply_mode="none")
             raise

@@ -179,7 +179,7 @@ def run(params, conn, check_mode, clock=None):
         exc.result = dict(plan=[], before="", after="")
         raise
     client = conn.talos()
-    kube = conn.kube_reader() if conn.has_kube() else None
+    kube = conn.kube() if conn.has_kube() else None
     if kube is not None:  # never upgrade a machine adopt still holds
         try:
             cluster_record.refuse_held(cluster_record.read(kube), set([node, params.get("hostname")]))
