@@ -1,6 +1,7 @@
 """Fuzz the kubeconfig's reader (issue 26): every mutation of a valid kubeconfig (as kubeconfig_content, as a file,
 as two files KUBECONFIG merges; as bytes, as YAML of a mutated tree, nested, huge) is read and checked or refused
-with one KubeError line that holds none of its credentials, and what is read is what the client takes. Budget and the maintainer's command: tests/unit/conftest.py.
+with one KubeError line that holds none of its credentials, and what is read is what the client takes. Budget and
+the maintainer's command: tests/unit/conftest.py.
 
 Target: ``kubeconfig`` (k8s.kubeconfig.load through its guard, check, Kubeconfig)."""
 

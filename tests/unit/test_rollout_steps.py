@@ -272,7 +272,6 @@ class Conn:
         assert self._kube is not None, "no kubeconfig was given"
         return self._kube
 
-
     def close(self):
         for client in self.talos_clients:
             client.close()

@@ -34,7 +34,6 @@ CA_ADVICE = ("CA rotation advised: the Talos and Kubernetes client certificates 
              "CAs (talosctl rotate-ca). Adopt never starts a rotation.")
 
 
-
 class Refusal(Exception):
     """A rule refuses the adoption: nothing is written. ``str()`` is the one line for the user."""
 
