@@ -5,6 +5,7 @@ import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record
 from ansible_collections.maesh.ichor.plugins.module_utils.cluster import facts as cf
+from tests import helm_record
 
 
 def ds(name, image, namespace="kube-system", labels=None, managers=()):
@@ -103,7 +104,7 @@ def _secret(namespace, revision, status, config, chart="1.20.4"):
     release = {"config": config, "chart": {"metadata": {"version": chart}}}
     return {"metadata": {"name": record.secret_name("cilium", revision), "namespace": namespace,
                          "labels": {"name": "cilium", "owner": "helm", "status": status, "version": str(revision)}},
-            "data": {"release": record.encode(release)}}
+            "data": {"release": helm_record.encode(release)}}
 
 
 def test_release_summary_takes_the_newest_record_of_each_release():
