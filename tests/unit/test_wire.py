@@ -7,7 +7,6 @@ same transport against grpc-go itself: tests/integration/test_wire_grpc_go.py.""
 
 import asyncio
 import struct
-import time
 
 import hpack as peer
 import pytest
@@ -15,105 +14,10 @@ import pytest
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, wire
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import common_pb2, machine_pb2
-from tests.lab import pki
+from tests import scripted_h2 as h2f
+from tests.scripted_h2 import (
+    OK_HEADERS, OK_TRAILERS, Server, answer, drain, grpc_message, headers, read_frame, read_request, reply, until)
 from tests.unit.conftest import mutate_bytes
-from tests.unit.loop_thread import LoopThread
-
-PREFACE = wire.PREFACE
-
-
-async def read_frame(reader):
-    head = await reader.readexactly(9)
-    length = int.from_bytes(head[:3], "big")
-    payload = await reader.readexactly(length) if length else b""
-    return head[3], head[4], int.from_bytes(head[5:9], "big") & 0x7FFFFFFF, payload
-
-
-def until(condition, seconds=5.0):
-    """Whether the condition held within the time (what the server's thread reads arrives on its own time)."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
-
-def headers(fields, huffman=True):
-    return peer.Encoder().encode(fields, huffman=huffman)
-
-
-def grpc_message(data):
-    return b"\x00" + struct.pack(">I", len(data)) + data
-
-
-OK_HEADERS = [(":status", "200"), ("content-type", "application/grpc")]
-OK_TRAILERS = [("grpc-status", "0")]
-
-
-def reply(body, stream_id=1):
-    """A whole reply: headers, one DATA frame, trailers."""
-    return (wire.frame(wire.HEADERS, wire.END_HEADERS, stream_id, headers(OK_HEADERS)) +
-            wire.frame(wire.DATA, 0, stream_id, grpc_message(body)) +
-            wire.frame(wire.HEADERS, wire.END_HEADERS | wire.END_STREAM, stream_id, headers(OK_TRAILERS)))
-
-
-class Server:
-    """A TLS server on its own thread's loop; ``behave(reader, writer, seen)`` is the test's script for each
-    connection, ``seen`` the frames it read (its own list per connection, in ``connections``)."""
-
-    def __init__(self):
-        self.behave = None
-        self.preface = wire.frame(wire.SETTINGS, 0, 0)  # what the server writes first (HTTP/2: its SETTINGS)
-        self.connections = []
-        context = pki.server_ssl_context(pki.maintenance_certificate(["127.0.0.1"]))
-
-        async def started():
-            return await asyncio.start_server(self._connection, "127.0.0.1", 0, ssl=context)
-
-        self.running = LoopThread(started)
-        self.address = "127.0.0.1:%d" % self.running.server.sockets[0].getsockname()[1]
-
-    async def _connection(self, reader, writer):
-        seen = []
-        self.connections.append(seen)
-        try:
-            assert await reader.readexactly(len(PREFACE)) == PREFACE
-            writer.write(self.preface)
-            await self.behave(reader, writer, seen)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    def stop(self):
-        self.running.stop()
-
-
-async def read_request(reader, seen):
-    """The frames up to the client's request's END_STREAM; returns the request body."""
-    body = b""
-    while True:
-        kind, flags, stream_id, payload = await read_frame(reader)
-        seen.append((kind, flags, stream_id, payload))
-        if kind == wire.DATA:
-            body += payload
-            if flags & wire.END_STREAM:
-                return body
-
-
-async def drain(reader, seen):
-    """What the client sends until it closes."""
-    while True:
-        seen.append(await read_frame(reader))
-
-
-def answer(data):
-    async def behave(reader, writer, seen):
-        await read_request(reader, seen)
-        writer.write(data)
-        await drain(reader, seen)
-    return behave
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +31,7 @@ def server():
 def client(server):
     made = talos_client.TalosClient(endpoint=server.address, maintenance=True, timeout=3.0)
     server.connections.clear()
-    server.preface = wire.frame(wire.SETTINGS, 0, 0)
+    server.preface = h2f.frame(h2f.SETTINGS, 0, 0)
     yield made
     made.close()
 
@@ -142,19 +46,19 @@ def test_a_reply_of_every_frame_shape(server, client):
     def padded(data):
         return bytes([7]) + data + b"\x00" * 7
     server.behave = answer(
-        wire.frame(wire.SETTINGS, 0, 0, struct.pack(">HI", wire.MAX_CONCURRENT_STREAMS, 100)) +
-        wire.frame(wire.PING, 0, 0, b"12345678") +
-        wire.frame(wire.HEADERS, wire.PADDED | wire.PRIORITY_FLAG, 1, padded(b"\x00\x00\x00\x00\x10" + block[:20])) +
-        wire.frame(wire.CONTINUATION, 0, 1, block[20:40]) +
-        wire.frame(wire.CONTINUATION, wire.END_HEADERS, 1, block[40:]) +
-        wire.frame(0xFA, 0, 1, b"a frame type no one knows") +
-        wire.frame(wire.DATA, wire.PADDED, 1, padded(body[:3])) +
-        wire.frame(wire.DATA, 0, 1, body[3:]) +
-        wire.frame(wire.HEADERS, wire.END_HEADERS | wire.END_STREAM, 1, headers(OK_TRAILERS)))
+        h2f.frame(h2f.SETTINGS, 0, 0, struct.pack(">HI", h2f.MAX_CONCURRENT_STREAMS, 100)) +
+        h2f.frame(h2f.PING, 0, 0, b"12345678") +
+        h2f.frame(h2f.HEADERS, h2f.PADDED | h2f.PRIORITY_FLAG, 1, padded(b"\x00\x00\x00\x00\x10" + block[:20])) +
+        h2f.frame(h2f.CONTINUATION, 0, 1, block[20:40]) +
+        h2f.frame(h2f.CONTINUATION, h2f.END_HEADERS, 1, block[40:]) +
+        h2f.frame(0xFA, 0, 1, b"a frame type no one knows") +
+        h2f.frame(h2f.DATA, h2f.PADDED, 1, padded(body[:3])) +
+        h2f.frame(h2f.DATA, 0, 1, body[3:]) +
+        h2f.frame(h2f.HEADERS, h2f.END_HEADERS | h2f.END_STREAM, 1, headers(OK_TRAILERS)))
     assert client.call("Version").messages[0].version.tag == "v1.14.5"
     client.close()
     seen = server.connections[0]
-    assert until(lambda: (wire.PING, wire.ACK, 0, b"12345678") in seen and (wire.SETTINGS, wire.ACK, 0, b"") in seen)
+    assert until(lambda: (h2f.PING, h2f.ACK, 0, b"12345678") in seen and (h2f.SETTINGS, h2f.ACK, 0, b"") in seen)
 
 
 def test_the_request_is_what_grpc_asks(server, client):
@@ -162,7 +66,7 @@ def test_the_request_is_what_grpc_asks(server, client):
     client.call("Version", node="10.5.0.3")
     client.close()
     seen = server.connections[0]
-    block = next(payload for kind, _flags, _sid, payload in seen if kind == wire.HEADERS)
+    block = next(payload for kind, _flags, _sid, payload in seen if kind == h2f.HEADERS)
     fields = dict(peer.Decoder().decode(block, raw=False))
     assert fields[":method"] == "POST" and fields[":path"] == "/machine.MachineService/Version"
     assert fields["content-type"] == "application/grpc" and fields["te"] == "trailers"
@@ -172,25 +76,25 @@ def test_the_request_is_what_grpc_asks(server, client):
 
 @pytest.mark.parametrize("frames, error, said", [
     # trailers-only: the status in the one header block, its message percent-encoded
-    ([(wire.HEADERS, wire.END_HEADERS | wire.END_STREAM, OK_HEADERS + [
+    ([(h2f.HEADERS, h2f.END_HEADERS | h2f.END_STREAM, OK_HEADERS + [
         ("grpc-status", "7"), ("grpc-message", "not allowed: %C3%A9t%2525")])], errors.TalosCallError,
      "not allowed: \u00e9t%25"),
-    ([(wire.HEADERS, wire.END_HEADERS | wire.END_STREAM, [(":status", "404")])], errors.TalosCallError, "UNIMPLEMENTED"),
-    ([(wire.HEADERS, wire.END_HEADERS | wire.END_STREAM, [(":status", "200"), ("content-type", "text/html")])],
+    ([(h2f.HEADERS, h2f.END_HEADERS | h2f.END_STREAM, [(":status", "404")])], errors.TalosCallError, "UNIMPLEMENTED"),
+    ([(h2f.HEADERS, h2f.END_HEADERS | h2f.END_STREAM, [(":status", "200"), ("content-type", "text/html")])],
      errors.TalosCallError, "broke the gRPC protocol"),
-    ([(wire.HEADERS, wire.END_HEADERS, OK_HEADERS), (wire.DATA, wire.END_STREAM, b"")], errors.TalosCallError,
+    ([(h2f.HEADERS, h2f.END_HEADERS, OK_HEADERS), (h2f.DATA, h2f.END_STREAM, b"")], errors.TalosCallError,
      "broke the gRPC protocol"),  # no status
-    ([(wire.HEADERS, wire.END_HEADERS, OK_HEADERS), (wire.RST_STREAM, 0, struct.pack(">I", 2))], errors.TalosError,
+    ([(h2f.HEADERS, h2f.END_HEADERS, OK_HEADERS), (h2f.RST_STREAM, 0, struct.pack(">I", 2))], errors.TalosError,
      "closed the connection"),
-    ([(wire.GOAWAY, 0, struct.pack(">II", 0, 0))], errors.TalosError, "closed the connection"),
-    ([(wire.PUSH_PROMISE, wire.END_HEADERS, b"\x00\x00\x00\x02")], errors.TalosCallError, "broke the gRPC protocol"),
-    ([(wire.HEADERS, 0, OK_HEADERS), (wire.DATA, 0, b"")], errors.TalosCallError, "broke the gRPC protocol"),
+    ([(h2f.GOAWAY, 0, struct.pack(">II", 0, 0))], errors.TalosError, "closed the connection"),
+    ([(h2f.PUSH_PROMISE, h2f.END_HEADERS, b"\x00\x00\x00\x02")], errors.TalosCallError, "broke the gRPC protocol"),
+    ([(h2f.HEADERS, 0, OK_HEADERS), (h2f.DATA, 0, b"")], errors.TalosCallError, "broke the gRPC protocol"),
 ])
 def test_a_reply_that_ends_badly_is_one_talos_error(server, client, frames, error, said):
     def encoded(kind, flags, content):
-        stream_id = 0 if kind == wire.GOAWAY else 1
+        stream_id = 0 if kind == h2f.GOAWAY else 1
         data = headers(content) if isinstance(content, list) else content
-        return wire.frame(kind, flags, stream_id, data)
+        return h2f.frame(kind, flags, stream_id, data)
     server.behave = answer(b"".join(encoded(*f) for f in frames))
     with pytest.raises(error) as raised:
         client.call("Version")
@@ -201,7 +105,7 @@ def test_after_goaway_the_next_call_opens_a_new_connection(server, client):
     async def behave(reader, writer, seen):
         await read_request(reader, seen)
         if len(server.connections) == 1:
-            writer.write(reply(VERSION.SerializeToString()) + wire.frame(wire.GOAWAY, 0, 0, struct.pack(">II", 1, 0)))
+            writer.write(reply(VERSION.SerializeToString()) + h2f.frame(h2f.GOAWAY, 0, 0, struct.pack(">II", 1, 0)))
         else:
             writer.write(reply(VERSION.SerializeToString()))
         await drain(reader, seen)
@@ -219,17 +123,17 @@ def test_the_client_waits_for_the_servers_window_before_sending_more(server, cli
         body = b""
         while True:
             kind, flags, stream_id, payload = await read_frame(reader)
-            if kind != wire.DATA:
+            if kind != h2f.DATA:
                 continue
             body += payload
             # the default window: never more than 65535 bytes unacknowledged
             assert len(body) - got.get("granted", 0) <= 65535
-            if len(body) - got.get("granted", 0) == 65535 or flags & wire.END_STREAM:
+            if len(body) - got.get("granted", 0) == 65535 or flags & h2f.END_STREAM:
                 got["granted"] = len(body)
                 update = struct.pack(">I", 65535)
-                writer.write(wire.frame(wire.WINDOW_UPDATE, 0, 0, update) +
-                             wire.frame(wire.WINDOW_UPDATE, 0, stream_id, update))
-            if flags & wire.END_STREAM:
+                writer.write(h2f.frame(h2f.WINDOW_UPDATE, 0, 0, update) +
+                             h2f.frame(h2f.WINDOW_UPDATE, 0, stream_id, update))
+            if flags & h2f.END_STREAM:
                 break
         got["body"] = body
         writer.write(reply(machine_pb2.ApplyConfigurationResponse().SerializeToString()))
@@ -245,7 +149,7 @@ def test_a_reply_larger_than_the_window_is_acknowledged_as_it_arrives(server, cl
 
     async def behave(reader, writer, seen):
         await read_request(reader, seen)
-        writer.write(wire.frame(wire.HEADERS, wire.END_HEADERS, 1, headers(OK_HEADERS)))
+        writer.write(h2f.frame(h2f.HEADERS, h2f.END_HEADERS, 1, headers(OK_HEADERS)))
         granted = wire.RECEIVE_WINDOW  # what the client's settings allow the stream (and its update the connection)
         sent = 0
         reading = asyncio.ensure_future(read_frame(reader))
@@ -254,14 +158,14 @@ def test_a_reply_larger_than_the_window_is_acknowledged_as_it_arrives(server, cl
                 kind, flags, stream_id, payload = await reading
                 seen.append((kind, flags, stream_id, payload))
                 reading = asyncio.ensure_future(read_frame(reader))
-                if kind == wire.WINDOW_UPDATE and stream_id == 1:
+                if kind == h2f.WINDOW_UPDATE and stream_id == 1:
                     granted += struct.unpack(">I", payload)[0]
                 continue
             part = body[sent:min(sent + 16384, granted)]
-            writer.write(wire.frame(wire.DATA, 0, 1, part))
+            writer.write(h2f.frame(h2f.DATA, 0, 1, part))
             sent += len(part)
             await writer.drain()
-        writer.write(wire.frame(wire.HEADERS, wire.END_HEADERS | wire.END_STREAM, 1, headers(OK_TRAILERS)))
+        writer.write(h2f.frame(h2f.HEADERS, h2f.END_HEADERS | h2f.END_STREAM, 1, headers(OK_TRAILERS)))
         seen.append(await reading)
         await drain(reader, seen)
     server.behave = behave
@@ -275,7 +179,7 @@ def test_concurrent_calls_share_one_connection(server, client):
         answered = 0
         while answered < 20:
             kind, flags, stream_id, payload = await read_frame(reader)
-            if kind == wire.DATA and flags & wire.END_STREAM:
+            if kind == h2f.DATA and flags & h2f.END_STREAM:
                 writer.write(reply(VERSION.SerializeToString(), stream_id))
                 answered += 1
         await drain(reader, seen)
@@ -285,8 +189,7 @@ def test_concurrent_calls_share_one_connection(server, client):
     assert all(r.error is None for r in results.values()) and len(server.connections) == 1
 
 
-def settings(**values):
-    return wire.frame(wire.SETTINGS, 0, 0, b"".join(struct.pack(">HI", getattr(wire, k), v) for k, v in values.items()))
+settings = h2f.settings
 
 
 def test_no_call_goes_out_before_the_servers_settings(server, client):
@@ -305,7 +208,7 @@ def test_no_call_goes_out_before_the_servers_settings(server, client):
         await drain(reader, seen)
     server.behave = behave
     assert client.call("Version").messages[0].version.tag == "v1.14.5"
-    assert [kind for kind, _f, _s, _p in before] == [wire.SETTINGS, wire.WINDOW_UPDATE]  # its own preface only
+    assert [kind for kind, _f, _s, _p in before] == [h2f.SETTINGS, h2f.WINDOW_UPDATE]  # its own preface only
 
 
 def test_calls_beyond_the_servers_limit_wait_for_a_free_stream(server, client):
@@ -319,10 +222,10 @@ def test_calls_beyond_the_servers_limit_wait_for_a_free_stream(server, client):
             writer.write(reply(VERSION.SerializeToString(), stream_id))
         while True:
             kind, flags, stream_id, _payload = await read_frame(reader)
-            if kind == wire.HEADERS:
+            if kind == h2f.HEADERS:
                 counts["open"] += 1
                 counts["most"] = max(counts["most"], counts["open"])
-            if kind == wire.DATA and flags & wire.END_STREAM:
+            if kind == h2f.DATA and flags & h2f.END_STREAM:
                 asyncio.ensure_future(answer_later(stream_id))
     server.behave = behave
     nodes = ["10.5.0.%d" % i for i in range(30)]
@@ -340,7 +243,7 @@ def test_calls_waiting_for_a_stream_go_to_a_new_connection_after_goaway(server, 
             await read_request(reader, seen)
             stream_id = seen[-1][2]
             if first:  # going away, this call still answered: the calls waiting for a stream were never sent here
-                writer.write(wire.frame(wire.GOAWAY, 0, 0, struct.pack(">II", stream_id, 0)))
+                writer.write(h2f.frame(h2f.GOAWAY, 0, 0, struct.pack(">II", stream_id, 0)))
             writer.write(reply(VERSION.SerializeToString(), stream_id))
     server.behave = behave
     results = client.fan_out(lambda node: client.ainvoke("Version", node=node), ["10.5.0.1", "10.5.0.2", "10.5.0.3"])
@@ -365,11 +268,11 @@ def test_a_server_that_never_answers_is_a_timeout(server, client):
         client.call("Version")
     client.close()
     # the client gave the stream up with RST_STREAM CANCEL (read by the server's thread)
-    assert until(lambda: (wire.RST_STREAM, 0, 1, struct.pack(">I", 8)) in server.connections[0])
+    assert until(lambda: (h2f.RST_STREAM, 0, 1, struct.pack(">I", 8)) in server.connections[0])
 
 
 def test_fuzz_the_frames_of_a_reply(fuzz, server):
-    valid = (wire.frame(wire.SETTINGS, 0, 0, struct.pack(">HI", wire.INITIAL_WINDOW_SIZE, 1 << 20)) +
+    valid = (h2f.frame(h2f.SETTINGS, 0, 0, struct.pack(">HI", h2f.INITIAL_WINDOW_SIZE, 1 << 20)) +
              reply(VERSION.SerializeToString()))
     run = fuzz("wire-frames", seconds=8.0)
     for index, rng in run.cases():

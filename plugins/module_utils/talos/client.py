@@ -39,6 +39,10 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, w
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.talosconfig import split_endpoint
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.transport import client_context, maintenance_context
 
+# what a call can fail with, each turned into one line by TalosClient._failure (asyncio.TimeoutError is an OSError)
+_FAILURES = (wire.CallError, wire.Terminated, wire.ProtocolViolation, asyncio.TimeoutError, OSError) + (
+    (DecodeError,) if HAS_DEPS else ())
+
 UNARY = "unary"
 STREAM = "stream"
 
@@ -127,6 +131,8 @@ class TalosClient:
     def __init__(self, context=None, endpoint=None, dial_only=None, maintenance=False, timeout=30.0):
         if not HAS_DEPS:
             raise errors.TalosError("the Talos client needs protobuf and PyYAML (%s)" % IMPORT_ERROR)
+        if not wire.HAS_H2:
+            raise errors.TalosError("the Talos client needs h2 (%s)" % wire.H2_IMPORT_ERROR)
         self.timeout = float(timeout)
         self.dial_only = dial_only
         if dial_only:
@@ -175,60 +181,101 @@ class TalosClient:
         return self._channels[key]
 
     # -- the one place a call is made ------------------------------------------------------
-    async def _invoke(self, call, request, node=None, timeout=None):
-        """Make one call; returns the reply (unary) or the list of replies (stream).
-
-        ``node`` is sent as the ``node`` metadata; in dial_only mode it is refused, so a
-        call can never be routed beyond the one dialled address.
-        """
+    def _prepared(self, call, request, node):
+        """The call's path, reply type, request bytes and metadata. ``node`` is sent as the ``node`` metadata; in
+        dial_only mode it is refused, so a call can never be routed beyond the one dialled address."""
         path, request_ref, reply_ref, cardinality = _CALLS[call]
-        req_cls = _type(request_ref)
-        reply_cls = _type(reply_ref)
         if request is None:
-            request = req_cls()
+            request = _type(request_ref)()
         metadata = None
         if node is not None:
             if self.dial_only:
                 raise errors.TalosError("this client dials %s only; it does not address other nodes" % self.dial_only)
             metadata = [("node", str(node))]
+        return path, _type(reply_ref), cardinality, request, metadata
+
+    async def _invoke(self, call, request, node=None, timeout=None):
+        """Make one call; returns the reply (unary) or the list of replies (stream), within one deadline."""
+        path, reply_cls, cardinality, request, metadata = self._prepared(call, request, node)
         timeout = self.timeout if timeout is None else timeout
         last = None
         for host, port in self.endpoints:
             address = host if port == 50000 else "%s:%d" % (host, port)
-            target = node or address
-            channel = self._channel(host, port)
             try:
-                replies = await asyncio.wait_for(channel.call(path, request.SerializeToString(), metadata=metadata,
-                                                              timeout=timeout), timeout)
+                replies = await asyncio.wait_for(self._channel(host, port).call(
+                    path, request.SerializeToString(), metadata=metadata, timeout=timeout), timeout)
                 if cardinality == STREAM:
                     return [reply_cls.FromString(reply) for reply in replies]
                 if len(replies) != 1:
                     raise wire.ProtocolViolation("a unary reply of %d messages" % len(replies))
                 return reply_cls.FromString(replies[0])
-            except wire.CallError as exc:
-                # An endpoint that answered decides; only a failure to reach it moves on.
-                if exc.status == "UNAVAILABLE" and node is None:
-                    last = errors.unreachable(address)
-                    continue
-                if call == "ApplyConfiguration":
-                    register_config_secrets(request.data)  # the machine's message may quote them
-                raise errors.call_error(target, exc.status, exc.message, call=call, maintenance=self.maintenance)
-            except asyncio.TimeoutError:
-                last = errors.unreachable(target, timeout=timeout)
-            except ssl.SSLError as exc:
-                last = errors.tls_error(address, getattr(exc, "reason", None) or str(exc), maintenance=self.maintenance)
-            except (ConnectionError, OSError):
-                last = errors.unreachable(address)
-            except wire.Terminated:
-                last = errors.closed(address, maintenance=self.maintenance)
-            except DecodeError:
-                # the endpoint answered: what it said decides, and it is not the Talos API's message
-                raise undecodable(target, "its reply to %s" % call)
-            except wire.ProtocolViolation:
-                raise errors.TalosCallError("%s: %s: the machine broke the gRPC protocol; check that the address is a "
-                                            "Talos API endpoint" % (target, call), address=target, code="INTERNAL")
+            except _FAILURES as exc:
+                last = self._failure(exc, call, request, node, address, timeout)
             self._drop(host, port)
         raise last
+
+    def stream(self, call, request=None, node=None, timeout=None, max_bytes=None):
+        """A server-streaming call: its replies as they arrive, each within ``timeout`` of the one before (no deadline
+        over the whole call), so a long reply such as an etcd snapshot is never held whole. ``max_bytes`` bounds the
+        whole stream (each message counted with its 5-byte prefix)."""
+        path, reply_cls, _cardinality, request, metadata = self._prepared(call, request, node)
+        timeout = self.timeout if timeout is None else timeout
+        started, address, last = None, None, None
+        for host, port in self.endpoints:
+            address = host if port == 50000 else "%s:%d" % (host, port)
+            try:
+                started = self.run(asyncio.wait_for(self._channel(host, port).start(
+                    path, request.SerializeToString(), metadata=metadata), timeout))
+                break
+            except _FAILURES as exc:
+                last = self._failure(exc, call, request, node, address, timeout)
+            self._drop(host, port)
+        if started is None:
+            raise last
+        total = 0
+        try:
+            while True:
+                try:
+                    message = self.run(asyncio.wait_for(started.next(), timeout))
+                    if message is None:
+                        return
+                    total += 5 + len(message)
+                    if max_bytes is not None and total > max_bytes:
+                        raise wire.LimitExceeded("a stream of over %d MiB" % (max_bytes >> 20))
+                    reply = reply_cls.FromString(message)
+                except _FAILURES as exc:
+                    raise self._failure(exc, call, request, node, address, timeout)
+                yield reply
+        finally:
+            if not self._loop.is_closed():
+                started.cancel()
+
+    def _failure(self, exc, call, request, node, address, timeout):
+        """The one-line error of a failed call. Raised here when the endpoint answered (what it said decides);
+        returned when it could not be reached, so the next endpoint may be tried."""
+        target = node or address
+        if isinstance(exc, wire.CallError):
+            if exc.status == "UNAVAILABLE" and node is None:
+                return errors.unreachable(address)
+            if call == "ApplyConfiguration":
+                register_config_secrets(request.data)  # the machine's message may quote them
+            raise errors.call_error(target, exc.status, exc.message, call=call, maintenance=self.maintenance)
+        if isinstance(exc, asyncio.TimeoutError):
+            return errors.unreachable(target, timeout=timeout)
+        if isinstance(exc, ssl.SSLError):
+            return errors.tls_error(address, getattr(exc, "reason", None) or str(exc), maintenance=self.maintenance)
+        if isinstance(exc, (ConnectionError, OSError)):
+            return errors.unreachable(address)
+        if isinstance(exc, wire.Terminated):
+            return errors.closed(address, maintenance=self.maintenance)
+        if isinstance(exc, DecodeError):
+            # the endpoint answered: what it said decides, and it is not the Talos API's message
+            raise undecodable(target, "its reply to %s" % call)
+        if isinstance(exc, wire.LimitExceeded):
+            raise errors.TalosCallError("%s: %s: %s; check that the address is a Talos API endpoint"
+                                        % (target, call, exc), address=target, code="RESOURCE_EXHAUSTED")
+        raise errors.TalosCallError("%s: %s: the machine broke the gRPC protocol; check that the address is a "
+                                    "Talos API endpoint" % (target, call), address=target, code="INTERNAL")
 
     def _drop(self, host, port):
         channel = self._channels.pop((host, port), None)

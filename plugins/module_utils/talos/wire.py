@@ -1,13 +1,15 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gRPC calls over HTTP/2 (RFC 9113; gRPC's PROTOCOL-HTTP2) on asyncio streams over Python's ssl.
+"""gRPC calls over HTTP/2 on asyncio streams over Python's ssl: h2 (python-hyper's sans-IO HTTP/2, with hpack) does
+the frames, header compression, flow control and stream states; this file is the thin gRPC layer over it (message
+framing, status mapping, deadlines, the channel that reopens after GOAWAY) and the limits on what a server sends.
 
-The Talos API needs of gRPC only unary and server-streaming calls with protobuf messages, so the client speaks
-the protocol itself: a general gRPC stack (grpclib on h2) cost every module a fifth of its start-up in imports.
-One ``Connection`` multiplexes concurrent calls (a fan-out through one endpoint); a ``Channel`` opens a new one
-when the last has closed or the server sent GOAWAY. Every frame is written whole, in one write, from the
-event loop's one thread, so calls never interleave inside a frame.
+One ``Connection`` multiplexes concurrent calls (a fan-out through one endpoint); a ``Channel`` opens a new one when
+the last has closed or the server sent GOAWAY. A call's messages are handed over as they arrive (``Call.next``); the
+window a server may fill is given back as they are taken, so a slow reader holds the server back and memory stays
+bounded. Reclaim and maintenance mode dial machines someone else controls: every limit below is what a hostile peer
+meets.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -15,54 +17,61 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import asyncio
+import collections
 import ssl
 import struct
 from urllib.parse import unquote
 
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import hpack
+try:
+    import h2.config
+    import h2.connection
+    import h2.errors
+    import h2.events
+    import h2.exceptions
+    import h2.settings
+    import hpack.exceptions
+    import hyperframe.exceptions
+    HAS_H2 = True
+    H2_IMPORT_ERROR = None
+except ImportError as _exc:  # reported when a client is made (talos.client)
+    HAS_H2 = False
+    H2_IMPORT_ERROR = _exc
 
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+# -- the limits on what a server sends (each named in the error it raises) --------------------------
+# A frame's payload: HTTP/2's initial SETTINGS_MAX_FRAME_SIZE, which this client never raises.
+MAX_FRAME_SIZE = 16384
+# A decoded header list (SETTINGS_MAX_HEADER_LIST_SIZE, enforced by hpack while it decodes); a header block is also at
+# most 64 CONTINUATION frames (h2's own bound), so at most about 1 MiB is ever decoded.
+MAX_HEADER_LIST = 1 << 16
+# One gRPC message: Talos's own clients accept 32 MiB (machinery's constants.GRPCMaxMessageSize).
+MAX_MESSAGE = 32 << 20
+# A call collected whole (``Connection.call``): its messages' bytes (each with its 5-byte prefix) and their number
+# (every message becomes an object in the caller's hands). A streamed call's total is its caller's to bound.
+MAX_COLLECTED = 32 << 20
+MAX_COLLECTED_MESSAGES = 16384
+# What a stream may receive before the messages already received are taken (SETTINGS_INITIAL_WINDOW_SIZE), and
+# what the connection may (its window): large, so a snapshot streams without stalls, and the bound on what waits.
+RECEIVE_WINDOW = 4 << 20
+CONNECTION_WINDOW = 16 << 20
+# Frames that carry no call forward (PING, SETTINGS, empty DATA, unknown types, PRIORITY...) in a row: beyond this,
+# a flood; and what may wait unsent because the server does not read (its PING and SETTINGS acknowledgements).
+MAX_IDLE_FRAMES = 1000
+MAX_UNSENT = 4 << 20
+READ_SIZE = 65536
 
-# frame types (RFC 9113 6)
-DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)
-# flags
-END_STREAM = 0x1
-ACK = 0x1
-END_HEADERS = 0x4
-PADDED = 0x8
-PRIORITY_FLAG = 0x20
-# settings
-HEADER_TABLE_SIZE, ENABLE_PUSH, MAX_CONCURRENT_STREAMS, INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE = range(1, 7)
-
-DEFAULT_WINDOW = 65535
-DEFAULT_FRAME_SIZE = 16384
-# stream ids, windows and their increments are 31 bits (the top bit of a frame's stream id is reserved)
-MAX_31 = (1 << 31) - 1
-MAX_WINDOW = MAX_31
-# what we receive before the server must wait for a WINDOW_UPDATE: large, so a snapshot streams without stalls
-RECEIVE_WINDOW = 1 << 24
-MAX_HEADER_LIST = 1 << 20
 # Streams open at once on one connection: the server's SETTINGS_MAX_CONCURRENT_STREAMS once read, this until then
 # and when the server states none (RFC 9113 6.5.2 recommends servers allow at least 100). No call goes out before the
 # server's SETTINGS are read (its preface), so a server that allows fewer is never sent more: it would end the
 # connection and every call on it.
 DEFAULT_MAX_STREAMS = 100
 
-# Tables as strings split once: this file is compiled from source by every module process, and a string is one
-# token where a tuple literal is dozens.
-# the error codes of RST_STREAM and GOAWAY (RFC 9113 7), by number
-_H2_ERRORS = ("NO_ERROR PROTOCOL_ERROR INTERNAL_ERROR FLOW_CONTROL_ERROR SETTINGS_TIMEOUT STREAM_CLOSED FRAME_SIZE_ERROR "
-              "REFUSED_STREAM CANCEL COMPRESSION_ERROR CONNECT_ERROR ENHANCE_YOUR_CALM INADEQUATE_SECURITY "
-              "HTTP_1_1_REQUIRED").split()
-_CANCEL = 8
 # gRPC status codes, by number
-STATUS_NAMES = ("OK CANCELLED UNKNOWN INVALID_ARGUMENT DEADLINE_EXCEEDED NOT_FOUND ALREADY_EXISTS PERMISSION_DENIED "
-                "RESOURCE_EXHAUSTED FAILED_PRECONDITION ABORTED OUT_OF_RANGE UNIMPLEMENTED INTERNAL UNAVAILABLE "
-                "DATA_LOSS UNAUTHENTICATED").split()
+STATUS_NAMES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+                "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+                "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
 # a reply with an HTTP status other than 200 has no gRPC status: gRPC's mapping (doc/http-grpc-status-mapping.md)
-_HTTP_STATUS = dict(pair.split("=") for pair in (
-    "400=INTERNAL 401=UNAUTHENTICATED 403=PERMISSION_DENIED 404=UNIMPLEMENTED 429=UNAVAILABLE 502=UNAVAILABLE "
-    "503=UNAVAILABLE 504=UNAVAILABLE").split())
+_HTTP_STATUS = {b"400": "INTERNAL", b"401": "UNAUTHENTICATED", b"403": "PERMISSION_DENIED", b"404": "UNIMPLEMENTED",
+                b"429": "UNAVAILABLE", b"502": "UNAVAILABLE", b"503": "UNAVAILABLE", b"504": "UNAVAILABLE"}
 
 USER_AGENT = "maesh.ichor"
 
@@ -94,8 +103,8 @@ class ProtocolViolation(Exception):
     """The server broke HTTP/2 or gRPC."""
 
 
-def frame(kind, flags, stream_id, payload=b""):
-    return struct.pack(">I", len(payload))[1:] + struct.pack(">BBI", kind, flags, stream_id) + payload
+class LimitExceeded(ProtocolViolation):
+    """The server sent more than a named limit allows."""
 
 
 def _timeout_header(seconds):
@@ -104,75 +113,165 @@ def _timeout_header(seconds):
     return "%dm" % millis if millis < 10 ** 8 else "%dS" % min(int(seconds), 10 ** 8 - 1)
 
 
-def messages(data):
-    """The length-prefixed gRPC messages of a reply body."""
-    out = []
-    pos = 0
-    view = memoryview(data)
-    while pos < len(data):
-        if pos + 5 > len(data):
-            raise ProtocolViolation("a reply ends inside a message's prefix")
-        if data[pos]:
-            raise ProtocolViolation("a reply holds a compressed message, and none was asked for")
-        size = struct.unpack(">I", view[pos + 1:pos + 5])[0]
-        pos += 5
-        if pos + size > len(data):
-            raise ProtocolViolation("a reply ends inside a message")
-        out.append(bytes(view[pos:pos + size]))
-        pos += size
-    return out
+def _said(text, limit=120):
+    """What h2 said of a server's fault, short and printable (it may quote the server's bytes)."""
+    text = "".join(c if c.isprintable() else "?" for c in str(text))
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
-class _Stream:
-    """One call's stream: what it received, its windows, and how it ended."""
+class Call:
+    """One call's stream: its messages as they arrive, its windows, and how it ended."""
 
-    def __init__(self, stream_id, send_window):
+    def __init__(self, connection, stream_id):
+        self._connection = connection
         self.id = stream_id
-        self.send_window = send_window
         self.headers = None
         self.trailers = None
-        self.data = bytearray()
-        self.unacknowledged = 0
-        self.closed = False  # the server ended or reset it
-        self.ended = asyncio.get_running_loop().create_future()
+        self._buffer = bytearray()  # bytes of the message being received
+        self._expected = None  # that message's length, once its prefix is read
+        self._messages = collections.deque()
+        self._queued = 0  # bytes (with their prefixes) of the messages received and not yet taken
+        self._owed = 0  # flow-controlled bytes received and not yet given back to the server
+        self.ended = False  # the server ended the stream
+        self.error = None
+        self._changed = asyncio.Event()
 
-    def end(self, error=None):
-        self.closed = True
-        if not self.ended.done():
-            if error is None:
-                self.ended.set_result(None)
-            else:
-                self.ended.set_exception(error)
+    # -- what the connection's reader hands over ---------------------------------------------
+    def fail(self, error):
+        if self.error is None and (not self.ended or isinstance(error, ProtocolViolation)):
+            self.error = error
+        self._changed.set()
 
-    def headers_received(self, fields, end_stream):
-        if self.headers is None:
-            self.headers = dict(fields)
-        elif end_stream:
-            self.trailers = dict(fields)
-        else:
-            raise ProtocolViolation("a reply sent a second header block before its end")
-        if end_stream:
+    def response(self, headers, ended):
+        self.headers = dict(headers)
+        if ended:
             self.end()
+        self._changed.set()
 
-    def result(self):
-        """The reply's messages as bytes; raises CallError for a status other than OK."""
-        headers = self.headers or {}
-        http_status = headers.get(":status")
-        if http_status != "200":
+    def received(self, data, flow_controlled_length):
+        if self.headers is None:
+            raise ProtocolViolation("the server sent data before headers")
+        self._owed += flow_controlled_length
+        view = memoryview(data)
+        while view:
+            if self._expected is None:
+                take = min(5 - len(self._buffer), len(view))
+                self._buffer += view[:take]
+                view = view[take:]
+                if len(self._buffer) < 5:
+                    break
+                if self._buffer[0]:
+                    raise ProtocolViolation("a reply holds a compressed message, and none was asked for")
+                self._expected = struct.unpack(">I", self._buffer[1:5])[0]
+                if self._expected > MAX_MESSAGE:
+                    raise LimitExceeded("a reply's message of %d bytes is over the limit of %d MiB"
+                                        % (self._expected, MAX_MESSAGE >> 20))
+                self._buffer = bytearray()
+            take = min(self._expected - len(self._buffer), len(view))
+            self._buffer += view[:take]
+            view = view[take:]
+            if len(self._buffer) == self._expected:
+                self._messages.append(self._buffer)  # handed over as it is: a 32 MiB message is not copied
+                self._queued += 5 + self._expected
+                self._buffer = bytearray()
+                self._expected = None
+        self._give_back()
+        self._changed.set()
+
+    def trailers_received(self, headers):
+        self.trailers = dict(headers)
+
+    def end(self):
+        self.ended = True
+        self._changed.set()
+
+    def _give_back(self):
+        """Give the server its window back while what waits to be taken is under half a stream's window."""
+        if self._owed and self._queued < RECEIVE_WINDOW // 2:
+            owed, self._owed = self._owed, 0
+            self._connection.acknowledge(self.id, owed)
+
+    # -- what the caller takes ---------------------------------------------------------------
+    async def next(self):
+        """The next message (bytes), or None once the call ended OK; raises CallError for another status."""
+        while True:
+            if self.headers is not None:
+                self._check_headers()
+            if self._messages:
+                message = self._messages.popleft()
+                self._queued -= 5 + len(message)
+                self._give_back()
+                return message
+            if self.error is not None:
+                raise self.error
+            if self.ended:
+                return self._status()
+            self._changed.clear()
+            await self._changed.wait()
+
+    def _check_headers(self):
+        http_status = self.headers.get(b":status")
+        if http_status != b"200":
             raise CallError(_HTTP_STATUS.get(http_status, "UNKNOWN"), "the server answered with HTTP status %s"
-                            % http_status)
-        content_type = headers.get("content-type", "")
-        if not content_type.startswith("application/grpc"):
-            raise ProtocolViolation("the server answered with content type %r, not gRPC" % content_type[:64])
+                            % _said((http_status or b"").decode("ascii", "replace"), 8))
+        content_type = self.headers.get(b"content-type", b"")
+        if not content_type.startswith(b"application/grpc"):
+            raise ProtocolViolation("the server answered with content type %r, not gRPC" % _said(content_type, 64))
+
+    def _status(self):
+        if self._buffer or self._expected is not None:
+            raise ProtocolViolation("a reply ends inside a message")
         # a reply with no message is "trailers-only": its status is in its one header block
-        status = (self.trailers if self.trailers is not None else headers).get("grpc-status")
-        if status is None or not status.isdigit():
+        fields = self.trailers if self.trailers is not None else self.headers
+        status = fields.get(b"grpc-status", b"")
+        if not status.isdigit() or len(status) > 4:  # bytes: ASCII digits only
             raise ProtocolViolation("the reply ended without a gRPC status")
         code = int(status)
         if code:
-            message = (self.trailers if self.trailers is not None else headers).get("grpc-message", "")
+            message = fields.get(b"grpc-message", b"").decode("ascii", "replace")
             raise CallError(status_name(code), unquote(message, errors="replace"))  # percent-encoded UTF-8
-        return messages(self.data)
+        return None
+
+    def cancel(self):
+        """Give the call up (its deadline passed or its reader stopped): the server may stop working on it."""
+        self._connection.finish(self)
+
+
+class _AfterGoaway(h2.connection.H2ConnectionStateMachine if HAS_H2 else object):
+    """h2's connection state machine, except that a received GOAWAY lets the streams it spares finish.
+
+    h2 closes the connection on a GOAWAY and refuses every frame after it (seen as python-hyper/h2's "Invalid input
+    RECV_HEADERS in state CLOSED", encode/httpcore#46), though RFC 9113 6.8 has the server finish the streams up to
+    its last stream id, which grpc-go does on a graceful shutdown. Only frames of existing streams and the
+    connection's upkeep are let through; no stream is opened after it (``Connection.usable``).
+    """
+
+    if HAS_H2:
+        _inputs = h2.connection.ConnectionInputs
+        _transitions = dict(h2.connection.H2ConnectionStateMachine._transitions)
+        for _input in ("RECV_HEADERS", "RECV_DATA", "RECV_WINDOW_UPDATE", "RECV_PING", "RECV_SETTINGS",
+                       "RECV_RST_STREAM", "RECV_PRIORITY", "SEND_DATA", "SEND_WINDOW_UPDATE", "SEND_PING",
+                       "SEND_SETTINGS", "SEND_RST_STREAM"):
+            _transitions[(h2.connection.ConnectionState.CLOSED, _inputs[_input])] = (
+                None, h2.connection.ConnectionState.CLOSED)
+        del _input
+
+
+def _h2_connection():
+    config = h2.config.H2Configuration(client_side=True, header_encoding=None, validate_inbound_headers=True)
+    connection = h2.connection.H2Connection(config=config)
+    connection.state_machine = _AfterGoaway()
+    codes = h2.settings.SettingCodes
+    connection.local_settings = h2.settings.Settings(client=True, initial_values={
+        codes.ENABLE_PUSH: 0, codes.INITIAL_WINDOW_SIZE: RECEIVE_WINDOW, codes.MAX_HEADER_LIST_SIZE: MAX_HEADER_LIST,
+        codes.MAX_FRAME_SIZE: MAX_FRAME_SIZE})
+    connection.decoder.max_header_list_size = MAX_HEADER_LIST
+    return connection
+
+
+# what h2, hpack and hyperframe raise for a server's fault
+_PEER_FAULTS = ((h2.exceptions.H2Error, hpack.exceptions.HPACKError, hyperframe.exceptions.HyperframeError)
+                if HAS_H2 else ())
 
 
 class Connection:
@@ -184,24 +283,20 @@ class Connection:
         self.authority = host if port == 443 else "%s:%d" % ("[%s]" % host if ":" in host else host, port)
         self._ssl = ssl_context
         self._writer = None
+        self._h2 = None
         self.task = None  # the frame reader
         self.error = None  # why the connection can carry no more calls
         self.going_away = False
-        self._streams = {}
-        self._next_id = 1
-        self._send_window = DEFAULT_WINDOW
-        self._peer_window = DEFAULT_WINDOW  # SETTINGS_INITIAL_WINDOW_SIZE: each new stream's send window
-        self._peer_frame_size = DEFAULT_FRAME_SIZE
+        self._calls = {}
         self._peer_max_streams = DEFAULT_MAX_STREAMS
         self._settings_seen = False  # the server's preface (its first SETTINGS) was read
-        self._unacknowledged = 0
-        self._decoder = hpack.Decoder(max_list_size=MAX_HEADER_LIST)
-        self._header_block = None  # (stream id, END_STREAM, fragments) while CONTINUATION frames are due
+        self._idle_frames = 0
         self._changed = None  # set when a window opens, a stream ends or the connection fails
 
     @property
     def usable(self):
-        return self.error is None and not self.going_away and self._next_id < MAX_31
+        return self.error is None and not self.going_away and self._h2 is not None and \
+            self._h2.highest_outbound_stream_id < (1 << 31) - 3
 
     async def open(self):
         reader, self._writer = await asyncio.open_connection(self.host, self.port, ssl=self._ssl)
@@ -209,12 +304,12 @@ class Connection:
         protocol = ssl_object.selected_alpn_protocol() if ssl_object is not None else None
         if protocol not in (None, "h2"):
             self._writer.close()
-            raise ProtocolViolation("the server chose %s, not HTTP/2" % protocol)
+            raise ProtocolViolation("the server chose %s, not HTTP/2" % _said(protocol, 32))
         self._changed = asyncio.Event()
-        settings = struct.pack(">HIHIHI", ENABLE_PUSH, 0, INITIAL_WINDOW_SIZE, RECEIVE_WINDOW,
-                               MAX_HEADER_LIST_SIZE, MAX_HEADER_LIST)
-        self._writer.write(PREFACE + frame(SETTINGS, 0, 0, settings) +
-                           frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", RECEIVE_WINDOW - DEFAULT_WINDOW)))
+        self._h2 = _h2_connection()
+        self._h2.initiate_connection()
+        self._h2.increment_flow_control_window(CONNECTION_WINDOW - 65535)
+        self._flush()
         self.task = asyncio.get_running_loop().create_task(self._read(reader))
 
     def close(self):
@@ -225,42 +320,71 @@ class Connection:
         if self._writer is not None:
             self._writer.close()
 
+    def streams_open(self):
+        return len(self._calls)
+
     # -- calls -----------------------------------------------------------------------------
-    async def call(self, path, request, metadata=None, timeout=None):
-        """One call: the request's bytes out, the reply's messages (bytes) back. It waits for the server's SETTINGS
-        and for a free stream within the server's limit (the caller's deadline bounds the wait)."""
-        while self.usable and (not self._settings_seen or len(self._streams) >= self._peer_max_streams):
+    async def start(self, path, request, metadata=None, timeout=None):
+        """Send one call (the request's bytes) and return its ``Call``. It waits for the server's SETTINGS and for a
+        free stream within the server's limit (the caller's deadline bounds the wait); ``timeout`` is sent as the
+        call's grpc-timeout."""
+        while self.usable and (not self._settings_seen or len(self._calls) >= self._peer_max_streams):
             await self._wait_change()
         if self.error is None and not self.usable:
             raise NotSent("the server is going away")
         self._check()
-        stream = _Stream(self._next_id, self._peer_window)
-        self._next_id += 2
-        self._streams[stream.id] = stream
+        call = Call(self, self._h2.get_next_available_stream_id())
         fields = [(":method", "POST"), (":scheme", "https"), (":path", path), (":authority", self.authority),
                   ("te", "trailers"), ("content-type", "application/grpc"), ("user-agent", USER_AGENT)]
         if timeout is not None:
             fields.append(("grpc-timeout", _timeout_header(timeout)))
         fields.extend(metadata or ())
+        self._calls[call.id] = call
         try:
-            self._write_headers(stream.id, hpack.encode(fields))
-            await self._send(stream, b"\x00" + struct.pack(">I", len(request)) + request)
-            await stream.ended
-            return stream.result()
-        except asyncio.CancelledError:  # its deadline passed: the server may stop working on it
-            if not stream.closed and self.error is None:
-                self._writer.write(frame(RST_STREAM, 0, stream.id, struct.pack(">I", _CANCEL)))
+            self._h2.send_headers(call.id, fields)
+            self._flush()
+            await self._send(call, b"\x00" + struct.pack(">I", len(request)) + request)
+        except BaseException:
+            self.finish(call)
             raise
-        finally:
-            self._streams.pop(stream.id, None)
-            if not stream.ended.done():
-                stream.ended.cancel()
-            elif not stream.ended.cancelled():
-                stream.ended.exception()  # retrieved, so asyncio does not report it at exit
-            self._changed.set()
+        return call
 
-    def streams_open(self):
-        return len(self._streams)
+    async def call(self, path, request, metadata=None, timeout=None):
+        """One call, its reply collected whole: the reply's messages (bytes), at most MAX_COLLECTED of them."""
+        call = await self.start(path, request, metadata=metadata, timeout=timeout)
+        try:
+            replies, total = [], 0
+            while True:
+                message = await call.next()
+                if message is None:
+                    return replies
+                total += 5 + len(message)
+                if total > MAX_COLLECTED or len(replies) >= MAX_COLLECTED_MESSAGES:
+                    raise LimitExceeded("a reply of over %d MiB or %d messages"
+                                        % (MAX_COLLECTED >> 20, MAX_COLLECTED_MESSAGES))
+                replies.append(message)
+        finally:
+            self.finish(call)
+
+    def finish(self, call, error=None):
+        """The call is over for its caller (or, with ``error``, for this client): reset its stream if the server has
+        not ended it."""
+        if self._calls.pop(call.id, None) is None:
+            return
+        if (error is not None or not call.ended and call.error is None) and self.error is None:
+            try:
+                self._h2.reset_stream(call.id, h2.errors.ErrorCodes.CANCEL)
+                self._flush()
+            except _PEER_FAULTS:
+                pass  # the stream had closed meanwhile
+        call.fail(error or Terminated("the call was given up"))
+        self._changed.set()
+
+    def acknowledge(self, stream_id, size):
+        """Give a stream's received bytes back to the server (its window and the connection's)."""
+        if self.error is None:
+            self._h2.acknowledge_received_data(size, stream_id)
+            self._flush()
 
     def _check(self):
         if self.error is not None:
@@ -272,184 +396,144 @@ class Connection:
         self._changed.clear()
         await self._changed.wait()
 
-    def _write_headers(self, stream_id, block):
-        size = self._peer_frame_size
-        chunks = [block[i:i + size] for i in range(0, len(block), size)] or [b""]
-        frames = [frame(HEADERS, END_HEADERS if len(chunks) == 1 else 0, stream_id, chunks[0])]
-        for i, chunk in enumerate(chunks[1:], 2):
-            frames.append(frame(CONTINUATION, END_HEADERS if i == len(chunks) else 0, stream_id, chunk))
-        self._writer.write(b"".join(frames))
-
-    async def _send(self, stream, body):
+    async def _send(self, call, body):
         """The body as DATA frames within the server's windows, the last with END_STREAM."""
         view = memoryview(body)
         offset = 0
         while True:
             self._check()
-            if stream.closed:
+            if call.ended or call.error is not None:
                 return  # the server answered (or reset the stream) before reading all of it
-            allowed = min(len(body) - offset, self._send_window, stream.send_window, self._peer_frame_size)
+            allowed = min(len(body) - offset, self._h2.local_flow_control_window(call.id),
+                          self._h2.max_outbound_frame_size, MAX_UNSENT // 4)
             if allowed <= 0 and offset < len(body):
                 await self._wait_change()
                 continue
-            chunk = view[offset:offset + allowed]
+            self._idle_frames = 0
+            self._h2.send_data(call.id, bytes(view[offset:offset + allowed]), end_stream=offset + allowed == len(body))
             offset += allowed
-            self._send_window -= allowed
-            stream.send_window -= allowed
-            self._writer.write(frame(DATA, END_STREAM if offset == len(body) else 0, stream.id, bytes(chunk)))
+            self._flush()
+            await self._writer.drain()
             if offset == len(body):
-                break
-        await self._writer.drain()
+                return
 
-    # -- frames in -------------------------------------------------------------------------
+    def _flush(self):
+        data = self._h2.data_to_send()
+        if data:
+            self._writer.write(data)
+
+    # -- what the server sends ---------------------------------------------------------------
     async def _read(self, reader):
         try:
             while True:
-                head = await reader.readexactly(9)
-                length = int.from_bytes(head[:3], "big")
-                if length > DEFAULT_FRAME_SIZE:
-                    raise ProtocolViolation("the server sent a frame larger than allowed")
-                payload = await reader.readexactly(length) if length else b""
-                self._frame(head[3], head[4], int.from_bytes(head[5:9], "big") & MAX_31, payload)
-                if self.going_away and not self._streams:
+                data = await reader.read(READ_SIZE)
+                if not data:
+                    raise Terminated("the server closed the connection")
+                try:
+                    events = self._h2.receive_data(data)
+                except _PEER_FAULTS as exc:
+                    raise _violation(exc)
+                # h2 judges a frame's length only once all of it arrived: a header announcing 16 MiB would be
+                # buffered first. Whatever it holds beyond one frame of the allowed size is such a frame.
+                if len(getattr(self._h2.incoming_buffer, "_data", b"")) > 9 + MAX_FRAME_SIZE + READ_SIZE:
+                    raise LimitExceeded("the server announced a frame larger than %d bytes" % MAX_FRAME_SIZE)
+                for event in events:
+                    self._event(event)
+                self._flush()
+                if self._writer.transport.get_write_buffer_size() > MAX_UNSENT:
+                    raise LimitExceeded("the server does not read what it asks to be sent (over %d MiB unsent)"
+                                        % (MAX_UNSENT >> 20))
+                if self.going_away and not self._calls:
                     raise Terminated("the server closed the connection (GOAWAY)")
         except asyncio.CancelledError:
             self._fail(self.error or Terminated("the connection was closed"))
             raise
-        except (asyncio.IncompleteReadError, ConnectionError, OSError, ssl.SSLError):
+        except (ConnectionError, OSError, ssl.SSLError):
             self._fail(Terminated("the server closed the connection"))
-        except (ProtocolViolation, hpack.HpackError) as exc:
-            self._fail(exc if isinstance(exc, ProtocolViolation) else ProtocolViolation(str(exc)))
-        except Terminated as exc:
+        except (ProtocolViolation, Terminated) as exc:
+            if isinstance(exc, ProtocolViolation):
+                self._goaway(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM if isinstance(exc, LimitExceeded)
+                             else h2.errors.ErrorCodes.PROTOCOL_ERROR)
             self._fail(exc)
         self._writer.close()
+
+    def _goaway(self, code):
+        try:
+            self._h2.close_connection(error_code=code)
+            self._flush()
+        except _PEER_FAULTS:
+            pass  # h2 already sent its own
 
     def _fail(self, error):
         if self.error is None:
             self.error = error
-        for stream in list(self._streams.values()):
-            stream.end(error)
+        for call in list(self._calls.values()):
+            call.fail(error)
         if self._changed is not None:
             self._changed.set()
 
-    def _frame(self, kind, flags, stream_id, payload):
+    def _event(self, event):
+        events = h2.events
         if not self._settings_seen:
-            if kind != SETTINGS or flags & ACK:
+            if not isinstance(event, events.RemoteSettingsChanged):
                 raise ProtocolViolation("the server did not begin with a SETTINGS frame (its HTTP/2 preface)")
             self._settings_seen = True
-        if self._header_block is not None and kind != CONTINUATION:
-            raise ProtocolViolation("a header block was interrupted by another frame")
-        if kind == DATA:
-            self._data(flags, stream_id, payload)
-        elif kind in (HEADERS, CONTINUATION):
-            self._headers(kind, flags, stream_id, payload)
-        elif kind == RST_STREAM:
-            stream = self._streams.get(stream_id)
-            if stream is not None and len(payload) == 4:
-                stream.end(Terminated("the server reset the stream (%s)" % _h2_error(payload)))
-        elif kind == SETTINGS:
-            if not flags & ACK:
-                self._settings(payload)
-        elif kind == PING:
-            if not flags & ACK:
-                self._writer.write(frame(PING, ACK, 0, payload))
-        elif kind == GOAWAY:
-            self._goaway(payload)
-        elif kind == WINDOW_UPDATE:
-            self._window_update(stream_id, payload)
-        elif kind == PUSH_PROMISE:
-            raise ProtocolViolation("the server pushed, and push is off")
-        # PRIORITY and frame types this client does not know are ignored (RFC 9113 4.1)
-
-    def _data(self, flags, stream_id, payload):
-        self._unacknowledged += len(payload)
-        if self._unacknowledged >= RECEIVE_WINDOW // 2:
-            self._writer.write(frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", self._unacknowledged)))
-            self._unacknowledged = 0
-        stream = self._streams.get(stream_id)
-        if stream is None:
-            return  # a stream given up on (its deadline passed); its bytes still counted for the connection
-        if stream.headers is None:
-            raise ProtocolViolation("the server sent data before headers")
-        stream.data += _unpadded(flags, payload)
-        if flags & END_STREAM:
-            stream.end()
-            return
-        stream.unacknowledged += len(payload)
-        if stream.unacknowledged >= RECEIVE_WINDOW // 2:
-            self._writer.write(frame(WINDOW_UPDATE, 0, stream.id, struct.pack(">I", stream.unacknowledged)))
-            stream.unacknowledged = 0
-
-    def _headers(self, kind, flags, stream_id, payload):
-        if kind == HEADERS:
-            if self._header_block is not None:
-                raise ProtocolViolation("a header block began inside another")
-            payload = _unpadded(flags, payload)
-            if flags & PRIORITY_FLAG:
-                payload = payload[5:]
-            self._header_block = (stream_id, flags & END_STREAM, [payload])
+        call = self._calls.get(getattr(event, "stream_id", None) or 0)
+        if isinstance(event, (events.ResponseReceived, events.TrailersReceived)) or \
+                isinstance(event, events.DataReceived) and event.data:
+            self._idle_frames = 0
         else:
-            if self._header_block is None or self._header_block[0] != stream_id:
-                raise ProtocolViolation("a CONTINUATION frame outside a header block")
-            self._header_block[2].append(payload)
-        if not flags & END_HEADERS:
-            return
-        stream_id, end_stream, fragments = self._header_block
-        self._header_block = None
-        fields = self._decoder.decode(b"".join(fragments))  # always: the table is the connection's
-        stream = self._streams.get(stream_id)
-        if stream is not None:
-            stream.headers_received(fields, end_stream)
-
-    def _settings(self, payload):
-        if len(payload) % 6:
-            raise ProtocolViolation("a SETTINGS frame of a wrong size")
-        for i in range(0, len(payload), 6):
-            key, value = struct.unpack(">HI", payload[i:i + 6])
-            if key == INITIAL_WINDOW_SIZE:
-                if value > MAX_WINDOW:
-                    raise ProtocolViolation("a window size above the maximum")
-                for stream in self._streams.values():
-                    stream.send_window += value - self._peer_window
-                self._peer_window = value
-            elif key == MAX_FRAME_SIZE:
-                self._peer_frame_size = value
-            elif key == MAX_CONCURRENT_STREAMS:
-                self._peer_max_streams = value
-        self._writer.write(frame(SETTINGS, ACK, 0))
-        self._changed.set()
-
-    def _goaway(self, payload):
-        self.going_away = True
-        last = struct.unpack(">I", payload[:4])[0] & MAX_31 if len(payload) >= 8 else 0
-        for stream in list(self._streams.values()):
-            if stream.id > last:  # never processed: a new connection may carry it
-                stream.end(Terminated("the server is going away (%s)" % _h2_error(payload[4:8])))
-        self._changed.set()
-
-    def _window_update(self, stream_id, payload):
-        if len(payload) != 4:
-            raise ProtocolViolation("a WINDOW_UPDATE frame of a wrong size")
-        increment = struct.unpack(">I", payload)[0] & MAX_31
-        if stream_id == 0:
-            self._send_window += increment
-        elif stream_id in self._streams:
-            self._streams[stream_id].send_window += increment
+            self._idle_frames += 1
+            if self._idle_frames > MAX_IDLE_FRAMES:
+                raise LimitExceeded("the server sent over %d frames in a row that carry no call forward"
+                                    % MAX_IDLE_FRAMES)
+        if isinstance(event, events.ResponseReceived):
+            if call is not None:
+                call.response(event.headers, event.stream_ended is not None)
+        elif isinstance(event, events.DataReceived):
+            if call is None:  # a call given up on: its bytes still count for the connection's window
+                self._h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            else:
+                try:
+                    call.received(event.data, event.flow_controlled_length)
+                except ProtocolViolation as exc:  # this call's fault: the others go on
+                    self.finish(call, exc)
+        elif isinstance(event, events.TrailersReceived):
+            if call is not None:
+                call.trailers_received(event.headers)
+        elif isinstance(event, events.StreamEnded):
+            if call is not None:
+                call.end()
+        elif isinstance(event, events.StreamReset):
+            if call is not None:
+                call.fail(Terminated("the server reset the stream (%s)" % _error_name(event.error_code)))
+        elif isinstance(event, events.RemoteSettingsChanged):
+            limit = event.changed_settings.get(h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS)
+            if limit is not None:
+                self._peer_max_streams = limit.new_value
+        elif isinstance(event, events.ConnectionTerminated):
+            self.going_away = True
+            last = event.last_stream_id or 0
+            for waiting in list(self._calls.values()):
+                if waiting.id > last:  # never processed: a new connection may carry it
+                    waiting.fail(Terminated("the server is going away (%s)" % _error_name(event.error_code)))
+        elif isinstance(event, events.PushedStreamReceived):
+            raise ProtocolViolation("the server pushed, and push is off")
+        # pings and settings are acknowledged by h2; window updates, priorities and unknown frames need nothing
         self._changed.set()
 
 
-def _h2_error(payload):
-    """The name of the error code of RST_STREAM or GOAWAY."""
-    code = struct.unpack(">I", payload)[0] if len(payload) == 4 else 0
-    return _H2_ERRORS[code] if code < len(_H2_ERRORS) else "error %d" % code
+def _error_name(code):
+    """The name of an HTTP/2 error code of RST_STREAM or GOAWAY."""
+    name = getattr(code, "name", None)
+    return name if name else "error %s" % _said(code, 12)
 
 
-def _unpadded(flags, payload):
-    if not flags & PADDED:
-        return payload
-    if not payload or payload[0] >= len(payload):
-        raise ProtocolViolation("a frame's padding is longer than the frame")
-    return payload[1:len(payload) - payload[0]]
+def _violation(exc):
+    """A server's fault that h2 found, as one of ours."""
+    if isinstance(exc, h2.exceptions.DenialOfServiceError) or isinstance(exc, h2.exceptions.FrameTooLargeError):
+        return LimitExceeded("HTTP/2: %s" % _said(exc))
+    return ProtocolViolation("HTTP/2: %s" % _said(exc))
 
 
 class Channel:
@@ -488,10 +572,18 @@ class Channel:
         return connection
 
     async def call(self, path, request, metadata=None, timeout=None):
+        """One call, collected whole (``Connection.call``)."""
         try:
             return await (await self._usable()).call(path, request, metadata=metadata, timeout=timeout)
         except NotSent:  # it waited for a stream on a connection that went away: once more, on a new one
             return await (await self._usable()).call(path, request, metadata=metadata, timeout=timeout)
+
+    async def start(self, path, request, metadata=None):
+        """One call whose messages the caller takes as they arrive (``Call.next``), with no deadline sent."""
+        try:
+            return await (await self._usable()).start(path, request, metadata=metadata)
+        except NotSent:
+            return await (await self._usable()).start(path, request, metadata=metadata)
 
     def close(self):
         """Stop the connection; its reader task ends when the loop next runs."""
