@@ -38,6 +38,7 @@ options:
     default: 30
 requirements:
   - protobuf >= 4.25
+  - h2 >= 4.1
   - cryptography
   - PyYAML
 notes:

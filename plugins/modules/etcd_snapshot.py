@@ -15,8 +15,9 @@ description:
   - Takes a snapshot (backup) of the etcd member of the control plane O(node) with the Talos API's etcd snapshot call
     (C(MachineService/EtcdSnapshot), as C(talosctl etcd snapshot) does) and writes it to O(path).
   - Etcd must answer healthy first (this member and a quorum of the voting members), else nothing is taken.
-  - The file is written as a new file with mode 0600 and renamed over O(path); a directory that others can write, or
-    that belongs to another user, is refused before the machine is asked. The snapshot holds every Secret of the
+  - The snapshot is written as it arrives (it is never held in memory whole), into a new file with mode 0600 that is
+    renamed over O(path) once complete; O(timeout) bounds the wait for each part of it, not the whole. A directory
+    that others can write, or that belongs to another user, is refused before the machine is asked. The snapshot holds every Secret of the
     cluster; keep the file as you keep the secrets bundle.
   - Adopt takes one before it releases its first held machine (its fourth phase).
 author:

@@ -6,6 +6,7 @@ messages, a request larger than grpc-go's first window, a reply larger than ours
 connection. etcd's messages are written and read by hand here: the checks need only a few of their fields."""
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import time
@@ -64,7 +65,13 @@ def _read_varint(data, pos):
 @pytest.fixture(scope="module")
 def etcd(tmp_path_factory):
     """(address, talosconfig context) of an etcd serving gRPC over mutual TLS with an Ed25519 CA."""
-    work = str(tmp_path_factory.mktemp("etcd-tls"))
+    with etcd_over_tls(str(tmp_path_factory.mktemp("etcd-tls"))) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def etcd_over_tls(work, *options):
+    """The lab's etcd with ``options``, serving gRPC over mutual TLS with an Ed25519 CA: (port, talosconfig context)."""
     ca = pki.new_ca(pki.ED25519)
     server_crt, server_key = pki.issue_server(ca, "etcd", ["127.0.0.1"]).write(work, "server")
     with open(os.path.join(work, "ca.crt"), "wb") as fh:
@@ -77,7 +84,7 @@ def etcd(tmp_path_factory):
         "--listen-peer-urls", "http://127.0.0.1:%d" % peer, "--initial-advertise-peer-urls",
         "http://127.0.0.1:%d" % peer, "--initial-cluster", "wire=http://127.0.0.1:%d" % peer,
         "--cert-file", server_crt, "--key-file", server_key, "--client-cert-auth",
-        "--trusted-ca-file", os.path.join(work, "ca.crt"), "--log-level", "error"],
+        "--trusted-ca-file", os.path.join(work, "ca.crt"), "--log-level", "error"] + list(options),
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "etcd.log"), "wb"))
     path = pki.write_talosconfig(os.path.join(work, "talosconfig"), {"etcd": {
         "endpoints": ["127.0.0.1:%d" % port], "nodes": [], "ca": ca,

@@ -11,12 +11,17 @@ import hashlib
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import files
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import etcd, machine
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import etcd
+
+# etcd's database is at most its backend quota, whose documented ceiling is 8 GiB; a stream past twice that is not a
+# snapshot, and ends before it fills the disk
+MAX_SNAPSHOT = 16 << 30
 
 
 def run(params, conn, check_mode):
-    """The ``etcd_snapshot`` module: a snapshot of ``node``'s etcd member into the 0600 file ``path`` (a new file each
-    run, renamed over what was there), after etcd answered healthy. Check mode asks etcd and writes nothing."""
+    """The ``etcd_snapshot`` module: a snapshot of ``node``'s etcd member (MachineService/EtcdSnapshot, as ``talosctl
+    etcd snapshot`` takes it) streamed into the 0600 file ``path`` (a new file each run, renamed over what was there
+    once whole), after etcd answered healthy. Check mode asks etcd and writes nothing."""
     node, path = params["node"], params["path"]
     client = conn.talos()
     files.private_directory(path)  # refused before the machine is asked, in check mode as well
@@ -27,13 +32,18 @@ def run(params, conn, check_mode):
     if check_mode:
         result["plan"].append("etcd snapshot of %s would be written to %s (0600)" % (node, path))
         return result
-    chunks = client.run(machine.etcd_snapshot(client, node))
-    if not any(chunks):
-        raise IchorError("the etcd snapshot of %s is empty; nothing written" % node, result=dict(result, changed=False))
     digest = hashlib.sha256()
-    for chunk in chunks:
-        digest.update(chunk)
-    size = files.write_private(path, chunks)
+
+    def chunks():  # written to the new file as they arrive: a snapshot of gigabytes is never held whole
+        size = 0
+        for reply in client.stream("EtcdSnapshot", node=node, max_bytes=MAX_SNAPSHOT):
+            digest.update(reply.bytes)
+            size += len(reply.bytes)
+            yield reply.bytes
+        if not size:  # raised before the new file replaces the old one, and the new one is removed
+            raise IchorError("the etcd snapshot of %s is empty; nothing written" % node, result=dict(result, changed=False))
+
+    size = files.write_private(path, chunks())
     result.update(size=size, sha256=digest.hexdigest())
     result["plan"].append("etcd snapshot of %s written to %s (0600, %d bytes, sha256 %s)" % (
         node, path, size, digest.hexdigest()))

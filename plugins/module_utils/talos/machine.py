@@ -54,13 +54,6 @@ async def list_files(client, root, node=None):
     return entries
 
 
-async def etcd_snapshot(client, node):
-    """The chunks of a snapshot of ``node``'s local etcd member (MachineService/EtcdSnapshot, as ``talosctl etcd
-    snapshot`` takes it); a control plane's call."""
-    replies = await client.ainvoke("EtcdSnapshot", talos_client.request_type("EtcdSnapshot")(), node=node)
-    return [reply.bytes for reply in replies]
-
-
 CNI_DIR = "/etc/cni/net.d"
 # the files the container runtime's CNI loader (libcni) reads as network configs
 _CNI_EXTENSIONS = (".conf", ".conflist", ".json")

@@ -4,6 +4,7 @@
 #
 #   kube-apiserver, kube-controller-manager, kubectl   k8s.io/kubernetes v1.36.3
 #   etcd                                               go.etcd.io/etcd/server/v3 v3.6.16
+#   etcdutl                                            go.etcd.io/etcd/etcdutl/v3 v3.6.16
 #   helm                                               helm.sh/helm/v3 v3.21.4
 #
 # Binaries land in ${XDG_CACHE_HOME:-$HOME/.cache}/maesh-ichor/bin/<name>-<version>
@@ -13,7 +14,7 @@
 # rebuilt.
 #
 # Usage: build.sh [--check] [NAME...]
-#   NAME     only these binaries (default: all five)
+#   NAME     only these binaries (default: all six)
 #   --check  build nothing; exit 1 if any binary is missing or stale
 # Prints one "name=path" line per binary on stdout; progress goes to stderr.
 set -euo pipefail
@@ -30,7 +31,7 @@ HELM_K8S_MAJOR=1
 HELM_K8S_MINOR=36
 
 bin_dir=${MAESH_ICHOR_KUBE_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/maesh-ichor/bin}
-all_names=(kube-apiserver kube-controller-manager kubectl etcd helm)
+all_names=(kube-apiserver kube-controller-manager kubectl etcd etcdutl helm)
 
 log() { printf 'kube-lab build: %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 2; }
@@ -40,8 +41,8 @@ names=()
 for arg in "$@"; do
   case "$arg" in
     --check) check_only=1 ;;
-    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    kube-apiserver|kube-controller-manager|kubectl|etcd|helm) names+=("$arg") ;;
+    -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    kube-apiserver|kube-controller-manager|kubectl|etcd|etcdutl|helm) names+=("$arg") ;;
     *) die "unknown argument: $arg" ;;
   esac
 done
@@ -52,7 +53,7 @@ fi
 version_of() {
   case "$1" in
     kube-apiserver|kube-controller-manager|kubectl) echo "$KUBE_VERSION" ;;
-    etcd) echo "$ETCD_VERSION" ;;
+    etcd|etcdutl) echo "$ETCD_VERSION" ;;
     helm) echo "$HELM_VERSION" ;;
   esac
 }
@@ -60,7 +61,7 @@ version_of() {
 module_of() {
   case "$1" in
     kube-apiserver|kube-controller-manager|kubectl) echo kubernetes ;;
-    etcd) echo etcd ;;
+    etcd|etcdutl) echo etcd ;;
     helm) echo helm ;;
   esac
 }
@@ -69,6 +70,7 @@ package_of() {
   case "$1" in
     kube-apiserver|kube-controller-manager|kubectl) echo "k8s.io/kubernetes/cmd/$1" ;;
     etcd) echo "." ;;
+    etcdutl) echo "go.etcd.io/etcd/etcdutl/v3" ;;
     helm) echo "helm.sh/helm/v3/cmd/helm" ;;
   esac
 }
@@ -190,8 +192,11 @@ build_module() { # module name... : one go build for all of a module's stale bin
   key=$(key_of "$module")
   log "building $* ($module module) ..."
   start=$(date +%s)
-  if [ "$module" = etcd ]; then
-    (cd "$gomod/$module" && go build -p 2 -trimpath -ldflags "$(ldflags_of "$module")" -o "$tmp/etcd" .)
+  if [ "$module" = etcd ]; then  # two commands of one module: one go build each, named by -o
+    for name in "$@"; do
+      (cd "$gomod/$module" && go build -p 2 -trimpath -ldflags "$(ldflags_of "$module")" -o "$tmp/$name" \
+        "$(package_of "$name")")
+    done
   else
     (cd "$gomod/$module" && go build -p 2 -trimpath -ldflags "$(ldflags_of "$module")" -o "$tmp/" "${pkgs[@]}")
   fi

@@ -46,7 +46,7 @@ KUBE_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.16"
 HELM_VERSION = "v3.21.4"
 
-BINARIES = ("kube-apiserver", "kube-controller-manager", "kubectl", "etcd", "helm")
+BINARIES = ("kube-apiserver", "kube-controller-manager", "kubectl", "etcd", "etcdutl", "helm")
 # namespace: namespaces finish deleting; garbagecollector: owner references cascade;
 # serviceaccount-token: the token controller; clusterrole-aggregation: fills the aggregated
 # ClusterRoles admin/edit/view (empty without it). No workload controller: the lab agent
