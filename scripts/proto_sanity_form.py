@@ -1,7 +1,8 @@
 """Put protoc/grpclib output into a form ansible-test sanity and ansible-lint accept.
 
 Used by scripts/gen-protos after it rewrites imports. The code stays what protoc wrote,
-in a different layout:
+statement for statement (nothing is reshaped for start-up: the modules run in Ansible's own
+process and import it once per run), in a different layout:
   * imports of protobuf / grpclib are guarded, so the module imports without them (the
     modules then report the missing library through missing_required_lib);
   * the serialized descriptor is split into short bytes literals (one value, same bytes);
@@ -113,32 +114,7 @@ def form_pb2(text):
             continue
         line = "    " + _reindent(_spaces_around_assign(line))
         out.extend(_wrap_long(line))
-    return "\n".join(_collapse_blank(_pure_python_as_text(out))) + "\n"
-
-
-_PURE_PYTHON = "    if not _descriptor._USE_C_DESCRIPTORS:"
-
-
-def _pure_python_as_text(lines):
-    """protoc's block for the pure-Python protobuf backend (offsets and options of each descriptor; upb, the default,
-    reads none of it) kept as text, compiled only where it runs: every module process compiles this file from its
-    source, and the block was two thirds of the tokens of the larger files."""
-    if _PURE_PYTHON not in lines:
-        return lines
-    start = lines.index(_PURE_PYTHON) + 1
-    end = start
-    while end < len(lines) and lines[end].startswith("        "):
-        end += 1
-    block = [line[8:] for line in lines[start:end]]
-    if any('"""' in line for line in block) or block[-1].endswith("\\"):
-        raise SystemExit("proto_sanity_form: the pure-Python block cannot be kept as a raw string")
-    return lines[:start] + [
-        "        # protoc's code for the pure-Python backend, compiled only here (see scripts/proto_sanity_form.py)",
-        "        # pylint: disable-next=exec-used",
-        '        exec(compile(r"""',
-    ] + block + [
-        '""", __name__, "exec"), _globals)',
-    ] + lines[end:]
+    return "\n".join(_collapse_blank(out)) + "\n"
 
 
 def form_grpc(text):

@@ -308,8 +308,8 @@ def test_grpclib_stubs_end_to_end():
     asyncio.run(scenario())
 
 
-# Under the pure-Python protobuf backend the block protoc writes for it (kept as text by scripts/proto_sanity_form.py,
-# compiled only there) runs: every descriptor gets its offsets and options, and messages still round-trip.
+# Under the pure-Python protobuf backend the block protoc writes for it runs: every descriptor gets its offsets and
+# options, and messages still round-trip.
 PURE_PYTHON_PROBE = r"""
 import importlib, pkgutil, sys
 from google.protobuf.internal import api_implementation

@@ -72,22 +72,21 @@ _MAINTENANCE_HINTS = {
                           "without a client certificate; apply a config first, then use the talosconfig"),
 }
 
-# patterns compiled (and cached) by re on first use: only a call's error reads them
-_MAINTENANCE = r"(?i)maintenance mode"
-_NODE_ROUTING = r"(?i)node routing is not supported"
+_MAINTENANCE = re.compile(r"(?i)maintenance mode")
+_NODE_ROUTING = re.compile(r"(?i)node routing is not supported")
 # Talos: "<api> is only available on control plane nodes" (etcd, kubeconfig), "bootstrap can only be
 # performed on a control plane node"
-_CONTROL_PLANE_ONLY = r"(?i)only (?:be performed|available) on (?:a )?control plane node"
+_CONTROL_PLANE_ONLY = re.compile(r"(?i)only (?:be performed|available) on (?:a )?control plane node")
 # apid's per-node errors: "rpc error: code = Unimplemented desc = <message>"
-_GO_STATUS = r"(?s)^rpc error: code = \w+ desc = "
+_GO_STATUS = re.compile(r"(?s)^rpc error: code = \w+ desc = ")
 
 
 def _hint(address, status_name, said, call, maintenance):
-    if re.search(_CONTROL_PLANE_ONLY, said):
+    if _CONTROL_PLANE_ONLY.search(said):
         return "%s needs a control plane node and %s is not one; address a control plane" % (call or "this call", address)
-    if status_name == "UNIMPLEMENTED" and re.search(_MAINTENANCE, said):
+    if status_name == "UNIMPLEMENTED" and _MAINTENANCE.search(said):
         return "the machine is in maintenance mode (not configured yet); use maintenance mode or apply a config first"
-    if maintenance and re.search(_NODE_ROUTING, said):
+    if maintenance and _NODE_ROUTING.search(said):
         return "a machine in maintenance mode answers only for itself; dial its own address"
     if maintenance and status_name in _MAINTENANCE_HINTS:
         return _MAINTENANCE_HINTS[status_name]
@@ -99,7 +98,7 @@ def call_error(address, status_name, server_message="", call=None, maintenance=F
 
     ``maintenance``: the client was in maintenance mode (it sent no client certificate).
     """
-    said = excerpt(re.sub(_GO_STATUS, "", server_message or ""), MESSAGE_LIMIT)
+    said = excerpt(_GO_STATUS.sub("", server_message or ""), MESSAGE_LIMIT)
     head = "%s: %s" % (address, status_name)
     if call:
         head += " (%s)" % call

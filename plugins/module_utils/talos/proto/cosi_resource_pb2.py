@@ -60,33 +60,29 @@ if HAS_PROTOBUF:
     _builder.BuildTopDescriptorsAndMessages(
         DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.cosi_resource_pb2', _globals)
     if not _descriptor._USE_C_DESCRIPTORS:
-        # protoc's code for the pure-Python backend, compiled only here (see scripts/proto_sanity_form.py)
-        # pylint: disable-next=exec-used
-        exec(compile(r"""
-DESCRIPTOR._loaded_options = None
-_globals['_METADATA_LABELSENTRY']._loaded_options = None
-_globals['_METADATA_LABELSENTRY']._serialized_options = b'8\001'
-_globals['_METADATA_ANNOTATIONSENTRY']._loaded_options = None
-_globals['_METADATA_ANNOTATIONSENTRY']._serialized_options = b'8\001'
-_globals['_LABELTERM_OPERATION'].values_by_name["NOT_EXISTS"]._loaded_options = None
-_globals['_LABELTERM_OPERATION'].values_by_name["NOT_EXISTS"]._serialized_options = b'\010\001'
-_globals['_METADATA']._serialized_start = 76
-_globals['_METADATA']._serialized_end = 503
-_globals['_METADATA_LABELSENTRY']._serialized_start = 406
-_globals['_METADATA_LABELSENTRY']._serialized_end = 451
-_globals['_METADATA_ANNOTATIONSENTRY']._serialized_start = 453
-_globals['_METADATA_ANNOTATIONSENTRY']._serialized_end = 503
-_globals['_SPEC']._serialized_start = 505
-_globals['_SPEC']._serialized_end = 550
-_globals['_RESOURCE']._serialized_start = 552
-_globals['_RESOURCE']._serialized_end = 640
-_globals['_LABELTERM']._serialized_start = 643
-_globals['_LABELTERM']._serialized_end = 860
-_globals['_LABELTERM_OPERATION']._serialized_start = 748
-_globals['_LABELTERM_OPERATION']._serialized_end = 860
-_globals['_LABELQUERY']._serialized_start = 862
-_globals['_LABELQUERY']._serialized_end = 915
-_globals['_IDQUERY']._serialized_start = 917
-_globals['_IDQUERY']._serialized_end = 942
-""", __name__, "exec"), _globals)
+        DESCRIPTOR._loaded_options = None
+        _globals['_METADATA_LABELSENTRY']._loaded_options = None
+        _globals['_METADATA_LABELSENTRY']._serialized_options = b'8\001'
+        _globals['_METADATA_ANNOTATIONSENTRY']._loaded_options = None
+        _globals['_METADATA_ANNOTATIONSENTRY']._serialized_options = b'8\001'
+        _globals['_LABELTERM_OPERATION'].values_by_name["NOT_EXISTS"]._loaded_options = None
+        _globals['_LABELTERM_OPERATION'].values_by_name["NOT_EXISTS"]._serialized_options = b'\010\001'
+        _globals['_METADATA']._serialized_start = 76
+        _globals['_METADATA']._serialized_end = 503
+        _globals['_METADATA_LABELSENTRY']._serialized_start = 406
+        _globals['_METADATA_LABELSENTRY']._serialized_end = 451
+        _globals['_METADATA_ANNOTATIONSENTRY']._serialized_start = 453
+        _globals['_METADATA_ANNOTATIONSENTRY']._serialized_end = 503
+        _globals['_SPEC']._serialized_start = 505
+        _globals['_SPEC']._serialized_end = 550
+        _globals['_RESOURCE']._serialized_start = 552
+        _globals['_RESOURCE']._serialized_end = 640
+        _globals['_LABELTERM']._serialized_start = 643
+        _globals['_LABELTERM']._serialized_end = 860
+        _globals['_LABELTERM_OPERATION']._serialized_start = 748
+        _globals['_LABELTERM_OPERATION']._serialized_end = 860
+        _globals['_LABELQUERY']._serialized_start = 862
+        _globals['_LABELQUERY']._serialized_end = 915
+        _globals['_IDQUERY']._serialized_start = 917
+        _globals['_IDQUERY']._serialized_end = 942
     # @@protoc_insertion_point(module_scope)

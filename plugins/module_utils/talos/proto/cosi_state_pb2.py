@@ -50,23 +50,19 @@ if HAS_PROTOBUF:
     _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
     _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.cosi_state_pb2', _globals)
     if not _descriptor._USE_C_DESCRIPTORS:
-        # protoc's code for the pure-Python backend, compiled only here (see scripts/proto_sanity_form.py)
-        # pylint: disable-next=exec-used
-        exec(compile(r"""
-DESCRIPTOR._loaded_options = None
-_globals['_GETOPTIONS']._serialized_start = 64
-_globals['_GETOPTIONS']._serialized_end = 76
-_globals['_GETREQUEST']._serialized_start = 78
-_globals['_GETREQUEST']._serialized_end = 179
-_globals['_GETRESPONSE']._serialized_start = 181
-_globals['_GETRESPONSE']._serialized_end = 237
-_globals['_LISTOPTIONS']._serialized_start = 239
-_globals['_LISTOPTIONS']._serialized_end = 342
-_globals['_LISTREQUEST']._serialized_start = 344
-_globals['_LISTREQUEST']._serialized_end = 435
-_globals['_LISTRESPONSE']._serialized_start = 437
-_globals['_LISTRESPONSE']._serialized_end = 494
-_globals['_STATE']._serialized_start = 497
-_globals['_STATE']._serialized_end = 633
-""", __name__, "exec"), _globals)
+        DESCRIPTOR._loaded_options = None
+        _globals['_GETOPTIONS']._serialized_start = 64
+        _globals['_GETOPTIONS']._serialized_end = 76
+        _globals['_GETREQUEST']._serialized_start = 78
+        _globals['_GETREQUEST']._serialized_end = 179
+        _globals['_GETRESPONSE']._serialized_start = 181
+        _globals['_GETRESPONSE']._serialized_end = 237
+        _globals['_LISTOPTIONS']._serialized_start = 239
+        _globals['_LISTOPTIONS']._serialized_end = 342
+        _globals['_LISTREQUEST']._serialized_start = 344
+        _globals['_LISTREQUEST']._serialized_end = 435
+        _globals['_LISTRESPONSE']._serialized_start = 437
+        _globals['_LISTRESPONSE']._serialized_end = 494
+        _globals['_STATE']._serialized_start = 497
+        _globals['_STATE']._serialized_end = 633
     # @@protoc_insertion_point(module_scope)

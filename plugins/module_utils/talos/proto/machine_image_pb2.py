@@ -96,41 +96,37 @@ if HAS_PROTOBUF:
     _builder.BuildTopDescriptorsAndMessages(
         DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.machine_image_pb2', _globals)
     if not _descriptor._USE_C_DESCRIPTORS:
-        # protoc's code for the pure-Python backend, compiled only here (see scripts/proto_sanity_form.py)
-        # pylint: disable-next=exec-used
-        exec(compile(r"""
-DESCRIPTOR._loaded_options = None
-_globals['_IMAGESERVICELISTRESPONSE_LABELSENTRY']._loaded_options = None
-_globals['_IMAGESERVICELISTRESPONSE_LABELSENTRY']._serialized_options = b'8\001'
-_globals['_IMAGESERVICELISTREQUEST']._serialized_start = 147
-_globals['_IMAGESERVICELISTREQUEST']._serialized_end = 220
-_globals['_IMAGESERVICELISTRESPONSE']._serialized_start = 223
-_globals['_IMAGESERVICELISTRESPONSE']._serialized_end = 451
-_globals['_IMAGESERVICELISTRESPONSE_LABELSENTRY']._serialized_start = 406
-_globals['_IMAGESERVICELISTRESPONSE_LABELSENTRY']._serialized_end = 451
-_globals['_IMAGESERVICEPULLREQUEST']._serialized_start = 453
-_globals['_IMAGESERVICEPULLREQUEST']._serialized_end = 545
-_globals['_IMAGESERVICEPULLLAYERPROGRESS']._serialized_start = 548
-_globals['_IMAGESERVICEPULLLAYERPROGRESS']._serialized_end = 825
-_globals['_IMAGESERVICEPULLLAYERPROGRESS_STATUS']._serialized_start = 719
-_globals['_IMAGESERVICEPULLLAYERPROGRESS_STATUS']._serialized_end = 825
-_globals['_IMAGESERVICEPULLPROGRESS']._serialized_start = 827
-_globals['_IMAGESERVICEPULLPROGRESS']._serialized_end = 929
-_globals['_IMAGESERVICEPULLRESPONSE']._serialized_start = 931
-_globals['_IMAGESERVICEPULLRESPONSE']._serialized_end = 1045
-_globals['_IMAGESERVICEIMPORTREQUEST']._serialized_start = 1047
-_globals['_IMAGESERVICEIMPORTREQUEST']._serialized_end = 1172
-_globals['_IMAGESERVICEIMPORTRESPONSE']._serialized_start = 1174
-_globals['_IMAGESERVICEIMPORTRESPONSE']._serialized_end = 1216
-_globals['_IMAGESERVICEREMOVEREQUEST']._serialized_start = 1218
-_globals['_IMAGESERVICEREMOVEREQUEST']._serialized_end = 1312
-_globals['_IMAGESERVICECREDENTIALS']._serialized_start = 1314
-_globals['_IMAGESERVICECREDENTIALS']._serialized_end = 1389
-_globals['_IMAGESERVICEVERIFYREQUEST']._serialized_start = 1391
-_globals['_IMAGESERVICEVERIFYREQUEST']._serialized_end = 1492
-_globals['_IMAGESERVICEVERIFYRESPONSE']._serialized_start = 1494
-_globals['_IMAGESERVICEVERIFYRESPONSE']._serialized_end = 1585
-_globals['_IMAGESERVICE']._serialized_start = 1588
-_globals['_IMAGESERVICE']._serialized_end = 1998
-""", __name__, "exec"), _globals)
+        DESCRIPTOR._loaded_options = None
+        _globals['_IMAGESERVICELISTRESPONSE_LABELSENTRY']._loaded_options = None
+        _globals['_IMAGESERVICELISTRESPONSE_LABELSENTRY']._serialized_options = b'8\001'
+        _globals['_IMAGESERVICELISTREQUEST']._serialized_start = 147
+        _globals['_IMAGESERVICELISTREQUEST']._serialized_end = 220
+        _globals['_IMAGESERVICELISTRESPONSE']._serialized_start = 223
+        _globals['_IMAGESERVICELISTRESPONSE']._serialized_end = 451
+        _globals['_IMAGESERVICELISTRESPONSE_LABELSENTRY']._serialized_start = 406
+        _globals['_IMAGESERVICELISTRESPONSE_LABELSENTRY']._serialized_end = 451
+        _globals['_IMAGESERVICEPULLREQUEST']._serialized_start = 453
+        _globals['_IMAGESERVICEPULLREQUEST']._serialized_end = 545
+        _globals['_IMAGESERVICEPULLLAYERPROGRESS']._serialized_start = 548
+        _globals['_IMAGESERVICEPULLLAYERPROGRESS']._serialized_end = 825
+        _globals['_IMAGESERVICEPULLLAYERPROGRESS_STATUS']._serialized_start = 719
+        _globals['_IMAGESERVICEPULLLAYERPROGRESS_STATUS']._serialized_end = 825
+        _globals['_IMAGESERVICEPULLPROGRESS']._serialized_start = 827
+        _globals['_IMAGESERVICEPULLPROGRESS']._serialized_end = 929
+        _globals['_IMAGESERVICEPULLRESPONSE']._serialized_start = 931
+        _globals['_IMAGESERVICEPULLRESPONSE']._serialized_end = 1045
+        _globals['_IMAGESERVICEIMPORTREQUEST']._serialized_start = 1047
+        _globals['_IMAGESERVICEIMPORTREQUEST']._serialized_end = 1172
+        _globals['_IMAGESERVICEIMPORTRESPONSE']._serialized_start = 1174
+        _globals['_IMAGESERVICEIMPORTRESPONSE']._serialized_end = 1216
+        _globals['_IMAGESERVICEREMOVEREQUEST']._serialized_start = 1218
+        _globals['_IMAGESERVICEREMOVEREQUEST']._serialized_end = 1312
+        _globals['_IMAGESERVICECREDENTIALS']._serialized_start = 1314
+        _globals['_IMAGESERVICECREDENTIALS']._serialized_end = 1389
+        _globals['_IMAGESERVICEVERIFYREQUEST']._serialized_start = 1391
+        _globals['_IMAGESERVICEVERIFYREQUEST']._serialized_end = 1492
+        _globals['_IMAGESERVICEVERIFYRESPONSE']._serialized_start = 1494
+        _globals['_IMAGESERVICEVERIFYRESPONSE']._serialized_end = 1585
+        _globals['_IMAGESERVICE']._serialized_start = 1588
+        _globals['_IMAGESERVICE']._serialized_end = 1998
     # @@protoc_insertion_point(module_scope)

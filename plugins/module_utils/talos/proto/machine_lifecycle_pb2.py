@@ -60,25 +60,21 @@ if HAS_PROTOBUF:
     _builder.BuildTopDescriptorsAndMessages(
         DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.machine_lifecycle_pb2', _globals)
     if not _descriptor._USE_C_DESCRIPTORS:
-        # protoc's code for the pure-Python backend, compiled only here (see scripts/proto_sanity_form.py)
-        # pylint: disable-next=exec-used
-        exec(compile(r"""
-DESCRIPTOR._loaded_options = None
-_globals['_INSTALLARTIFACTSSOURCE']._serialized_start = 57
-_globals['_INSTALLARTIFACTSSOURCE']._serialized_end = 101
-_globals['_INSTALLDESTINATION']._serialized_start = 103
-_globals['_INSTALLDESTINATION']._serialized_end = 137
-_globals['_LIFECYCLESERVICEINSTALLPROGRESS']._serialized_start = 139
-_globals['_LIFECYCLESERVICEINSTALLPROGRESS']._serialized_end = 224
-_globals['_LIFECYCLESERVICEINSTALLREQUEST']._serialized_start = 227
-_globals['_LIFECYCLESERVICEINSTALLREQUEST']._serialized_end = 406
-_globals['_LIFECYCLESERVICEINSTALLRESPONSE']._serialized_start = 408
-_globals['_LIFECYCLESERVICEINSTALLRESPONSE']._serialized_end = 501
-_globals['_LIFECYCLESERVICEUPGRADEREQUEST']._serialized_start = 504
-_globals['_LIFECYCLESERVICEUPGRADEREQUEST']._serialized_end = 633
-_globals['_LIFECYCLESERVICEUPGRADERESPONSE']._serialized_start = 635
-_globals['_LIFECYCLESERVICEUPGRADERESPONSE']._serialized_end = 728
-_globals['_LIFECYCLESERVICE']._serialized_start = 731
-_globals['_LIFECYCLESERVICE']._serialized_end = 941
-""", __name__, "exec"), _globals)
+        DESCRIPTOR._loaded_options = None
+        _globals['_INSTALLARTIFACTSSOURCE']._serialized_start = 57
+        _globals['_INSTALLARTIFACTSSOURCE']._serialized_end = 101
+        _globals['_INSTALLDESTINATION']._serialized_start = 103
+        _globals['_INSTALLDESTINATION']._serialized_end = 137
+        _globals['_LIFECYCLESERVICEINSTALLPROGRESS']._serialized_start = 139
+        _globals['_LIFECYCLESERVICEINSTALLPROGRESS']._serialized_end = 224
+        _globals['_LIFECYCLESERVICEINSTALLREQUEST']._serialized_start = 227
+        _globals['_LIFECYCLESERVICEINSTALLREQUEST']._serialized_end = 406
+        _globals['_LIFECYCLESERVICEINSTALLRESPONSE']._serialized_start = 408
+        _globals['_LIFECYCLESERVICEINSTALLRESPONSE']._serialized_end = 501
+        _globals['_LIFECYCLESERVICEUPGRADEREQUEST']._serialized_start = 504
+        _globals['_LIFECYCLESERVICEUPGRADEREQUEST']._serialized_end = 633
+        _globals['_LIFECYCLESERVICEUPGRADERESPONSE']._serialized_start = 635
+        _globals['_LIFECYCLESERVICEUPGRADERESPONSE']._serialized_end = 728
+        _globals['_LIFECYCLESERVICE']._serialized_start = 731
+        _globals['_LIFECYCLESERVICE']._serialized_end = 941
     # @@protoc_insertion_point(module_scope)

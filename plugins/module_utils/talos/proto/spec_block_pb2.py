@@ -115,25 +115,21 @@ if HAS_PROTOBUF:
     _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
     _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_block_pb2', _globals)
     if not _descriptor._USE_C_DESCRIPTORS:
-        # protoc's code for the pure-Python backend, compiled only here (see scripts/proto_sanity_form.py)
-        # pylint: disable-next=exec-used
-        exec(compile(r"""
-DESCRIPTOR._loaded_options = None
-_globals['_DISCOVEREDVOLUMESPEC']._serialized_start = 149
-_globals['_DISCOVEREDVOLUMESPEC']._serialized_end = 567
-_globals['_DISKSPEC']._serialized_start = 570
-_globals['_DISKSPEC']._serialized_end = 927
-_globals['_SYSTEMDISKSPEC']._serialized_start = 929
-_globals['_SYSTEMDISKSPEC']._serialized_end = 980
-_globals['_PARAMETERSPEC']._serialized_start = 983
-_globals['_PARAMETERSPEC']._serialized_end = 1114
-_globals['_MOUNTSPEC']._serialized_start = 1117
-_globals['_MOUNTSPEC']._serialized_end = 1417
-_globals['_SYMLINKPROVISIONINGSPEC']._serialized_start = 1419
-_globals['_SYMLINKPROVISIONINGSPEC']._serialized_end = 1488
-_globals['_TPMENCRYPTIONOPTIONSINFO']._serialized_start = 1490
-_globals['_TPMENCRYPTIONOPTIONSINFO']._serialized_end = 1554
-_globals['_VOLUMESTATUSSPEC']._serialized_start = 1557
-_globals['_VOLUMESTATUSSPEC']._serialized_end = 2706
-""", __name__, "exec"), _globals)
+        DESCRIPTOR._loaded_options = None
+        _globals['_DISCOVEREDVOLUMESPEC']._serialized_start = 149
+        _globals['_DISCOVEREDVOLUMESPEC']._serialized_end = 567
+        _globals['_DISKSPEC']._serialized_start = 570
+        _globals['_DISKSPEC']._serialized_end = 927
+        _globals['_SYSTEMDISKSPEC']._serialized_start = 929
+        _globals['_SYSTEMDISKSPEC']._serialized_end = 980
+        _globals['_PARAMETERSPEC']._serialized_start = 983
+        _globals['_PARAMETERSPEC']._serialized_end = 1114
+        _globals['_MOUNTSPEC']._serialized_start = 1117
+        _globals['_MOUNTSPEC']._serialized_end = 1417
+        _globals['_SYMLINKPROVISIONINGSPEC']._serialized_start = 1419
+        _globals['_SYMLINKPROVISIONINGSPEC']._serialized_end = 1488
+        _globals['_TPMENCRYPTIONOPTIONSINFO']._serialized_start = 1490
+        _globals['_TPMENCRYPTIONOPTIONSINFO']._serialized_end = 1554
+        _globals['_VOLUMESTATUSSPEC']._serialized_start = 1557
+        _globals['_VOLUMESTATUSSPEC']._serialized_end = 2706
     # @@protoc_insertion_point(module_scope)

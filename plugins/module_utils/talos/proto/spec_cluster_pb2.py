@@ -47,17 +47,13 @@ if HAS_PROTOBUF:
     _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
     _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_cluster_pb2', _globals)
     if not _descriptor._USE_C_DESCRIPTORS:
-        # protoc's code for the pure-Python backend, compiled only here (see scripts/proto_sanity_form.py)
-        # pylint: disable-next=exec-used
-        exec(compile(r"""
-DESCRIPTOR._loaded_options = None
-_globals['_CONTROLPLANE']._serialized_start = 143
-_globals['_CONTROLPLANE']._serialized_end = 182
-_globals['_MEMBERSPEC']._serialized_start = 185
-_globals['_MEMBERSPEC']._serialized_end = 434
-_globals['_INFOSPEC']._serialized_start = 436
-_globals['_INFOSPEC']._serialized_end = 488
-_globals['_IDENTITYSPEC']._serialized_start = 490
-_globals['_IDENTITYSPEC']._serialized_end = 521
-""", __name__, "exec"), _globals)
+        DESCRIPTOR._loaded_options = None
+        _globals['_CONTROLPLANE']._serialized_start = 143
+        _globals['_CONTROLPLANE']._serialized_end = 182
+        _globals['_MEMBERSPEC']._serialized_start = 185
+        _globals['_MEMBERSPEC']._serialized_end = 434
+        _globals['_INFOSPEC']._serialized_start = 436
+        _globals['_INFOSPEC']._serialized_end = 488
+        _globals['_IDENTITYSPEC']._serialized_start = 490
+        _globals['_IDENTITYSPEC']._serialized_end = 521
     # @@protoc_insertion_point(module_scope)

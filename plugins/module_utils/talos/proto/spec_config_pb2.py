@@ -36,15 +36,11 @@ if HAS_PROTOBUF:
     _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
     _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_config_pb2', _globals)
     if not _descriptor._USE_C_DESCRIPTORS:
-        # protoc's code for the pure-Python backend, compiled only here (see scripts/proto_sanity_form.py)
-        # pylint: disable-next=exec-used
-        exec(compile(r"""
-DESCRIPTOR._loaded_options = None
-_globals['_MACHINETYPE']._serialized_start = 166
-_globals['_MACHINETYPE']._serialized_end = 233
-_globals['_MACHINECONFIGSPEC']._serialized_start = 49
-_globals['_MACHINECONFIGSPEC']._serialized_end = 93
-_globals['_MACHINETYPESPEC']._serialized_start = 95
-_globals['_MACHINETYPESPEC']._serialized_end = 164
-""", __name__, "exec"), _globals)
+        DESCRIPTOR._loaded_options = None
+        _globals['_MACHINETYPE']._serialized_start = 166
+        _globals['_MACHINETYPE']._serialized_end = 233
+        _globals['_MACHINECONFIGSPEC']._serialized_start = 49
+        _globals['_MACHINECONFIGSPEC']._serialized_end = 93
+        _globals['_MACHINETYPESPEC']._serialized_start = 95
+        _globals['_MACHINETYPESPEC']._serialized_end = 164
     # @@protoc_insertion_point(module_scope)

@@ -75,25 +75,21 @@ if HAS_PROTOBUF:
     _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
     _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_enums_pb2', _globals)
     if not _descriptor._USE_C_DESCRIPTORS:
-        # protoc's code for the pure-Python backend, compiled only here (see scripts/proto_sanity_form.py)
-        # pylint: disable-next=exec-used
-        exec(compile(r"""
-DESCRIPTOR._loaded_options = None
-_globals['_MACHINETYPE']._serialized_start = 76
-_globals['_MACHINETYPE']._serialized_end = 163
-_globals['_RUNTIMEMACHINESTAGE']._serialized_start = 166
-_globals['_RUNTIMEMACHINESTAGE']._serialized_end = 449
-_globals['_BLOCKENCRYPTIONKEYTYPE']._serialized_start = 451
-_globals['_BLOCKENCRYPTIONKEYTYPE']._serialized_end = 578
-_globals['_BLOCKENCRYPTIONPROVIDERTYPE']._serialized_start = 580
-_globals['_BLOCKENCRYPTIONPROVIDERTYPE']._serialized_end = 670
-_globals['_BLOCKFILESYSTEMTYPE']._serialized_start = 673
-_globals['_BLOCKFILESYSTEMTYPE']._serialized_end = 909
-_globals['_BLOCKFSPARAMETERTYPE']._serialized_start = 912
-_globals['_BLOCKFSPARAMETERTYPE']._serialized_end = 1043
-_globals['_BLOCKVOLUMEPHASE']._serialized_start = 1046
-_globals['_BLOCKVOLUMEPHASE']._serialized_end = 1273
-_globals['_BLOCKVOLUMETYPE']._serialized_start = 1276
-_globals['_BLOCKVOLUMETYPE']._serialized_end = 1468
-""", __name__, "exec"), _globals)
+        DESCRIPTOR._loaded_options = None
+        _globals['_MACHINETYPE']._serialized_start = 76
+        _globals['_MACHINETYPE']._serialized_end = 163
+        _globals['_RUNTIMEMACHINESTAGE']._serialized_start = 166
+        _globals['_RUNTIMEMACHINESTAGE']._serialized_end = 449
+        _globals['_BLOCKENCRYPTIONKEYTYPE']._serialized_start = 451
+        _globals['_BLOCKENCRYPTIONKEYTYPE']._serialized_end = 578
+        _globals['_BLOCKENCRYPTIONPROVIDERTYPE']._serialized_start = 580
+        _globals['_BLOCKENCRYPTIONPROVIDERTYPE']._serialized_end = 670
+        _globals['_BLOCKFILESYSTEMTYPE']._serialized_start = 673
+        _globals['_BLOCKFILESYSTEMTYPE']._serialized_end = 909
+        _globals['_BLOCKFSPARAMETERTYPE']._serialized_start = 912
+        _globals['_BLOCKFSPARAMETERTYPE']._serialized_end = 1043
+        _globals['_BLOCKVOLUMEPHASE']._serialized_start = 1046
+        _globals['_BLOCKVOLUMEPHASE']._serialized_end = 1273
+        _globals['_BLOCKVOLUMETYPE']._serialized_start = 1276
+        _globals['_BLOCKVOLUMETYPE']._serialized_end = 1468
     # @@protoc_insertion_point(module_scope)

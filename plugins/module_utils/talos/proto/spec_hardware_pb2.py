@@ -38,11 +38,7 @@ if HAS_PROTOBUF:
     _builder.BuildTopDescriptorsAndMessages(
         DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_hardware_pb2', _globals)
     if not _descriptor._USE_C_DESCRIPTORS:
-        # protoc's code for the pure-Python backend, compiled only here (see scripts/proto_sanity_form.py)
-        # pylint: disable-next=exec-used
-        exec(compile(r"""
-DESCRIPTOR._loaded_options = None
-_globals['_SYSTEMINFORMATIONSPEC']._serialized_start = 86
-_globals['_SYSTEMINFORMATIONSPEC']._serialized_end = 271
-""", __name__, "exec"), _globals)
+        DESCRIPTOR._loaded_options = None
+        _globals['_SYSTEMINFORMATIONSPEC']._serialized_start = 86
+        _globals['_SYSTEMINFORMATIONSPEC']._serialized_end = 271
     # @@protoc_insertion_point(module_scope)

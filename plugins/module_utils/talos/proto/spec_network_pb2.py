@@ -33,11 +33,7 @@ if HAS_PROTOBUF:
     _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
     _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_network_pb2', _globals)
     if not _descriptor._USE_C_DESCRIPTORS:
-        # protoc's code for the pure-Python backend, compiled only here (see scripts/proto_sanity_form.py)
-        # pylint: disable-next=exec-used
-        exec(compile(r"""
-DESCRIPTOR._loaded_options = None
-_globals['_HOSTNAMESTATUSSPEC']._serialized_start = 82
-_globals['_HOSTNAMESTATUSSPEC']._serialized_end = 140
-""", __name__, "exec"), _globals)
+        DESCRIPTOR._loaded_options = None
+        _globals['_HOSTNAMESTATUSSPEC']._serialized_start = 82
+        _globals['_HOSTNAMESTATUSSPEC']._serialized_end = 140
     # @@protoc_insertion_point(module_scope)

@@ -45,17 +45,13 @@ if HAS_PROTOBUF:
     _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
     _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.spec_runtime_pb2', _globals)
     if not _descriptor._USE_C_DESCRIPTORS:
-        # protoc's code for the pure-Python backend, compiled only here (see scripts/proto_sanity_form.py)
-        # pylint: disable-next=exec-used
-        exec(compile(r"""
-DESCRIPTOR._loaded_options = None
-_globals['_UNMETCONDITION']._serialized_start = 122
-_globals['_UNMETCONDITION']._serialized_end = 168
-_globals['_MACHINESTATUSSTATUS']._serialized_start = 170
-_globals['_MACHINESTATUSSTATUS']._serialized_end = 284
-_globals['_MACHINESTATUSSPEC']._serialized_start = 287
-_globals['_MACHINESTATUSSPEC']._serialized_end = 449
-_globals['_VERSIONSPEC']._serialized_start = 451
-_globals['_VERSIONSPEC']._serialized_end = 495
-""", __name__, "exec"), _globals)
+        DESCRIPTOR._loaded_options = None
+        _globals['_UNMETCONDITION']._serialized_start = 122
+        _globals['_UNMETCONDITION']._serialized_end = 168
+        _globals['_MACHINESTATUSSTATUS']._serialized_start = 170
+        _globals['_MACHINESTATUSSTATUS']._serialized_end = 284
+        _globals['_MACHINESTATUSSPEC']._serialized_start = 287
+        _globals['_MACHINESTATUSSPEC']._serialized_end = 449
+        _globals['_VERSIONSPEC']._serialized_start = 451
+        _globals['_VERSIONSPEC']._serialized_end = 495
     # @@protoc_insertion_point(module_scope)

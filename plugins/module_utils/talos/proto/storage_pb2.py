@@ -65,29 +65,25 @@ if HAS_PROTOBUF:
     _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
     _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ansible_collections.maesh.ichor.plugins.module_utils.talos.proto.storage_pb2', _globals)
     if not _descriptor._USE_C_DESCRIPTORS:
-        # protoc's code for the pure-Python backend, compiled only here (see scripts/proto_sanity_form.py)
-        # pylint: disable-next=exec-used
-        exec(compile(r"""
-DESCRIPTOR._loaded_options = None
-_globals['_DISK']._serialized_start = 85
-_globals['_DISK']._serialized_end = 400
-_globals['_DISK_DISKTYPE']._serialized_start = 333
-_globals['_DISK_DISKTYPE']._serialized_end = 400
-_globals['_DISKS']._serialized_start = 402
-_globals['_DISKS']._serialized_end = 475
-_globals['_DISKSRESPONSE']._serialized_start = 477
-_globals['_DISKSRESPONSE']._serialized_end = 526
-_globals['_BLOCKDEVICEWIPEDESCRIPTOR']._serialized_start = 529
-_globals['_BLOCKDEVICEWIPEDESCRIPTOR']._serialized_end = 744
-_globals['_BLOCKDEVICEWIPEDESCRIPTOR_METHOD']._serialized_start = 714
-_globals['_BLOCKDEVICEWIPEDESCRIPTOR_METHOD']._serialized_end = 744
-_globals['_BLOCKDEVICEWIPEREQUEST']._serialized_start = 746
-_globals['_BLOCKDEVICEWIPEREQUEST']._serialized_end = 823
-_globals['_BLOCKDEVICEWIPE']._serialized_start = 825
-_globals['_BLOCKDEVICEWIPE']._serialized_end = 878
-_globals['_BLOCKDEVICEWIPERESPONSE']._serialized_start = 880
-_globals['_BLOCKDEVICEWIPERESPONSE']._serialized_end = 949
-_globals['_STORAGESERVICE']._serialized_start = 952
-_globals['_STORAGESERVICE']._serialized_end = 1111
-""", __name__, "exec"), _globals)
+        DESCRIPTOR._loaded_options = None
+        _globals['_DISK']._serialized_start = 85
+        _globals['_DISK']._serialized_end = 400
+        _globals['_DISK_DISKTYPE']._serialized_start = 333
+        _globals['_DISK_DISKTYPE']._serialized_end = 400
+        _globals['_DISKS']._serialized_start = 402
+        _globals['_DISKS']._serialized_end = 475
+        _globals['_DISKSRESPONSE']._serialized_start = 477
+        _globals['_DISKSRESPONSE']._serialized_end = 526
+        _globals['_BLOCKDEVICEWIPEDESCRIPTOR']._serialized_start = 529
+        _globals['_BLOCKDEVICEWIPEDESCRIPTOR']._serialized_end = 744
+        _globals['_BLOCKDEVICEWIPEDESCRIPTOR_METHOD']._serialized_start = 714
+        _globals['_BLOCKDEVICEWIPEDESCRIPTOR_METHOD']._serialized_end = 744
+        _globals['_BLOCKDEVICEWIPEREQUEST']._serialized_start = 746
+        _globals['_BLOCKDEVICEWIPEREQUEST']._serialized_end = 823
+        _globals['_BLOCKDEVICEWIPE']._serialized_start = 825
+        _globals['_BLOCKDEVICEWIPE']._serialized_end = 878
+        _globals['_BLOCKDEVICEWIPERESPONSE']._serialized_start = 880
+        _globals['_BLOCKDEVICEWIPERESPONSE']._serialized_end = 949
+        _globals['_STORAGESERVICE']._serialized_start = 952
+        _globals['_STORAGESERVICE']._serialized_end = 1111
     # @@protoc_insertion_point(module_scope)
