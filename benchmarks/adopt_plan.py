@@ -35,7 +35,7 @@ from tests.lab.kube.cluster import KubeLab, binaries  # noqa: E402
 from tests.lab.process import LabProcess  # noqa: E402
 
 CASE = "v1.14/v1.14.1/k8s-older"
-CONTROLPLANES, WORKERS, LATENCY_MS = 3, 100, 20
+CONTROLPLANES, WORKERS, LATENCY_MS = 3, report.size(100, 2), 20
 GOAL_S = 15.0
 
 

@@ -70,8 +70,8 @@ def main():
         figures = {}
         for tool in ("installer", "kubectl"):
             ns = lab.new_namespace("bench-" + tool)
-            full = bundle(os.path.join(work, tool, "full"), ns, 200)
-            half = bundle(os.path.join(work, tool, "half"), ns, 100)
+            full = bundle(os.path.join(work, tool, "full"), ns, report.size(200, 20))
+            half = bundle(os.path.join(work, tool, "half"), ns, report.size(100, 10))
             run = (lambda p, n=ns: installer_run(client, p, n)) if tool == "installer" else \
                 (lambda p, n=ns: kubectl_run(lab, p, n))
             figures[tool + "_apply_200_s"] = round(run(full), 3)

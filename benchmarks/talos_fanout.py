@@ -23,9 +23,9 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, talosconfig  # noqa: E402
 from tests.lab.process import LabProcess  # noqa: E402
 
-MACHINES = 50
+MACHINES = report.size(50, 5)
 LATENCY_MS = 100
-ROUNDS = 3
+ROUNDS = report.size(3, 1)
 
 
 def main():

@@ -30,7 +30,7 @@ REBOOT_SECONDS = 2.0
 
 def main():
     work = report.workdir("ichor-bench-roll-")
-    lab = LabProcess(os.path.join(work, "lab"), controlplanes=3, workers=10, version="v1.13.9",
+    lab = LabProcess(os.path.join(work, "lab"), controlplanes=report.size(3, 1), workers=report.size(10, 1), version="v1.13.9",
                      reboot_seconds=REBOOT_SECONDS, upgrade_seconds=REBOOT_SECONDS).start(timeout=60)
     try:
         machines = lab.machines

@@ -252,7 +252,7 @@ def main():
     parser.add_argument("--only", choices=["per_host", "rolling_upgrade"],
                         help="measure only this and print it (the result file is written by a full run only)")
     args = parser.parse_args()
-    sizes, forks_list, workers_list = ([5], [5], [10, 20]) if args.quick else ([5, 20, 50], [5, 50], [10, 50, 100])
+    sizes, forks_list, workers_list = ([5], [5], [10, 20]) if report.QUICK else ([5, 20, 50], [5, 50], [10, 50, 100])
     work = report.workdir("ichor-bench-overhead-")
     kube = KubeLab.start(workdir=os.path.join(work, "kube"), bins=binaries(build=True, stream=sys.stderr))
     try:
