@@ -178,6 +178,14 @@ step:
   description: The first step still needed (C(talos), C(config), C(kubernetes), C(cilium)), or an empty string.
   returned: success
   type: str
+record_behind:
+  description:
+    - What the cluster record states below what every machine runs, as the field and the value the interrupted step
+      would have recorded (C(talos), C(contract), C(kubernetes)); empty when the record is current. A run stopped
+      after a step's writes and before its record leaves it so; the upgrade playbook records it first.
+  returned: success
+  type: dict
+  sample: {"talos": "v1.14.5", "contract": "v1.14"}
 config_pending:
   description:
     - The machines whose config is not yet in the set's contract form, or still carries a Cilium inline manifest entry

@@ -332,6 +332,24 @@ def test_follow_runs_the_steps_in_order_in_one_run(talos_kube_lab, tmp_path):
     _assert_at_the_set(lab, inv)
 
 
+def test_a_run_stopped_before_it_recorded_its_step_is_recorded_by_the_rerun(talos_kube_lab, tmp_path):
+    # found by the fault campaign (python -m tests.chaos --seed 1 --count 1: ansible-playbook killed after the Talos
+    # step upgraded every machine, before it recorded the step): the rerun found the step done, never recorded it,
+    # and the record stated Talos v1.13.9 for machines that all ran v1.14.5
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version=release.TALOS)
+    kube = KubeClient(kubeconfig=lab.kube.kubeconfig)
+    cluster_record.update(kube, lambda data: data.update(talos="v1.13.9", contract="v1.13", kubernetes="v1.35.4"))
+    inv = _inventory(lab, tmp_path)
+    proc = _upgrade(inv, "--check")
+    assert proc.returncode == 0, proc.stdout
+    assert "the cluster record is behind what every machine runs (a run stopped before recording its step): record " \
+           "contract %s, talos %s" % (release.CONTRACT, release.TALOS) in proc.stdout, proc.stdout
+    assert cluster_record.read(kube).data["talos"] == "v1.13.9"  # check mode wrote nothing
+    proc = _upgrade(inv, "-e", "ichor_upgrade_follow=true")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _assert_at_the_set(lab, inv)
+
+
 def _kube_proxy_daemonset(kube, image):
     kube.apply({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
                 "spec": {"selector": {"matchLabels": {"k8s-app": "kube-proxy"}},

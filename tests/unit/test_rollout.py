@@ -59,6 +59,24 @@ def test_up_to_date_cluster_needs_nothing():
     assert [r["state"] for r in rows] == ["Up to date"] * 4
 
 
+def test_a_record_a_stopped_run_left_behind_is_brought_to_what_every_machine_runs():
+    # a run killed after the Talos step upgraded every machine and before it recorded the step (chaos seed 1)
+    machines = [{"name": "cp-1", "role": "controlplane", "talos": release.TALOS, "node": "10.5.0.2"},
+                {"name": "worker-1", "role": "worker", "talos": release.TALOS, "node": "10.5.0.3"}]
+    stored = {"talos": "v1.13.9", "contract": "v1.13", "kubernetes": "v1.35.4"}
+    assert plan.record_behind(stored, machines, "v1.35.4") == {"talos": release.TALOS, "contract": release.CONTRACT}
+    # one machine still behind: the record never states more than the lowest
+    machines[1]["talos"] = "v1.14.1"
+    assert plan.record_behind(stored, machines, "v1.35.4") == {"talos": "v1.14.1"}
+    # a Kubernetes step stopped before its record; a current record needs nothing
+    assert plan.record_behind(stored, machines[:1], release.KUBERNETES) == {
+        "talos": release.TALOS, "contract": release.CONTRACT, "kubernetes": release.KUBERNETES}
+    assert plan.record_behind({"talos": release.TALOS, "contract": release.CONTRACT, "kubernetes": release.KUBERNETES},
+                              machines[:1], release.KUBERNETES) == {}
+    # a record ahead of a machine is not lowered here (the plan's own checks judge that)
+    assert plan.record_behind({"talos": release.TALOS, "kubernetes": release.KUBERNETES}, machines, "v1.35.4") == {}
+
+
 def test_newer_components_are_refused_naming_both_versions():
     with pytest.raises(plan.Refused) as exc:
         plan.plan_rollout(CPS + [{"name": "w", "role": "worker", "talos": "v1.14.6"}], _k8s("v1.35.4"), "v1.13")

@@ -81,6 +81,12 @@ def _run(params, conn, result):
     result["plan"] = plan.format_table(rows)
     steps = plan.plan_rollout(found["machines"], found["kubernetes"], contract, found["cni"], pending, image, target)
     result.update(steps=steps, step=steps[0]["step"] if steps else "")
+    behind = plan.record_behind(state.stored_versions(found["record"]), found["machines"], kubernetes) \
+        if found["record"].exists else {}
+    result["record_behind"] = behind
+    if behind:
+        result["plan"].append("the cluster record is behind what every machine runs (a run stopped before recording "
+                              "its step): record %s" % ", ".join("%s %s" % (k, behind[k]) for k in sorted(behind)))
     if steps:
         result["plan"] += ["next step: %s" % steps[0]["step"]] + steps[0]["lines"]
         result["plan"] += ["then: %s" % ", ".join(s["step"] for s in steps[1:])] if steps[1:] else []

@@ -92,6 +92,23 @@ def talos_line(hostname, node, before, target, image, controlplane, wait=True):
     return "%s (%s): upgrade Talos from %s to %s with %s, reboot, %s" % (hostname, node, before, target, image, then)
 
 
+def record_behind(stored, machines, kubernetes):
+    """What the cluster record states below what every machine runs: a run stopped (killed, cancelled) after a step's
+    writes and before its record, and a rerun finds that step done on the machines and never records it. Returns
+    {field: value} bringing the record to what the step would have recorded: the lowest Talos every machine runs
+    (with the set's version contract once that is the set's Talos, as the Talos step records it) and the lowest
+    Kubernetes; never above what runs."""
+    out = {}
+    talos = lowest(m["talos"] for m in machines)
+    if stored.get("talos") and talos and release.judge(stored["talos"], talos) == "behind":
+        out["talos"] = talos
+        if talos == release.TALOS and stored.get("contract") != release.CONTRACT:
+            out["contract"] = release.CONTRACT
+    if stored.get("kubernetes") and kubernetes and release.judge(stored["kubernetes"], kubernetes) == "behind":
+        out["kubernetes"] = kubernetes
+    return out
+
+
 def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pending=(), image=None, target=None):
     """The steps still needed, in order, and the first of them.
 
