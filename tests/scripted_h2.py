@@ -34,8 +34,6 @@ def settings(**values):
     return frame(SETTINGS, 0, 0, b"".join(struct.pack(">HI", globals()[k], v) for k, v in values.items()))
 
 
-
-
 async def read_frame(reader):
     head = await reader.readexactly(9)
     length = int.from_bytes(head[:3], "big")

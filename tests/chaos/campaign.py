@@ -36,7 +36,7 @@ WRITES = frozenset(("ApplyConfiguration", "Upgrade", "Reboot", "Reset", "Bootstr
 # what a playbook may do to a machine: a reset is never the upgrade's
 RESETS = frozenset(("Reset",))
 
-FAULTS = ("sigkill", "sigterm")
+FAULTS = ("sigkill", "sigterm", "second_run")
 PLAYBOOKS = ("upgrade",)
 RUN_TIMEOUT = 600
 
@@ -53,6 +53,8 @@ class Schedule:
         # nothing); some strike at any moment from the start
         self.after_first_write = rng.random() < 0.8
         self.delay = round(rng.uniform(0.0, 12.0) if self.after_first_write else rng.uniform(0.5, 8.0), 2)
+        if self.fault == "second_run":  # two runs overlap where it matters: while the first rolls its machines
+            self.delay = round(self.delay / 4.0, 2)
 
     def describe(self):
         return "%s: %s %s s after %s" % (self.playbook, self.fault, self.delay,
@@ -131,7 +133,8 @@ def _gone(pgid, timeout=60.0):
 
 
 def _faulted_run(schedule, lab, log_path):
-    """The run with its fault; returns (exit code or the signal, whether the fault landed after the first write)."""
+    """The run with its fault; returns (its exit code, -1 when killed; whether the fault struck after the run's first
+    write; seconds)."""
     start = len(lab.talos.control.timeline())
     with open(log_path, "w") as log:
         proc = _start(_playbook_args(schedule, lab), log)
@@ -145,6 +148,12 @@ def _faulted_run(schedule, lab, log_path):
         if proc.poll() is not None:  # it ended before its fault: the fault did not land
             return proc.returncode, False, time.monotonic() - began
         landed = _first_write(lab.talos.control.timeline(), start)
+        if schedule.fault == "second_run":  # a second operator starts the same job: both run to their end
+            with open(log_path + ".second", "w") as second_log:
+                second = _start(_playbook_args(schedule, lab), second_log)
+                second.wait(RUN_TIMEOUT)
+            proc.wait(RUN_TIMEOUT)
+            return proc.returncode, landed, time.monotonic() - began
         if schedule.fault == "sigkill":  # the host or the job's container dies: every process of the run
             os.killpg(proc.pid, signal.SIGKILL)
         else:  # AWX's cancel: SIGTERM to ansible-playbook, then, after a grace, SIGKILL

@@ -25,7 +25,7 @@ def test_every_benchmark_is_smoke_run():
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_the_benchmark_runs_at_its_smallest_size(name):
     proc = subprocess.run([sys.executable, "-m", "benchmarks." + name, "--quick"], cwd=collection_path.REPO,
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["benchmark"] == name and result["quick"] is True and result["figures"], result

@@ -333,7 +333,7 @@ def test_follow_runs_the_steps_in_order_in_one_run(talos_kube_lab, tmp_path):
 
 
 def test_a_run_stopped_before_it_recorded_its_step_is_recorded_by_the_rerun(talos_kube_lab, tmp_path):
-    # found by the fault campaign (python -m tests.chaos --seed 1 --count 1: ansible-playbook killed after the Talos
+    # found by the fault campaign (its first schedule: ansible-playbook killed with SIGKILL after the Talos
     # step upgraded every machine, before it recorded the step): the rerun found the step done, never recorded it,
     # and the record stated Talos v1.13.9 for machines that all ran v1.14.5
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version=release.TALOS)

@@ -60,7 +60,7 @@ def test_up_to_date_cluster_needs_nothing():
 
 
 def test_a_record_a_stopped_run_left_behind_is_brought_to_what_every_machine_runs():
-    # a run killed after the Talos step upgraded every machine and before it recorded the step (chaos seed 1)
+    # a run killed after the Talos step upgraded every machine and before it recorded the step (the fault campaign)
     machines = [{"name": "cp-1", "role": "controlplane", "talos": release.TALOS, "node": "10.5.0.2"},
                 {"name": "worker-1", "role": "worker", "talos": release.TALOS, "node": "10.5.0.3"}]
     stored = {"talos": "v1.13.9", "contract": "v1.13", "kubernetes": "v1.35.4"}
