@@ -36,7 +36,10 @@ WRITES = frozenset(("ApplyConfiguration", "Upgrade", "Reboot", "Reset", "Bootstr
 # what a playbook may do to a machine: a reset is never the upgrade's
 RESETS = frozenset(("Reset",))
 
-FAULTS = ("sigkill", "sigterm", "second_run")
+FAULTS = ("sigkill", "sigterm", "second_run", "unreachable", "lose_reply", "slow")
+# faults on one machine of the lab rather than on the run
+MACHINE_FAULTS = ("unreachable", "lose_reply", "slow")
+MACHINES = ["cp-%d" % i for i in range(1, CONTROLPLANES + 1)] + ["worker-%d" % i for i in range(1, WORKERS + 1)]
 PLAYBOOKS = ("upgrade",)
 RUN_TIMEOUT = 600
 
@@ -55,9 +58,19 @@ class Schedule:
         self.delay = round(rng.uniform(0.0, 12.0) if self.after_first_write else rng.uniform(0.5, 8.0), 2)
         if self.fault == "second_run":  # two runs overlap where it matters: while the first rolls its machines
             self.delay = round(self.delay / 4.0, 2)
+        self.machine = rng.choice(MACHINES)
+        self.hold = round(rng.uniform(2.0, 8.0), 2)  # how long a machine stays unreachable or slow
+        self.latency_ms = rng.choice((300, 800, 1500))
 
     def describe(self):
-        return "%s: %s %s s after %s" % (self.playbook, self.fault, self.delay,
+        what = self.fault
+        if self.fault == "unreachable":
+            what = "%s unreachable for %s s" % (self.machine, self.hold)
+        elif self.fault == "slow":
+            what = "%s answering %d ms late for %s s" % (self.machine, self.latency_ms, self.hold)
+        elif self.fault == "lose_reply":  # armed from the start: the machine's next write loses its reply
+            return "%s: %s loses the reply to its Talos upgrade (carried out)" % (self.playbook, self.machine)
+        return "%s: %s %s s after %s" % (self.playbook, what, self.delay,
                                          "the first write" if self.after_first_write else "the start")
 
     def replay(self):
@@ -132,13 +145,24 @@ def _gone(pgid, timeout=60.0):
     return False
 
 
+def _faults(lab, name):
+    return next(m.get("faults") or {} for m in lab.talos.state(full=True)["machines"] if m["name"] == name)
+
+
 def _faulted_run(schedule, lab, log_path):
     """The run with its fault; returns (its exit code, -1 when killed; whether the fault struck after the run's first
     write; seconds)."""
     start = len(lab.talos.control.timeline())
+    if schedule.fault == "lose_reply":  # carried out, its reply lost once: the caller sees its deadline pass
+        lab.talos.control.set_faults(schedule.machine, lose_reply="Upgrade")
     with open(log_path, "w") as log:
         proc = _start(_playbook_args(schedule, lab), log)
         began = time.monotonic()
+        if schedule.fault == "lose_reply":  # it strikes on the machine's upgrade, itself a write, or never
+            proc.wait(RUN_TIMEOUT)
+            struck = "lose_reply" not in _faults(lab, schedule.machine)
+            lab.talos.control.clear_faults(schedule.machine)
+            return proc.returncode, struck, time.monotonic() - began
         if schedule.after_first_write:
             while proc.poll() is None and not _first_write(lab.talos.control.timeline(), start):
                 time.sleep(0.05)
@@ -148,6 +172,15 @@ def _faulted_run(schedule, lab, log_path):
         if proc.poll() is not None:  # it ended before its fault: the fault did not land
             return proc.returncode, False, time.monotonic() - began
         landed = _first_write(lab.talos.control.timeline(), start)
+        if schedule.fault in ("unreachable", "slow"):
+            faults = dict(unreachable=True) if schedule.fault == "unreachable" else dict(latency_ms=schedule.latency_ms)
+            lab.talos.control.set_faults(schedule.machine, **faults)
+            deadline = time.monotonic() + schedule.hold
+            while proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            lab.talos.control.clear_faults(schedule.machine)
+            proc.wait(RUN_TIMEOUT)
+            return proc.returncode, landed, time.monotonic() - began
         if schedule.fault == "second_run":  # a second operator starts the same job: both run to their end
             with open(log_path + ".second", "w") as second_log:
                 second = _start(_playbook_args(schedule, lab), second_log)

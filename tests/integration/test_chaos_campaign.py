@@ -1,6 +1,6 @@
 """CI's slice of the fault campaign (tests/chaos): six seeded schedules, each a real playbook run on a fresh lab with
-one fault (ansible-playbook killed with SIGKILL, or cancelled with SIGTERM as AWX does, at a moment drawn from the
-seed), then a calm rerun and a third run, invariants checked from outside the playbook. ``python -m tests.chaos
+one fault drawn from the seed (ansible-playbook killed or cancelled, a second run at once, a machine unreachable, slow
+or losing a reply), then a calm rerun and a third run, invariants checked from outside the playbook. ``python -m tests.chaos
 --count 200`` is the soak before a release."""
 
 import json
