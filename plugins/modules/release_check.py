@@ -185,7 +185,22 @@ record_behind:
       after a step's writes and before its record leaves it so; the upgrade playbook records it first.
   returned: success
   type: dict
-  sample: {"talos": "v1.14.5", "contract": "v1.14"}
+  contains:
+    talos:
+      description: The lowest Talos version every machine runs.
+      returned: when the record states a lower one
+      type: str
+      sample: v1.14.5
+    contract:
+      description: The release set's version contract, recorded with the set's Talos as the Talos step does.
+      returned: when C(talos) is the set's and the record states another contract
+      type: str
+      sample: v1.14
+    kubernetes:
+      description: The lowest Kubernetes version the cluster runs.
+      returned: when the record states a lower one
+      type: str
+      sample: v1.36.6
 config_pending:
   description:
     - The machines whose config is not yet in the set's contract form, or still carries a Cilium inline manifest entry
