@@ -37,8 +37,6 @@ WRITES = frozenset(("ApplyConfiguration", "Upgrade", "Reboot", "Reset", "Bootstr
 RESETS = frozenset(("Reset",))
 
 FAULTS = ("sigkill", "sigterm", "second_run", "unreachable", "lose_reply", "slow")
-# faults on one machine of the lab rather than on the run
-MACHINE_FAULTS = ("unreachable", "lose_reply", "slow")
 MACHINES = ["cp-%d" % i for i in range(1, CONTROLPLANES + 1)] + ["worker-%d" % i for i in range(1, WORKERS + 1)]
 PLAYBOOKS = ("upgrade",)
 RUN_TIMEOUT = 600
@@ -300,6 +298,8 @@ def run_schedule(schedule, work):
         report.update(converged=True, violation=None)
     except Violation as exc:
         report.update(converged=False, violation=str(exc))
+    except subprocess.TimeoutExpired as exc:  # a run that hangs is a finding too (its processes are left to the lab's end)
+        report.update(converged=False, violation="a run did not end within %d s: %s" % (RUN_TIMEOUT, exc.cmd[-3:]))
     finally:
         lab.stop()
     report["seconds"] = round(time.monotonic() - began, 1)
