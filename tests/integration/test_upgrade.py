@@ -5,7 +5,9 @@ Talos configs (tests/fixtures/configs, made by machinery v1.13.9 and v1.14.1):
 * a cluster at Talos v1.13.9 / Kubernetes 1.35.4 / contract v1.13 is rolled step by step (talos, config,
   kubernetes), each step rendered by the config engine, and then everything is Up to date and a run changes
   nothing; ichor_upgrade_follow does the same in one run;
-* a machine that does not come back fails the run, leaves the rest untouched, and the rerun continues from it;
+* a machine that does not come back fails the run, leaves the rest untouched, gives the cluster lock back, and the
+  rerun continues from it;
+* a run holds the cluster lock from before its first write to its end: a second run meanwhile is refused naming it;
 * the removed-API check and the etcd quorum check.
 """
 
@@ -15,12 +17,13 @@ import pytest
 import yaml
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, lock
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import kubernetes_step
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import etcd
 
-from tests.integration.ansible_env import REPO, ansible_playbook, write_inventory
+from tests.chaos.scenario import check_lock_history
+from tests.integration.ansible_env import REPO, ansible_env, ansible_playbook, write_inventory
 
 pytestmark = pytest.mark.lab
 
@@ -177,11 +180,104 @@ def test_a_machine_that_does_not_come_back_stops_the_run_and_the_rerun_continues
     assert "worker-1 (%s) did not come back within 5s" % lab.address("worker-1") in proc.stdout, proc.stdout[-3000:]
     assert _versions(lab)["cp-1"] == release.TALOS
     assert _versions(lab)["worker-2"] == "v1.13.9"  # untouched
+    # the failed machine's play gave the cluster lock back: the rerun need not wait for it to expire
+    assert _lease(lab) is None
     lab.wait_for("worker-1", lambda m: m["up"] and m["version"] == release.TALOS, timeout=30)
     time.sleep(1)
     proc = _upgrade(inv)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "cp-1 (%s): already at Talos v1.14.5, skipped" % lab.address("cp-1") in proc.stdout
+    assert set(_versions(lab).values()) == {release.TALOS}
+
+
+def _lease(lab):
+    return KubeClient(kubeconfig=lab.kube.kubeconfig).get(lock.API_VERSION, "Lease", lock.NAME, lock.NAMESPACE)
+
+
+def test_a_run_holds_the_cluster_lock_from_before_its_first_write_to_its_end(talos_kube_lab, tmp_path):
+    """Two upgrades at once interfered (found by the fault campaign): the rollout now holds the cluster lock as
+    every writing playbook does."""
+    import subprocess
+    import sys
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9")
+    _record(lab, V113_K8S_135)
+    inv = _inventory(lab, tmp_path)
+    kube = KubeClient(kubeconfig=lab.kube.kubeconfig)
+    mark = lab.kube.audit_mark()
+    # another run holds it: refused before any write, naming the holder; check mode takes none and plans
+    lock.acquire(kube, "maesh-ichor-other-run", 60)
+    lab.control.reset_timeline()
+    proc = _upgrade(inv)
+    assert proc.returncode != 0
+    assert "the cluster lock ichor-system/ichor-cluster-lock is held by maesh-ichor-other-run until" in proc.stdout
+    assert not [e for e in lab.control.timeline() if e[1] in ("Upgrade", "ApplyConfiguration", "Reboot")]
+    assert _versions(lab) == {"cp-1": "v1.13.9", "worker-1": "v1.13.9"}
+    proc = _upgrade(inv, "--check")
+    assert proc.returncode == 0, proc.stdout
+    lock.release(kube, "maesh-ichor-other-run")
+    # a run in progress holds it (the machines reboot slowly, so it is seen), a second run meanwhile is refused
+    # naming it, and it is given back at the end
+    for name in ("cp-1", "worker-1"):
+        lab.control.set_timing(name, reboot_seconds=3, upgrade_seconds=3)
+    exe = sys.executable.rsplit("/", 1)[0] + "/ansible-playbook"
+    with open(str(tmp_path / "first.log"), "w+") as log:
+        first = subprocess.Popen([exe, "-i", inv, "maesh.ichor.upgrade", "-e", "ichor_upgrade_follow=true"],
+                                 env=ansible_env(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        lab.wait_for("cp-1", lambda m: not m["up"], timeout=60)
+        holder = (_lease(lab) or {}).get("spec", {}).get("holderIdentity")
+        assert holder and holder.startswith("maesh-ichor-"), holder
+        # a second run's plan reads every machine, so one started while a machine reboots stops there; it is tried
+        # again until it reaches the lock, which it must find held
+        refused = False
+        while not refused and first.poll() is None:
+            second = _upgrade(inv, "-e", "ichor_upgrade_follow=true")
+            assert second.returncode != 0, second.stdout[-3000:]
+            refused = "is held by %s until" % holder in second.stdout
+            assert refused or "connection failed" in second.stdout, second.stdout[-3000:]
+        assert refused, "the first run ended before a second run reached the lock"
+        assert first.wait(300) == 0, open(str(tmp_path / "first.log")).read()[-4000:]
+    assert _lease(lab) is None
+    _assert_at_the_set(lab, inv)
+    check_lock_history(lab.kube.audit_events(mark))  # never two holders at once, from the API server's audit log
+
+
+def test_a_control_plane_down_on_its_own_stops_the_rollout_before_the_next_one(talos_kube_lab, tmp_path):
+    """Found by the fault campaign (seed 3251: cp-3 rebooting unasked for 7.75 s just after the first write): the
+    rollout took cp-2 down while cp-3 was down, since 2 of 3 etcd members answered; etcd kept 1 of 3. A control plane
+    is now upgraded only when etcd keeps its quorum without it."""
+    import subprocess
+    import sys
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=3, workers=0, version="v1.13.9")
+    _record(lab, V113_K8S_135)
+    inv = _inventory(lab, tmp_path)
+    lab.control.reset_timeline()
+    exe = sys.executable.rsplit("/", 1)[0] + "/ansible-playbook"
+    with open(str(tmp_path / "run.log"), "w+") as log:
+        run = subprocess.Popen([exe, "-i", inv, "maesh.ichor.upgrade"], env=ansible_env(), cwd=REPO, stdout=log,
+                               stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while ("cp-1", "boot") not in [tuple(e) for e in lab.control.timeline()]:  # cp-1 upgraded, back
+            assert time.monotonic() < deadline and run.poll() is None, "the run never upgraded cp-1"
+            time.sleep(0.02)
+        lab.control.reboot("cp-3", seconds=8)
+        assert run.wait(300) != 0
+        log.seek(0)
+        out = log.read()
+    assert "cp-2 is a control plane and etcd is not healthy (only 1 of the 2 other etcd members are healthy: etcd " \
+           "would lose its quorum of 2 while %s is down); no upgrade was started" % lab.address("cp-2") in out, out[-3000:]
+    down = set()
+    for machine, what in lab.control.timeline():  # never a control plane taken down while another is down
+        if what.startswith("down:"):
+            assert what == "down:unasked" or not down, (machine, what, down)
+            down.add(machine)
+        elif what == "boot":
+            down.discard(machine)
+    assert ("cp-2", "Upgrade") not in [tuple(e) for e in lab.control.timeline()]
+    assert _versions(lab) == {"cp-1": release.TALOS, "cp-2": "v1.13.9", "cp-3": "v1.13.9"}
+    assert _lease(lab) is None  # the failed machine's play gave the lock back
+    lab.wait_for("cp-3", lambda m: m["up"], timeout=30)
+    proc = _upgrade(inv)
+    assert proc.returncode == 0, proc.stdout[-3000:]
     assert set(_versions(lab).values()) == {release.TALOS}
 
 
@@ -506,5 +602,12 @@ def test_etcd_health_needs_a_quorum_of_members(talos_lab):
         assert etcd.health(client, cp1) == (True, "3 of 3 etcd members healthy")
         lab.control.set_faults("cp-2", unreachable=True)
         assert etcd.health(client, cp1) == (True, "2 of 3 etcd members healthy")
+        # cp-1 must not go down now: etcd would keep 1 of 3 (the rollout's check before a control plane reboots)
+        assert etcd.health(client, cp1, going_down=True) == (
+            False, "only 1 of the 2 other etcd members are healthy: etcd would lose its quorum of 2 while %s is "
+                   "down" % cp1)
+        lab.control.clear_faults("cp-2")
+        assert etcd.health(client, cp1, going_down=True) == (True, "3 of 3 etcd members healthy")
+        lab.control.set_faults("cp-2", unreachable=True)
         lab.control.set_faults("cp-3", unreachable=True)
         assert etcd.health(client, cp1) == (False, "only 1 of 3 etcd members are healthy (no quorum)")

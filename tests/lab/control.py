@@ -84,6 +84,11 @@ class LabControl:
     def power(self, name, on=True):
         return self._call("POST", "/machines/%s/power" % name, {"on": on})
 
+    def reboot(self, name, seconds=1.0):
+        """The machine reboots unasked ("down:unasked", then "boot" ``seconds`` later); ControlError (409) when it is
+        down or busy."""
+        return self._call("POST", "/machines/%s/reboot" % name, {"seconds": seconds})
+
     def settings(self, **settings):
         return self._call("POST", "/settings", settings)["settings"]
 

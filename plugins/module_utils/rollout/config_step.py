@@ -72,7 +72,7 @@ def _run(params, conn, check_mode, result, clock):
         return result
     for m, rendered, reboot in work:
         if m.controlplane:
-            healthy, detail = etcd.health(client, m.node)
+            healthy, detail = etcd.health(client, m.node, going_down=reboot)
             if not healthy:
                 raise UpgradeFailed("%s: etcd is not healthy (%s); a control plane is not started while etcd is "
                                     "unhealthy: fix etcd and rerun" % (m.name, detail))

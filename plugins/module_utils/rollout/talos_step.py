@@ -167,7 +167,8 @@ def wait_back(client, kube, node, hostname, role, target, timeout, interval=0.1,
 def run(params, conn, check_mode, clock=None):
     """Upgrade the machine ``params["node"]`` unless it runs the target already; the result dict.
 
-    A control plane is not started while etcd is unhealthy (UpgradeFailed, nothing sent). With
+    A control plane is not started while etcd is unhealthy, or would lose its quorum while the machine reboots
+    (another member already down: UpgradeFailed, nothing sent). With
     ``wait`` the machine is waited for (``wait_back``); without it the run returns once the upgrade
     is sent. Without a kubeconfig there is no Node to wait for.
     """
@@ -199,7 +200,7 @@ def run(params, conn, check_mode, clock=None):
             return result
         controlplane = params["role"] == "controlplane"
         if controlplane:
-            healthy, detail = etcd.health(client, node)
+            healthy, detail = etcd.health(client, node, going_down=True)
             if not healthy:
                 raise UpgradeFailed("%s is a control plane and etcd is not healthy (%s); no upgrade was started" % (
                     hostname, detail), result=dict(plan=[], before=before, after=before))

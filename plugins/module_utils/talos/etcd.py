@@ -19,8 +19,10 @@ def _member_host(member):
     return None
 
 
-def health(client, node):
-    """(healthy?, detail): this member answers its status, and a quorum of the voting members does."""
+def health(client, node, going_down=False):
+    """(healthy?, detail): this member answers its status, and a quorum of the voting members does. With
+    ``going_down`` (the node is about to reboot), a quorum of the voting members without this node's own: etcd keeps
+    its quorum while the node is down (one member of three already down is enough to refuse)."""
     try:
         listed = client.call("EtcdMemberList", node=node).messages[0].members
         status = client.call("EtcdStatus", node=node).messages[0].member_status
@@ -31,16 +33,20 @@ def health(client, node):
     voters = [m for m in listed if not m.is_learner]
     if not voters:
         return False, "etcd on %s lists no members" % node
-    healthy = 0
+    healthy = others = 0
     for member in voters:
         host = _member_host(member)
         try:
             if host and not client.call("EtcdStatus", node=host).messages[0].member_status.errors:
                 healthy += 1
+                others += member.id != status.member_id
         except errors.TalosError:
             continue
     if healthy * 2 <= len(voters):
         return False, "only %d of %d etcd members are healthy (no quorum)" % (healthy, len(voters))
+    if going_down and others * 2 <= len(voters):
+        return False, "only %d of the %d other etcd members are healthy: etcd would lose its quorum of %d while %s " \
+            "is down" % (others, len(voters) - 1, len(voters) // 2 + 1, node)
     return True, "%d of %d etcd members healthy" % (healthy, len(voters))
 
 

@@ -69,6 +69,12 @@ apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
+# the cluster lock with what each write made of it: who held it when (the fault campaign's lock invariant)
+- level: RequestResponse
+  namespaces: ["ichor-system"]
+  resources:
+  - group: coordination.k8s.io
+    resources: ["leases"]
 - level: Metadata
 """
 
@@ -519,6 +525,17 @@ class KubeLab:
     def check(self):
         """Raise KubeLabError (with the log tail) when a lab process has died."""
         self._check_alive()
+
+    def restart_apiserver(self, down_s=0.0, timeout=60.0):
+        """Stop kube-apiserver (SIGTERM, as a rolling restart of a control plane does), leave it down ``down_s``
+        seconds, start it again with the same flags on the same port (etcd keeps every object; the audit log goes on
+        in the same file); returns once /readyz answers."""
+        old = next(proc for proc in self.procs if proc.name == "kube-apiserver")
+        old.stop()
+        time.sleep(max(0.0, down_s))
+        new = _Proc(old.name, old.argv, old.log_path)
+        self.procs[self.procs.index(old)] = new
+        self._wait(new, time.monotonic() + timeout, self._apiserver_ready, "kube-apiserver /readyz")
 
     def _stop_processes(self):
         for proc in reversed(self.procs):

@@ -19,6 +19,8 @@ POST /machines/<name>/cni_files   {"files": {name: content} | null}: /etc/cni/ne
                                    the machine's CNI writes), for MachineService/List
 POST /machines/<name>/timing      {"reboot_seconds", "upgrade_seconds", "install_seconds"}
 POST /machines/<name>/power       {"on": true|false}   (power on after a Reset with reboot=false)
+POST /machines/<name>/reboot      {"seconds": s}: the machine reboots on its own, unasked (a power blip, a
+                                   panic): "down:unasked", ``s`` seconds, "boot"; 409 when it is down or busy
 POST /settings                    {"kubeconfig_server", "kubeconfig_path"}
 POST /cas                         {"crt": PEM, "key": PEM}: a CA key the lab may sign server
                                   certificates with (for configs whose machine.ca has no key)
@@ -32,7 +34,7 @@ from urllib.parse import parse_qs, urlsplit
 
 log = logging.getLogger("talos_sim.control")
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
             500: "Internal Server Error"}
 
 
@@ -125,6 +127,10 @@ class ControlServer:
                     return 200, {"timing": self.lab.set_timing(name, payload)}
                 if what == "power":
                     await self.lab.set_power(name, bool(payload.get("on", True)))
+                    return 200, self.lab.machine(name).to_json()
+                if what == "reboot":
+                    if not self.lab.reboot_unasked(name, float(payload.get("seconds", 1.0))):
+                        return 409, {"error": "%s is down or busy (%s)" % (name, self.lab.machine(name).stage)}
                     return 200, self.lab.machine(name).to_json()
                 return 404, {"error": "unknown machine operation %r" % what}
             if parts == ["settings"] and method == "POST":

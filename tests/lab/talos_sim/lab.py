@@ -529,6 +529,15 @@ class Lab:
             m.timing[k] = float(v)
         return dict(m.timing)
 
+    def reboot_unasked(self, name, seconds):
+        """The machine goes down on its own and boots ``seconds`` later (what it runs and its config as before a
+        reboot); False when it is down or busy with a lifecycle operation already."""
+        m = self.machine(name)
+        if not m.powered or m.busy is not None:
+            return False
+        self.nodes[name].schedule(self.nodes[name].power_cycle, "unasked", seconds)
+        return True
+
     async def set_power(self, name, on):
         m = self.machine(name)
         node = self.nodes[name]

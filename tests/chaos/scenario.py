@@ -1,0 +1,214 @@
+"""What each playbook brings to the campaign: a lab as the playbook finds it in use, the arguments of its runs, what
+its runs write, and the invariants that must hold after a fault and after the calm rerun (checked from outside: the
+simulator's timeline and state, the API server and its audit log, Helm's records; never the playbook's output)."""
+
+import os
+import time
+
+import yaml
+
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, lock
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
+from tests.integration.ansible_env import write_inventory
+from tests.lab.agent import LabAgent
+from tests.lab.kube.cluster import KubeLab, event_user, is_dry_run, is_system_user, MUTATING_VERBS
+from tests.lab.process import LabProcess
+
+# the calls that change a machine (as the simulator's timeline names them); the rest read
+TALOS_WRITES = frozenset(("ApplyConfiguration", "Upgrade", "Reboot", "Reset", "Bootstrap", "EtcdLeaveCluster",
+                          "EtcdRemoveMemberByID", "Shutdown", "Pull"))
+# the lab agent mirrors the simulated machines into Nodes: its writes are the lab's, not a run's
+AGENT_USER_AGENT = "ichor-chaos-lab-agent"
+# what a run writes to the API server that is only bookkeeping (the lock) or noise (Events)
+BOOKKEEPING = frozenset(("leases", "events"))
+
+# faults any playbook's run can meet; the Talos and API server ones need that part in the scenario's lab
+RUN_FAULTS = ("sigkill", "sigterm", "second_run")
+TALOS_FAULTS = ("unreachable", "lose_reply", "slow", "reboot")
+API_FAULTS = ("apiserver_restart", "refuse_writes")
+
+
+class Violation(AssertionError):
+    """An invariant did not hold."""
+
+
+class Lab:
+    """A fresh lab per schedule: an API server (its own audit log) and, when ``controlplanes``, simulated machines
+    mirrored into it by the lab agent, with an inventory of them."""
+
+    def __init__(self, work, controlplanes=0, workers=0, version=None, case=None, **machines):
+        self.work = work
+        self.kube = KubeLab.start(workdir=os.path.join(work, "kube"))
+        self.client = KubeClient(kubeconfig=self.kube.kubeconfig)
+        self.talos = self.agent = None
+        self.inventory = None
+        if controlplanes:
+            self.talos = LabProcess(os.path.join(work, "talos"), controlplanes=controlplanes, workers=workers,
+                                    version=version, case=case, **machines).start(timeout=60)
+            self.talos.control.settings(kubeconfig_path=self.kube.kubeconfig)
+            api_client = self.kube.api_client()
+            api_client.user_agent = AGENT_USER_AGENT
+            self.agent = LabAgent(api_client, talos_lab=self.talos, owner="chaos")
+            self.agent.sync_once()
+            self.agent.start()
+            self.inventory = self.write_inventory()
+        self.audit_start = self.kube.audit_mark()
+
+    def write_inventory(self, path=None, **extra_vars):
+        path = path or os.path.join(self.work, "inventory.yml")
+        write_inventory(self.talos.state(), path)
+        with open(path) as handle:
+            data = yaml.safe_load(handle)
+        data["all"]["vars"]["ichor_kubeconfig"] = self.kube.kubeconfig
+        data["all"]["vars"].update(extra_vars)
+        with open(path, "w") as handle:
+            yaml.safe_dump(data, handle)
+        return path
+
+    def timeline(self):
+        return self.talos.control.timeline() if self.talos else []
+
+    def machine_names(self):
+        return [m["name"] for m in self.talos.machines] if self.talos else []
+
+    def stop(self):
+        if self.agent:
+            self.agent.stop()
+        if self.talos:
+            self.talos.stop()
+        self.kube.stop()
+
+
+def run_writes(events):
+    """The audit events of writes a run made (not the lab's control plane, not the lab agent, not dry runs, not the
+    lock or Events), in order."""
+    out = []
+    for event in events:
+        if event.get("verb") not in MUTATING_VERBS or is_dry_run(event):
+            continue
+        if is_system_user(event_user(event)) or (event.get("userAgent") or "").startswith(AGENT_USER_AGENT):
+            continue
+        if (event.get("objectRef") or {}).get("resource") in BOOKKEEPING:
+            continue
+        if (event.get("responseStatus") or {}).get("code", 200) >= 300:
+            continue
+        out.append(event)
+    return out
+
+
+def lease_holders(events):
+    """Every successful write of the cluster lock, in order: (verb, holder written or None for a delete, the holder
+    and expiry the Lease had just before (from the last write seen), time)."""
+    writes = []
+    for event in events:
+        ref = event.get("objectRef") or {}
+        if ref.get("resource") != "leases" or ref.get("name") != lock.NAME or event.get("verb") not in MUTATING_VERBS:
+            continue
+        if (event.get("responseStatus") or {}).get("code", 200) >= 300 or is_dry_run(event):
+            continue
+        body = event.get("responseObject") or event.get("requestObject") or {}
+        holder = (body.get("spec") or {}).get("holderIdentity") if event["verb"] != "delete" else None
+        writes.append((event["verb"], holder, body, event.get("stageTimestamp") or event.get("requestReceivedTimestamp")))
+    return writes
+
+
+def check_lock_history(events):
+    """The cluster lock was never held by two runs: every write that gave it a new holder found it free (given back or
+    expired when it was written). Needs the Lease's writes audited with their objects (the lab's audit policy)."""
+    current = None  # (holder, the Lease body written)
+    for verb, holder, body, when in lease_holders(events):
+        if verb == "delete":
+            current = None
+            continue
+        if current is not None and current[0] and holder != current[0]:
+            at = _epoch(when)
+            unused_holder, expires, expired = lock.state(current[1], at)
+            if not expired:
+                raise Violation("the cluster lock went from %s to %s at %s, %.1f s before it expired" % (
+                    current[0], holder, when, expires - at))
+        current = (holder, body)
+
+
+def _epoch(stamp):
+    import datetime  # pylint: disable=import-outside-toplevel
+    value = datetime.datetime.strptime(stamp.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z")
+    return value.timestamp()
+
+
+def check_lock_free(lab, wait_s=0.0):
+    """No run holds the cluster lock once every run has ended (a dead run's lock has expired by its own duration:
+    ``wait_s`` is how long to let it)."""
+    deadline = time.time() + wait_s
+    while True:
+        lease = lab.client.get(lock.API_VERSION, "Lease", lock.NAME, lock.NAMESPACE)
+        holder, expires, expired = lock.state(lease, time.time()) if lease is not None else (None, None, True)
+        if not holder or expired:
+            return
+        if time.time() >= deadline:
+            raise Violation("the cluster lock is still held by %s (until %s) after every run ended" % (
+                holder, time.strftime("%H:%M:%S", time.gmtime(expires)) if expires else "?"))
+        time.sleep(0.3)
+
+
+def wait_lock_free(lab, timeout):
+    """What an operator does after a killed run: wait for its lock to expire (it says until when) before the rerun.
+    Raises Violation when it outlives ``timeout``."""
+    check_lock_free(lab, wait_s=timeout)
+
+
+def record(lab):
+    return cluster_record.read(lab.client).data
+
+
+class Scenario:
+    """One playbook's part. Subclasses name the playbook, the faults that apply, build the lab and check what must
+    hold; the campaign drives the runs and the faults."""
+
+    playbook = None
+    faults = RUN_FAULTS
+    # the runs' cluster lock, in seconds: a killed run's lock expires within the schedule (each run renews it before
+    # each machine and step, a few seconds apart in the lab)
+    lock_duration = 30
+    lose_reply_method = "Upgrade"  # the Talos write whose reply the lose_reply fault loses
+
+    def __init__(self, work):
+        self.work = work
+        self.lab = None
+
+    def start(self):
+        """Build the lab as the playbook finds a cluster in use; returns it."""
+        raise NotImplementedError
+
+    def args(self, run):
+        """ansible-playbook's arguments for ``run`` ("faulted", "second", "calm", "third")."""
+        raise NotImplementedError
+
+    def check(self, complete):
+        """The invariants after the faulted run (``complete`` False) or after the calm rerun (True). Raises Violation;
+        returns figures for the report (what the invariants had to judge)."""
+        raise NotImplementedError
+
+    def converged(self):
+        """After the calm rerun: raises Violation unless the cluster is where the playbook takes it (or the same
+        refusal with its reason)."""
+        raise NotImplementedError
+
+    def settle(self, timeout=60.0):
+        """Before the calm rerun, what an operator waits for: every machine up again after the fault (a machine
+        rebooted or unreachable comes back; the rerun is not the place to meet the fault a second time)."""
+        if self.lab.talos is None:
+            return
+        for name in self.lab.machine_names():
+            self.lab.talos.wait_for(name, lambda m: m["up"], timeout=timeout)
+
+    def fault_machines(self):
+        """The machines a machine fault may strike."""
+        return self.lab.machine_names() if self.lab else []
+
+    def calm_ok(self, code, out):
+        """Whether the calm rerun's exit is what converging means for this playbook (0, unless it refuses by design)."""
+        return code == 0
+
+    def stop(self):
+        if self.lab is not None:
+            self.lab.stop()

@@ -1,0 +1,102 @@
+"""maesh.ichor.upgrade with follow, from a cluster behind the release set (Talos, config, Kubernetes steps): 3 control
+planes and 2 workers from real Talos v1.13.9 configs, the record adopt would have left."""
+
+import os
+
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from tests.chaos.scenario import (API_FAULTS, RUN_FAULTS, TALOS_FAULTS, TALOS_WRITES, Lab, Scenario, Violation,
+                                  record)
+from tests.integration.ansible_env import REPO
+
+CASE = os.path.join(REPO, "tests", "fixtures", "configs", "v1.13", "v1.13.9", "k8s-older")
+CASE_VERSIONS = dict(talos="v1.13.9", contract="v1.13", kubernetes="v1.35.4")
+CONTROLPLANES, WORKERS = 3, 2
+# what a playbook may do to a machine: a reset is never the upgrade's
+RESETS = frozenset(("Reset",))
+
+
+class Upgrade(Scenario):
+    playbook = "upgrade"
+    faults = RUN_FAULTS + TALOS_FAULTS + API_FAULTS
+
+    def start(self):
+        self.lab = Lab(self.work, controlplanes=CONTROLPLANES, workers=WORKERS, version=CASE_VERSIONS["talos"],
+                       case=CASE)
+        # the record adopt would have left: the versions the cluster runs
+        cluster_record.update(self.lab.client, lambda data: data.update(CASE_VERSIONS))
+        return self.lab
+
+    def args(self, run):
+        return ["-i", self.lab.inventory, "maesh.ichor.upgrade", "-e", "ichor_upgrade_follow=true",
+                "-e", "ichor_upgrade_lock_duration=%d" % self.lock_duration]
+
+    def check(self, complete):
+        figures = dict(machine_downs=check_machines(self.lab, complete))
+        check_record(self.lab)
+        return figures
+
+    def converged(self):
+        versions = set(m["version"] for m in self.lab.talos.machines)
+        stored = record(self.lab)
+        if versions != {release.TALOS} or (stored["talos"], stored["contract"], stored["kubernetes"]) != (
+                release.TALOS, release.CONTRACT, release.KUBERNETES):
+            raise Violation("the calm rerun did not reach the release set: machines %s, record %s" % (
+                sorted((m["name"], m["version"]) for m in self.lab.talos.machines),
+                dict((k, stored.get(k)) for k in ("talos", "contract", "kubernetes"))))
+
+
+def check_machines(lab, complete=False):
+    """Never a control plane taken down by a run while another is down (etcd keeps its quorum of 3); no machine
+    reset; none taken down twice by the runs; with ``complete`` (the calm rerun ended), each machine down exactly once:
+    the Talos upgrade's one reboot. A reboot the fault caused ("down:unasked") is not the runs', but a run that takes
+    a control plane down while it is down breaks quorum all the same. Returns how many times the runs took machines
+    down (the invariant's material)."""
+    control_planes = set(m["name"] for m in lab.talos.machines if m["role"] == "controlplane")
+    down, unasked, downs = set(), set(), {}
+    asked_while = {}  # machine: the control planes down when a run last wrote to it (what the run could see)
+    for machine, what in lab.timeline():
+        if what in TALOS_WRITES:
+            asked_while[machine] = set(down)
+        if what.startswith("down:"):
+            if what == "down:unasked":
+                unasked.add(machine)
+            elif machine in control_planes:
+                # a control plane the run takes down while another is down: etcd keeps 1 of 3. One that went down on
+                # its own after the run's request (the request and its reboot are a moment apart) is the fault's
+                others = (asked_while.get(machine, set()) | (down - unasked)) & control_planes - {machine}
+                if others:
+                    raise Violation("%s went down (%s) while control plane %s was down: etcd lost its quorum" % (
+                        machine, what[5:], sorted(others)[0]))
+            down.add(machine)
+            if what != "down:unasked":
+                downs[machine] = downs.get(machine, 0) + 1
+        elif what == "boot":
+            down.discard(machine)
+            unasked.discard(machine)
+        elif what in RESETS:
+            raise Violation("%s was reset, and no run plans a reset" % machine)
+    twice = sorted(m for m, count in downs.items() if count > 1)
+    if twice:
+        raise Violation("rebooted more than once by the runs (one Talos upgrade each): %s" % twice)
+    never = sorted(m["name"] for m in lab.talos.machines if m["name"] not in downs)
+    if complete and never:
+        raise Violation("never went down, though the Talos upgrade reboots each machine once: %s" % never)
+    members = [m for m in lab.talos.machines if m["role"] == "controlplane" and m.get("etcd_member_id")]
+    if len(members) != CONTROLPLANES:
+        raise Violation("etcd has %d members of %d control planes" % (len(members), CONTROLPLANES))
+    return sum(downs.values())
+
+
+def check_record(lab):
+    """The cluster record never states a version the machines do not all have."""
+    stored = record(lab)
+    lowest = min((m["version"] for m in lab.talos.machines), key=release.parse)
+    if release.parse(stored["talos"]) > release.parse(lowest):
+        raise Violation("the record states Talos %s while a machine runs %s" % (stored["talos"], lowest))
+    kubelets = [((n.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion")
+                for n in lab.client.list("v1", "Node")]
+    if stored.get("kubernetes") and kubelets and all(kubelets):
+        low = min(kubelets, key=release.parse)
+        if release.parse(stored["kubernetes"]) > release.parse(low):
+            raise Violation("the record states Kubernetes %s while a kubelet runs %s" % (stored["kubernetes"], low))
