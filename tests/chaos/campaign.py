@@ -41,7 +41,7 @@ class Schedule:
         # nothing); some strike at any moment from the start
         self.after_first_write = rng.random() < 0.8
         self.delay = round(rng.uniform(0.0, 12.0) if self.after_first_write else rng.uniform(0.5, 8.0), 2)
-        if self.fault == "second_run":  # two runs overlap where it matters: while the first writes
+        if self.fault in ("second_run", "second_other"):  # two runs overlap where it matters: while the first writes
             self.delay = round(self.delay / 4.0, 2)
         self.machine_index = rng.randrange(1000)  # which machine, among the scenario's, a machine fault strikes
         self.hold = round(rng.uniform(2.0, 8.0), 2)  # how long a machine or the API server stays away
@@ -62,6 +62,8 @@ class Schedule:
             what = "the API server restarted (down %s s)" % self.hold
         elif self.fault == "refuse_writes":
             what = "the API server refusing writes for %s s" % self.hold
+        elif self.fault == "second_other":
+            what = "an install run started"
         elif self.fault == "lose_reply":  # armed from the start: the machine's next write loses its reply
             return "%s: %s loses the reply to its next write (carried out)" % (self.playbook, machine)
         return "%s: %s %s s after %s" % (self.playbook, what, self.delay,
@@ -223,9 +225,10 @@ def _faulted_run(schedule, scenario, log_path):
             refuse_writes(lab, True)
             _wait(proc, schedule.hold)
             refuse_writes(lab, False)
-        elif schedule.fault == "second_run":  # a second operator starts the same job: both run to their end
+        elif schedule.fault in ("second_run", "second_other"):  # a second operator starts a job: both run to their end
+            args = scenario.args("second") if schedule.fault == "second_run" else scenario.other_args()
             with open(log_path + ".second", "w") as second_log:
-                second = _start(scenario.args("second"), second_log)
+                second = _start(args, second_log)
                 second.wait(RUN_TIMEOUT)
         elif schedule.fault in ("sigkill", "sigterm"):
             if schedule.fault == "sigkill":  # the host or the job's container dies: every process of the run

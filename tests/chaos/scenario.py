@@ -2,6 +2,7 @@
 its runs write, and the invariants that must hold after a fault and after the calm rerun (checked from outside: the
 simulator's timeline and state, the API server and its audit log, Helm's records; never the playbook's output)."""
 
+import json
 import os
 import time
 
@@ -24,6 +25,10 @@ BOOKKEEPING = frozenset(("leases", "events"))
 
 # faults any playbook's run can meet; the Talos and API server ones need that part in the scenario's lab
 RUN_FAULTS = ("sigkill", "sigterm", "second_run")
+# a run of another writing playbook (an install of a one-object bundle) started while the faulted run goes on: the two
+# share the cluster lock
+OTHER_FAULTS = ("second_other",)
+OTHER_NAMESPACE = "chaos-other"
 TALOS_FAULTS = ("unreachable", "lose_reply", "slow", "reboot")
 API_FAULTS = ("apiserver_restart", "refuse_writes")
 
@@ -166,9 +171,10 @@ class Scenario:
 
     playbook = None
     faults = RUN_FAULTS
-    # the runs' cluster lock, in seconds: a killed run's lock expires within the schedule (each run renews it before
-    # each machine and step, a few seconds apart in the lab)
-    lock_duration = 30
+    # the runs' cluster lock, in seconds: a killed run's lock expires within the schedule (an upgrade renews it before
+    # each machine and step, a few seconds apart in the lab; one that outlives it meanwhile renews it again, unless
+    # another run took it, which refuses the first)
+    lock_duration = 20
     lose_reply_method = "Upgrade"  # the Talos write whose reply the lose_reply fault loses
 
     def __init__(self, work):
@@ -192,6 +198,18 @@ class Scenario:
         """After the calm rerun: raises Violation unless the cluster is where the playbook takes it (or the same
         refusal with its reason)."""
         raise NotImplementedError
+
+    def other_args(self):
+        """ansible-playbook's arguments for the run of another writing playbook (fault ``second_other``): the
+        installer with a one-ConfigMap bundle in a namespace of its own, under the same cluster lock."""
+        path = os.path.join(self.work, "other-bundle")
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "bundle.yaml"), "w") as handle:
+            json.dump({"apiVersion": "v1", "kind": "ConfigMap", "data": {"v": "1"},
+                       "metadata": {"name": "chaos-other", "namespace": OTHER_NAMESPACE}}, handle)
+        return ["maesh.ichor.install", "-e", json.dumps({
+            "ichor_kubeconfig": self.lab.kube.kubeconfig, "ichor_installer_extra_bundles": [path],
+            "ichor_installer_namespace": OTHER_NAMESPACE, "ichor_installer_lock_duration": self.lock_duration})]
 
     def settle(self, timeout=60.0):
         """Before the calm rerun, what an operator waits for: every machine up again after the fault (a machine

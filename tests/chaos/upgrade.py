@@ -5,7 +5,7 @@ import os
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
-from tests.chaos.scenario import (API_FAULTS, RUN_FAULTS, TALOS_FAULTS, TALOS_WRITES, Lab, Scenario, Violation,
+from tests.chaos.scenario import (API_FAULTS, OTHER_FAULTS, RUN_FAULTS, TALOS_FAULTS, TALOS_WRITES, Lab, Scenario, Violation,
                                   record)
 from tests.integration.ansible_env import REPO
 
@@ -18,7 +18,7 @@ RESETS = frozenset(("Reset",))
 
 class Upgrade(Scenario):
     playbook = "upgrade"
-    faults = RUN_FAULTS + TALOS_FAULTS + API_FAULTS
+    faults = RUN_FAULTS + OTHER_FAULTS + TALOS_FAULTS + API_FAULTS
 
     def start(self):
         self.lab = Lab(self.work, controlplanes=CONTROLPLANES, workers=WORKERS, version=CASE_VERSIONS["talos"],
