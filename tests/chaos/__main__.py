@@ -2,8 +2,9 @@
 
 Runs N schedules (default 10) from seed S (default 2912): each a real playbook run on a fresh lab with one fault
 drawn from its seed, then a calm rerun and a third run, invariants checked from outside. Prints one line per schedule
-and a summary; exits 1 on any violation, or when fewer than half of a playbook's schedules struck after its first
-write (a fault before any write proves nothing). ``--count 200`` is the soak run before a release.
+and a summary; exits 1 on any violation or error (a lab that did not start: nothing judged), or when fewer than half
+of a playbook's schedules struck after its first write (a fault before any write proves nothing). ``--count 200`` is
+the soak run before a release.
 """
 
 import argparse
@@ -32,7 +33,7 @@ def main(argv=None):
             json.dump(summary, handle, indent=2)
     brief = dict((k, v) for k, v in summary.items() if k != "reports")
     print(json.dumps(brief, sort_keys=True))
-    return 0 if not summary["violations"] and summary["enough_landed"] else 1
+    return 0 if not summary["violations"] and not summary["errors"] and summary["enough_landed"] else 1
 
 
 if __name__ == "__main__":

@@ -73,10 +73,23 @@ class Schedule:
         return "python -m tests.chaos --seed %d --count 1" % self.seed
 
 
+_STARTED = []  # the runs of the schedule in progress: none is left behind when it ends (a hung run, a crash)
+
+
 def _start(args, log):
     exe = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
-    return subprocess.Popen([exe] + args, env=ansible_env(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen([exe] + args, env=ansible_env(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
+    _STARTED.append(proc)
+    return proc
+
+
+def _kill_left():
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
 
 
 def _run(args, log_path):
@@ -286,9 +299,12 @@ def run_schedule(schedule, work):
         report.update(converged=True, violation=None)
     except Violation as exc:
         report.update(converged=False, violation=str(exc))
-    except subprocess.TimeoutExpired as exc:  # a run that hangs is a finding too (its processes are left to the lab's end)
+    except subprocess.TimeoutExpired as exc:  # a run that hangs is a finding too
         report.update(converged=False, violation="a run did not end within %d s: %s" % (RUN_TIMEOUT, exc.cmd[-3:]))
+    except Exception as exc:  # pylint: disable=broad-except  # the lab or the campaign failed: nothing was judged
+        report.update(converged=False, violation=None, error="%s: %s" % (type(exc).__name__, str(exc)[:400]))
     finally:
+        _kill_left()
         scenario.stop()
     report["seconds"] = round(time.monotonic() - began, 1)
     return report
@@ -319,10 +335,12 @@ def campaign(seed, count, work=None, budget_s=None, stream=sys.stderr):
         playbook = report["playbook"]
         landed.setdefault(playbook, []).append(bool(report.get("landed_after_first_write")))
     violations = [r for r in reports if r.get("violation")]
-    return dict(schedules=len(reports), violations=len(violations),
+    errors = [r for r in reports if r.get("error")]
+    return dict(schedules=len(reports), violations=len(violations), errors=len(errors),
                 convergence=round(sum(1 for r in reports if r.get("converged")) / float(len(reports) or 1), 3),
                 landed_after_first_write=dict((p, "%d/%d" % (sum(v), len(v))) for p, v in landed.items()),
                 enough_landed=all(sum(v) * 2 >= len(v) for v in landed.values()),
-                failures=[dict(seed=r["seed"], violation=r["violation"], replay=r["replay"]) for r in violations],
+                failures=[dict(seed=r["seed"], violation=r.get("violation"), error=r.get("error"), replay=r["replay"])
+                          for r in violations + errors],
                 seconds=round(time.monotonic() - began, 1), machine=os.uname().nodename, cores=os.cpu_count(),
                 work=work, reports=reports)

@@ -22,6 +22,7 @@ def test_a_seeded_slice_of_the_campaign_finds_no_violation_and_converges(tmp_pat
     brief = json.dumps(dict((k, v) for k, v in summary.items() if k != "reports"), sort_keys=True)
     assert summary["schedules"] >= 3, brief
     assert summary["violations"] == 0, brief
+    assert summary["errors"] == 0, brief
     assert summary["convergence"] == 1.0, brief
     assert summary["enough_landed"], brief  # at least half of each playbook's faults struck after its first write
     assert all(r.get("machine_downs") for r in summary["reports"]), brief  # the invariants had something to judge

@@ -223,19 +223,23 @@ def test_a_run_holds_the_cluster_lock_from_before_its_first_write_to_its_end(tal
     with open(str(tmp_path / "first.log"), "w+") as log:
         first = subprocess.Popen([exe, "-i", inv, "maesh.ichor.upgrade", "-e", "ichor_upgrade_follow=true"],
                                  env=ansible_env(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-        lab.wait_for("cp-1", lambda m: not m["up"], timeout=60)
-        holder = (_lease(lab) or {}).get("spec", {}).get("holderIdentity")
-        assert holder and holder.startswith("maesh-ichor-"), holder
-        # a second run's plan reads every machine, so one started while a machine reboots stops there; it is tried
-        # again until it reaches the lock, which it must find held
-        refused = False
-        while not refused and first.poll() is None:
-            second = _upgrade(inv, "-e", "ichor_upgrade_follow=true")
-            assert second.returncode != 0, second.stdout[-3000:]
-            refused = "is held by %s until" % holder in second.stdout
-            assert refused or "connection failed" in second.stdout, second.stdout[-3000:]
-        assert refused, "the first run ended before a second run reached the lock"
-        assert first.wait(300) == 0, open(str(tmp_path / "first.log")).read()[-4000:]
+        try:
+            lab.wait_for("cp-1", lambda m: not m["up"], timeout=60)
+            holder = (_lease(lab) or {}).get("spec", {}).get("holderIdentity")
+            assert holder and holder.startswith("maesh-ichor-"), holder
+            # a second run's plan reads every machine, so one started while a machine reboots stops there; it is
+            # tried again until it reaches the lock, which it must find held
+            refused = False
+            while not refused and first.poll() is None:
+                second = _upgrade(inv, "-e", "ichor_upgrade_follow=true")
+                assert second.returncode != 0, second.stdout[-3000:]
+                refused = "is held by %s until" % holder in second.stdout
+                assert refused or "connection failed" in second.stdout, second.stdout[-3000:]
+            assert refused, "the first run ended before a second run reached the lock"
+            assert first.wait(300) == 0, open(str(tmp_path / "first.log")).read()[-4000:]
+        finally:
+            if first.poll() is None:  # a failed assertion leaves no run behind against a stopped lab
+                first.kill()
     assert _lease(lab) is None
     _assert_at_the_set(lab, inv)
     check_lock_history(lab.kube.audit_events(mark))  # never two holders at once, from the API server's audit log
@@ -255,12 +259,16 @@ def test_a_control_plane_down_on_its_own_stops_the_rollout_before_the_next_one(t
     with open(str(tmp_path / "run.log"), "w+") as log:
         run = subprocess.Popen([exe, "-i", inv, "maesh.ichor.upgrade"], env=ansible_env(), cwd=REPO, stdout=log,
                                stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
-        while ("cp-1", "boot") not in [tuple(e) for e in lab.control.timeline()]:  # cp-1 upgraded, back
-            assert time.monotonic() < deadline and run.poll() is None, "the run never upgraded cp-1"
-            time.sleep(0.02)
-        lab.control.reboot("cp-3", seconds=8)
-        assert run.wait(300) != 0
+        try:
+            deadline = time.monotonic() + 120
+            while ("cp-1", "boot") not in [tuple(e) for e in lab.control.timeline()]:  # cp-1 upgraded, back
+                assert time.monotonic() < deadline and run.poll() is None, "the run never upgraded cp-1"
+                time.sleep(0.02)
+            lab.control.reboot("cp-3", seconds=8)
+            assert run.wait(300) != 0
+        finally:
+            if run.poll() is None:
+                run.kill()
         log.seek(0)
         out = log.read()
     assert "cp-2 is a control plane and etcd is not healthy (only 1 of the 2 other etcd members are healthy: etcd " \
