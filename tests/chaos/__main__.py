@@ -1,4 +1,4 @@
-"""python -m tests.chaos [--count N] [--seed S] [--budget SECONDS] [--json PATH]
+"""python -m tests.chaos [--count N] [--seed S] [--budget SECONDS] [--json PATH] [--jobs J]
 
 Runs N schedules (default 10) from seed S (default 2912): each a real playbook run on a fresh lab with one fault
 drawn from its seed, then a calm rerun and a third run, invariants checked from outside. Prints one line per schedule
@@ -26,8 +26,9 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the first schedule")
     parser.add_argument("--budget", type=float, default=None, help="stop starting schedules after this many seconds")
     parser.add_argument("--json", default=None, help="write the summary to this file")
+    parser.add_argument("--jobs", type=int, default=1, help="schedules at a time, each on a lab of its own (default 1)")
     args = parser.parse_args(argv)
-    summary = campaign.campaign(args.seed, args.count, budget_s=args.budget)
+    summary = campaign.campaign(args.seed, args.count, budget_s=args.budget, jobs=args.jobs)
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(summary, handle, indent=2)

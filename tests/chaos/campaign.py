@@ -7,6 +7,8 @@ A schedule is (playbook, fault, moment), all drawn from its seed, so one seed re
 ``python -m tests.chaos --seed SEED --count 1``.
 """
 
+import concurrent.futures
+import itertools
 import json
 import os
 import random
@@ -73,23 +75,76 @@ class Schedule:
         return "python -m tests.chaos --seed %d --count 1" % self.seed
 
 
+# Every process of a run carries this in its environment with the run's own value: ansible-playbook's workers start
+# sessions of their own (setsid), so neither the process group nor the parent chain finds them all; the environment,
+# which the workers and what they start (helm) inherit, does.
+RUN_MARK = "ICHOR_CHAOS_RUN"
 _STARTED = []  # the runs of the schedule in progress: none is left behind when it ends (a hung run, a crash)
+_RUNS = itertools.count(1)
 
 
 def _start(args, log):
     exe = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
-    proc = subprocess.Popen([exe] + args, env=ansible_env(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    mark = "%d-%d" % (os.getpid(), next(_RUNS))
+    proc = subprocess.Popen([exe] + args, env=ansible_env({RUN_MARK: mark}), cwd=REPO, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc.mark = mark
     _STARTED.append(proc)
     return proc
+
+
+def _processes(mark, name=None):
+    """The pids of the run's processes (``name``: only those whose command starts so), with their argv."""
+    needle = ("%s=%s" % (RUN_MARK, mark)).encode()
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % entry, "rb") as handle:
+                if needle not in handle.read().split(b"\0"):
+                    continue
+            with open("/proc/%s/cmdline" % entry, "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if name is None or os.path.basename(argv[0]).startswith(name.encode()):
+            found[int(entry)] = argv
+    return found
+
+
+def _kill_run(proc):
+    """SIGKILL every process of the run, as when its host or container dies: stopped first, so that none starts
+    another meanwhile, then killed."""
+    for _ in range(5):
+        pids = _processes(proc.mark)
+        if not pids:
+            break
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in pids:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+        time.sleep(0.1)
+    proc.wait(30)
+
+
+def _gone(proc, timeout=60.0):
+    """Wait until no process of the run is left."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _processes(proc.mark):
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def _kill_left():
     while _STARTED:
         proc = _STARTED.pop()
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
+        if proc.poll() is None or _processes(proc.mark):
+            _kill_run(proc)
 
 
 def _run(args, log_path):
@@ -123,36 +178,15 @@ class _Writes:
             return False
 
 
-def _gone(pgid, timeout=60.0):
-    """Wait until no process of the run's group is left (a killed ansible-playbook's workers finish their task)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def _faults(lab, name):
     return next(m.get("faults") or {} for m in lab.talos.state(full=True)["machines"] if m["name"] == name)
 
 
-def _helm_in(pgid):
-    """The pid of a helm process of the run's process group, or None."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry) as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        comm = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
-        if comm.startswith("helm") and int(fields[2]) == pgid:  # fields: state, ppid, pgrp
-            return int(entry)
+def _helm_writing(proc):
+    """The pid of a helm of the run that writes a release (upgrade, install, rollback), or None."""
+    for pid, argv in _processes(proc.mark, "helm").items():
+        if len(argv) > 1 and argv[1] in (b"upgrade", b"install", b"rollback"):
+            return pid
     return None
 
 
@@ -203,12 +237,13 @@ def _faulted_run(schedule, scenario, log_path):
             struck = "lose_reply" not in _faults(lab, machine)
             lab.talos.control.clear_faults(machine)
             return proc.returncode, struck, time.monotonic() - began
-        if schedule.fault == "helm_kill":  # helm killed in the middle of what it does, once the run starts one
-            while proc.poll() is None and _helm_in(proc.pid) is None:
-                time.sleep(0.02)
-            time.sleep(schedule.delay / 40.0)  # up to 0.3 s into helm's work
-            pid = _helm_in(proc.pid)
-            if pid is None:
+        if schedule.fault == "helm_kill":  # helm killed in the middle of writing a release, once the run starts one
+            pid = None
+            while proc.poll() is None and pid is None:
+                pid = _helm_writing(proc)
+                time.sleep(0.01)
+            time.sleep(schedule.delay / 60.0)  # up to 0.2 s into helm's work
+            if pid is None or _helm_writing(proc) != pid:  # no helm wrote, or it was done before its fault
                 proc.wait(RUN_TIMEOUT)
                 return proc.returncode, False, time.monotonic() - began
             landed = writes.seen(audit_every=1)
@@ -245,16 +280,15 @@ def _faulted_run(schedule, scenario, log_path):
                 second.wait(RUN_TIMEOUT)
         elif schedule.fault in ("sigkill", "sigterm"):
             if schedule.fault == "sigkill":  # the host or the job's container dies: every process of the run
-                os.killpg(proc.pid, signal.SIGKILL)
-            else:  # AWX's cancel: SIGTERM to ansible-playbook, then, after a grace, SIGKILL
+                _kill_run(proc)
+            else:  # AWX's cancel: SIGTERM to ansible-playbook, then, after a grace, SIGKILL to what is left
                 proc.send_signal(signal.SIGTERM)
                 try:
                     proc.wait(30)
                 except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(60)
-            if not _gone(proc.pid):
-                os.killpg(proc.pid, signal.SIGKILL)
+                    pass
+                if not _gone(proc, 30):
+                    _kill_run(proc)
             return -1, landed, time.monotonic() - began
         else:
             raise ValueError("unknown fault %r" % schedule.fault)
@@ -315,21 +349,49 @@ def _last_error(out):
     return (lines[-1] if lines else out.strip().splitlines()[-1] if out.strip() else "no output")[:400]
 
 
-def campaign(seed, count, work=None, budget_s=None, stream=sys.stderr):
-    """Run ``count`` schedules from ``seed`` (schedule i's seed is seed + i), within ``budget_s`` if given. Returns
-    the summary: every report, the violations, the convergence rate, and whether at least half of each playbook's
-    schedules struck after its first write."""
+def _run_seed(seed, work):
+    schedule = Schedule(seed)
+    return run_schedule(schedule, os.path.join(work, str(schedule.seed)))
+
+
+def campaign(seed, count, work=None, budget_s=None, stream=sys.stderr, jobs=1):
+    """Run ``count`` schedules from ``seed`` (schedule i's seed is seed + i), within ``budget_s`` if given, ``jobs``
+    at a time (each schedule has a lab of its own; more than one at a time makes every run slower, which the faults'
+    moments, drawn relative to the runs' own writes, do not depend on). Returns the summary: every report, the
+    violations, the convergence rate, and whether at least half of each playbook's schedules struck after its first
+    write."""
     work = work or tempfile.mkdtemp(prefix="ichor-chaos-")
     began = time.monotonic()
     reports = []
-    for index in range(count):
-        if budget_s is not None and reports and time.monotonic() - began > budget_s:
-            break
-        schedule = Schedule(seed + index)
-        report = run_schedule(schedule, os.path.join(work, str(schedule.seed)))
+
+    def done(report):
         reports.append(report)
         stream.write("chaos %s\n" % json.dumps(report, sort_keys=True))
         stream.flush()
+
+    def within_budget():
+        return budget_s is None or not reports or time.monotonic() - began <= budget_s
+
+    if jobs <= 1:
+        for index in range(count):
+            if not within_budget():
+                break
+            done(_run_seed(seed + index, work))
+    else:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+            pending, seeds = set(), iter(range(seed, seed + count))
+            for next_seed in seeds:
+                pending.add(pool.submit(_run_seed, next_seed, work))
+                if len(pending) < jobs:
+                    continue
+                finished, pending = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in finished:
+                    done(future.result())
+                if not within_budget():
+                    break
+            for future in concurrent.futures.as_completed(pending):
+                done(future.result())
+        reports.sort(key=lambda r: r["seed"])
     landed = {}
     for report in reports:
         playbook = report["playbook"]

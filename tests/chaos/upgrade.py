@@ -1,10 +1,14 @@
-"""maesh.ichor.upgrade with follow, from a cluster behind the release set (Talos, config, Kubernetes steps): 3 control
-planes and 2 workers from real Talos v1.13.9 configs, the record adopt would have left."""
+"""maesh.ichor.upgrade with follow, from a cluster behind the release set in every step (Talos, config, Kubernetes,
+Cilium): 3 control planes and 2 workers from real Talos v1.13.9 configs, the collection's own Cilium release at chart
+1.19 (real helm, real chart), the record adopt would have left."""
 
 import os
 
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record as helm_record
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from tests.lab.cilium import charts as cilium_charts
+from tests.lab.cilium.fixtures import CiliumLab
 from tests.chaos.scenario import (API_FAULTS, OTHER_FAULTS, RUN_FAULTS, TALOS_FAULTS, TALOS_WRITES, Lab, Scenario, Violation,
                                   record)
 from tests.integration.ansible_env import REPO
@@ -16,15 +20,25 @@ CONTROLPLANES, WORKERS = 3, 2
 RESETS = frozenset(("Reset",))
 
 
+CILIUM_VALUES = {"cluster": {"name": "chaos"}}
+
+
 class Upgrade(Scenario):
     playbook = "upgrade"
-    faults = RUN_FAULTS + OTHER_FAULTS + TALOS_FAULTS + API_FAULTS
+    faults = RUN_FAULTS + OTHER_FAULTS + TALOS_FAULTS + API_FAULTS + ("helm_kill",)
 
     def start(self):
         self.lab = Lab(self.work, controlplanes=CONTROLPLANES, workers=WORKERS, version=CASE_VERSIONS["talos"],
                        case=CASE)
-        # the record adopt would have left: the versions the cluster runs
+        # the record adopt would have left: the versions the cluster runs, and its Cilium as the collection's release
         cluster_record.update(self.lab.client, lambda data: data.update(CASE_VERSIONS))
+        helm = self.lab.kube.bins["helm"]
+        charts = cilium_charts.ensure(helm)
+        os.makedirs(os.path.join(self.work, "cilium"), exist_ok=True)
+        CiliumLab(self.lab.kube, charts, os.path.join(self.work, "cilium")).older_collection_release(
+            "1.19", CILIUM_VALUES, nodes=CONTROLPLANES + WORKERS)
+        self.lab.inventory = self.lab.write_inventory(ichor_upgrade_cilium_chart=charts["1.20"]["chart"],
+                                                      ichor_upgrade_helm=helm)
         return self.lab
 
     def args(self, run):
@@ -34,16 +48,19 @@ class Upgrade(Scenario):
     def check(self, complete):
         figures = dict(machine_downs=check_machines(self.lab, complete))
         check_record(self.lab)
+        figures.update(helm_revisions=len(check_cilium(self.lab)))
         return figures
 
     def converged(self):
         versions = set(m["version"] for m in self.lab.talos.machines)
         stored = record(self.lab)
+        deployed = [chart for _revision, status, chart in check_cilium(self.lab) if status == "deployed"]
         if versions != {release.TALOS} or (stored["talos"], stored["contract"], stored["kubernetes"]) != (
-                release.TALOS, release.CONTRACT, release.KUBERNETES):
-            raise Violation("the calm rerun did not reach the release set: machines %s, record %s" % (
+                release.TALOS, release.CONTRACT, release.KUBERNETES) or deployed != [release.CILIUM] or (
+                    stored.get("cilium") or {}).get("chart") != release.CILIUM:
+            raise Violation("the calm rerun did not reach the release set: machines %s, record %s, Cilium deployed %s" % (
                 sorted((m["name"], m["version"]) for m in self.lab.talos.machines),
-                dict((k, stored.get(k)) for k in ("talos", "contract", "kubernetes"))))
+                dict((k, stored.get(k)) for k in ("talos", "contract", "kubernetes", "cilium")), deployed))
 
 
 def check_machines(lab, complete=False):
@@ -100,3 +117,19 @@ def check_record(lab):
         low = min(kubelets, key=release.parse)
         if release.parse(stored["kubernetes"]) > release.parse(low):
             raise Violation("the record states Kubernetes %s while a kubelet runs %s" % (stored["kubernetes"], low))
+
+
+def check_cilium(lab):
+    """Helm's own records of the collection's Cilium release: never two deployed at once, and the cluster record
+    never states a chart that is not the deployed one (a record ahead of a killed helm). Returns (revision, status,
+    chart) of each record, oldest first."""
+    secrets = lab.client.list("v1", "Secret", "ichor-system", label_selector="owner=helm,name=cilium")
+    revisions = sorted((int(s["metadata"]["labels"]["version"]), s["metadata"]["labels"]["status"],
+                        helm_record.decode(s["data"]["release"])["chart"]["metadata"]["version"]) for s in secrets)
+    deployed = [chart for _revision, status, chart in revisions if status == "deployed"]
+    if len(deployed) > 1:
+        raise Violation("Helm has %d deployed records of ichor-system/cilium: %s" % (len(deployed), revisions))
+    stated = (record(lab).get("cilium") or {}).get("chart")
+    if stated and deployed and release.parse(stated) > release.parse(deployed[0]):
+        raise Violation("the record states Cilium %s while Helm's deployed release is %s" % (stated, deployed[0]))
+    return revisions

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release as release_set
-from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record, release, takeover, values
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record, release, takeover
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import Refused
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
@@ -94,20 +94,6 @@ def _writes(kube_lab, mark, user="lab-admin"):
             if (e.get("objectRef") or {}).get("subresource") != "status"]
 
 
-def _older_collection_release(kube_lab, lab, minor, user_values, nodes):
-    """The collection's own release at an older chart, as a maesh.ichor whose set had that minor left it: stored in
-    ichor-system, objects in kube-system, its values and chart in the cluster record."""
-    owned = values.owned("replaced", "vxlan")
-    effective = release.effective(nodes, None, user_values, owned)
-    lab.helm_install(minor, effective, namespace="ichor-system", args=("--create-namespace",))
-    lab.wait_ready()
-    kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
-    cluster_record.update(kube, lambda data: data.update(cilium={
-        "release": "ichor-system/cilium", "chart": lab.charts[minor]["version"], "values": user_values,
-        "tunnel": "vxlan", "kubeProxy": "replaced"}))
-    return effective
-
-
 def test_a_values_change_is_applied_kept_in_the_cluster_record_and_a_second_run_changes_nothing(
         cilium_lab, cilium_charts, kube_lab, cilium_caller):
     lab = cilium_lab(nodes=2)
@@ -155,7 +141,7 @@ def test_after_the_takeover_of_a_1_19_install_the_release_is_at_the_set_already(
 
 def test_the_collections_1_19_release_is_upgraded_to_1_20_one_minor(cilium_lab, cilium_charts, kube_lab, cilium_caller):
     lab = cilium_lab(nodes=2)
-    _older_collection_release(kube_lab, lab, "1.19", USER_VALUES, nodes=2)
+    lab.older_collection_release("1.19", USER_VALUES, nodes=2)
     caller = cilium_caller()  # the bundle's ServiceAccount, bound to exactly its rules
     assert _image(lab) == "quay.io/cilium/cilium:v1.19.5"
     lab.render("1.20", merged(TALOS_VALUES, USER_VALUES), namespace="ichor-system")
@@ -176,7 +162,7 @@ def test_the_collections_1_19_release_is_upgraded_to_1_20_one_minor(cilium_lab, 
 
 def test_a_skipped_minor_is_refused_and_nothing_is_written(cilium_lab, cilium_charts, kube_lab, cilium_caller):
     lab = cilium_lab(nodes=2)
-    _older_collection_release(kube_lab, lab, "1.18", {}, nodes=2)
+    lab.older_collection_release("1.18", {}, nodes=2)
     caller = cilium_caller()  # the bundle's ServiceAccount, bound to exactly its rules
     mark = kube_lab.audit_mark()
     refused = _refused(kube_lab, cilium_charts, kubeconfig=caller.kubeconfig)
@@ -332,7 +318,7 @@ def test_the_rollouts_cilium_step_upgrades_1_19_to_1_20_after_a_kubernetes_step(
     lab = talos_kube_lab(case=V114_K8S_136, controlplanes=1, workers=1, version=release_set.TALOS)
     cilium = fixtures.CiliumLab(kube_lab, cilium_charts, str(tmp_path))  # the talos lab's agent marks it ready
     try:
-        _older_collection_release(kube_lab, cilium, "1.19", USER_VALUES, nodes=2)
+        cilium.older_collection_release("1.19", USER_VALUES, nodes=2)
         cilium.render("1.20", merged(TALOS_VALUES, USER_VALUES, {"operator": {"replicas": 1}}), namespace="ichor-system")
         inv = _inventory(lab, tmp_path, ichor_upgrade_cilium_chart=cilium_charts["1.20"]["chart"],
                          ichor_upgrade_helm=kube_lab.bins["helm"])

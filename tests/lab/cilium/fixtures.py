@@ -29,6 +29,10 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import release as cilium_release
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import values as cilium_values
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 from tests.lab.agent import MANAGED, LabAgent
 from tests.lab.cilium import charts
 from tests.lab.kube.cluster import binaries
@@ -128,6 +132,18 @@ class CiliumLab:
         if track:
             self.manifests.append(self.file("manifest.yaml", out))
         return out
+
+    def older_collection_release(self, minor, user_values, nodes):
+        """The collection's own release at an older chart, as a maesh.ichor whose set had that minor left it: stored
+        in ichor-system, objects in kube-system, its values and chart in the cluster record. Returns its values."""
+        owned = cilium_values.owned("replaced", "vxlan")
+        effective = cilium_release.effective(nodes, None, user_values, owned)
+        self.helm_install(minor, effective, namespace="ichor-system", args=("--create-namespace",))
+        self.wait_ready()
+        cluster_record.update(KubeClient(kubeconfig=self.kube.kubeconfig), lambda data: data.update(cilium={
+            "release": "ichor-system/cilium", "chart": self.charts[minor]["version"], "values": user_values,
+            "tunnel": "vxlan", "kubeProxy": "replaced"}))
+        return effective
 
     def helm_install(self, minor, values, release="cilium", namespace="kube-system", args=()):
         """``helm install`` as a user runs it (no --wait: the lab agent marks the workloads ready)."""
