@@ -12,23 +12,22 @@ import itertools
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 
-from tests.chaos import upgrade
-from tests.chaos.scenario import Violation, check_lock_free, check_lock_history, run_writes, TALOS_WRITES, \
-    wait_lock_free
+from tests.chaos import init, reclaim, upgrade
+from tests.chaos.scenario import (REFUSE_WRITES, TALOS_WRITES, Violation, check_lock_free, check_lock_history,
+                                  run_writes, wait_lock_free)
 from tests.integration.ansible_env import REPO, ansible_env
 
 # every playbook the campaign drives, by name; a schedule draws one
-SCENARIOS = dict((scenario.playbook, scenario) for scenario in (upgrade.Upgrade,))
+SCENARIOS = dict((scenario.playbook, scenario) for scenario in (upgrade.Upgrade, init.Init, reclaim.Reclaim))
 PLAYBOOKS = tuple(sorted(SCENARIOS))
 RUN_TIMEOUT = 600
-
-REFUSE_WRITES = "ichor-chaos-refuse-writes"
 
 
 class Schedule:
@@ -299,7 +298,8 @@ def _faulted_run(schedule, scenario, log_path):
 def run_schedule(schedule, work):
     """Run one schedule; returns its report (a dict). Raises nothing: a violation is in the report."""
     report = dict(seed=schedule.seed, playbook=schedule.playbook, replay=schedule.replay())
-    os.makedirs(work, exist_ok=True)
+    shutil.rmtree(work, ignore_errors=True)  # a replay starts from nothing, as the schedule did (no earlier files)
+    os.makedirs(work)
     began = time.monotonic()
     scenario = SCENARIOS[schedule.playbook](work)
     try:

@@ -23,6 +23,9 @@ AGENT_USER_AGENT = "ichor-chaos-lab-agent"
 # what a run writes to the API server that is only bookkeeping (the lock) or noise (Events)
 BOOKKEEPING = frozenset(("leases", "events"))
 
+# the admission policy of the refuse_writes fault: the campaign's own write, never a run's
+REFUSE_WRITES = "ichor-chaos-refuse-writes"
+
 # faults any playbook's run can meet; the Talos and API server ones need that part in the scenario's lab
 RUN_FAULTS = ("sigkill", "sigterm", "second_run")
 # a run of another writing playbook (an install of a one-object bundle) started while the faulted run goes on: the two
@@ -86,7 +89,7 @@ class Lab:
 
 def run_writes(events):
     """The audit events of writes a run made (not the lab's control plane, not the lab agent, not dry runs, not the
-    lock or Events), in order."""
+    lock or Events, not the campaign's own fault), in order."""
     out = []
     for event in events:
         if event.get("verb") not in MUTATING_VERBS or is_dry_run(event):
@@ -94,6 +97,8 @@ def run_writes(events):
         if is_system_user(event_user(event)) or (event.get("userAgent") or "").startswith(AGENT_USER_AGENT):
             continue
         if (event.get("objectRef") or {}).get("resource") in BOOKKEEPING:
+            continue
+        if (event.get("objectRef") or {}).get("name") == REFUSE_WRITES:
             continue
         if (event.get("responseStatus") or {}).get("code", 200) >= 300:
             continue

@@ -46,13 +46,28 @@ def test_taken_renewed_refused_to_another_run_and_given_back_by_its_holder(kube)
     renewed = _lease(kube)
     assert renewed["spec"]["acquireTime"] == first["spec"]["acquireTime"]
     assert renewed["spec"]["renewTime"] > first["spec"]["renewTime"]
-    lock.require(kube, "run-a")
+    lock.keep(kube, "run-a")  # checked and renewed for the duration it was taken for
+    kept = _lease(kube)
+    assert kept["spec"]["renewTime"] > renewed["spec"]["renewTime"] and kept["spec"]["leaseDurationSeconds"] == 600
     with pytest.raises(lock.LockError, match="does not hold the cluster lock"):
-        lock.require(kube, "run-b")
+        lock.keep(kube, "run-b")
     assert lock.release(kube, "run-b")[0].endswith("held by run-a, not by this run (run-b); left as it is")
     assert _lease(kube) is not None
     assert lock.release(kube, "run-a")[0].endswith("given back by run-a")
     assert _lease(kube) is None and lock.release(kube, "run-a")[0].endswith("not held")
+
+
+def test_a_run_that_outlived_its_lock_keeps_it_unless_another_run_took_it(kube):
+    # found by the fault campaign: init joined machines past its lock's duration and its installer stage refused,
+    # naming the run itself as the holder
+    lock.acquire(kube, "long-run", 1)
+    time.sleep(1.2)
+    lock.keep(kube, "long-run")  # expired, nobody took it: nobody wrote meanwhile, it is still this run's
+    assert lock.state(_lease(kube), time.time())[2] is False
+    time.sleep(1.2)
+    lock.acquire(kube, "next", 600)
+    with pytest.raises(lock.LockError, match=r"this run \(long-run\) does not hold the cluster lock .* \(held by next\)"):
+        lock.keep(kube, "long-run")
 
 
 def test_a_killed_runs_lock_is_taken_over_once_it_expired(kube):

@@ -87,7 +87,7 @@ def _run(params, conn, check_mode, result, clock):
         raise IchorError("the Cilium takeover has not completed (the record names no Cilium release): the machines "
                          "stay held; run the takeover (adopt's third phase) first")
     if not check_mode:
-        lock.require(kube, params["holder"])
+        lock.keep(kube, params["holder"])
     cluster = _render_spec(record)
     mc_params = dict(node=entry["node"], bundle=_bundle(kube), secrets=None, cluster=cluster, machine=entry["spec"],
                      maintenance=False, accept_class_b=params["accept_changes"], allow_reboot=True, wait=True,

@@ -35,7 +35,7 @@ def run(params, conn, check_mode):
     kube = conn.kube()
     try:
         if not check_mode:
-            lock.require(kube, params["holder"])
+            lock.keep(kube, params["holder"])
         changed = bundle_secret(kube, bundle, result, check_mode)
         before, after, recorded = cluster_record.update(kube, lambda data: _record(data, result), dry_run=check_mode)
     except IchorError as exc:

@@ -52,7 +52,7 @@ def run_stage(stage, params, conn, check_mode):
     try:
         kube = conn.kube()
         if params.get("holder") and not check_mode:
-            lock.require(kube, params["holder"])  # two runs never write one cluster's bundle at once
+            lock.keep(kube, params["holder"])  # two runs never write one cluster's bundle at once
         paths = list(params.get("bundle") or [])
         gated = None
         if params.get("network_policies"):

@@ -4,7 +4,8 @@
 """The cluster lock: a coordination.k8s.io Lease ``ichor-cluster-lock`` in ichor-system, held by every playbook that
 writes to a cluster's machines (adopt's write phases first), so that two runs never write to one cluster at once.
 
-A run takes the lock under an id of its own (``holder``) and gives it back at its end. A lock whose holder stopped
+A run takes the lock under an id of its own (``holder``), keeps it (renewed) before each stage, and gives it back at
+its end. A lock whose holder stopped
 without giving it back (a killed run) expires ``duration`` seconds after it was last taken or renewed; the next
 run takes it over then, and until then is refused with the holder and the time it expires. Every write is
 conditional on what was read (resourceVersion, UID), so two runs racing for a free lock cannot both win.
@@ -122,13 +123,20 @@ def release(client, holder, check=False):
     return ["cluster lock %s: %s by %s" % (where, "would be given back" if check else "given back", holder)]
 
 
-def require(client, holder, now=None):
-    """LockError unless ``holder`` holds the lock now (a write phase checks it before it writes)."""
+def keep(client, holder, now=None):
+    """LockError unless ``holder`` holds the lock; renewed then for the duration it was taken for, so that a run that
+    keeps it before each stage holds it for as long as it goes on writing. A lock of this run's that expired while no
+    other run took it is still this run's: a run that writes takes the lock first, so nobody wrote meanwhile."""
     now = time.time() if now is None else now
-    current, unused_expires, expired = state(client.get(API_VERSION, "Lease", NAME, NAMESPACE), now)
-    if current != holder or expired:
+    lease = client.get(API_VERSION, "Lease", NAME, NAMESPACE)
+    current = state(lease, now)[0]
+    if current != holder:
         raise LockError("this run (%s) does not hold the cluster lock %s/%s (%s): take it first (maesh.ichor.cluster_lock)"
                         % (holder, NAMESPACE, NAME, "held by %s" % current if current else "free"))
+    spec, meta = lease["spec"], lease["metadata"]
+    duration = spec.get("leaseDurationSeconds") if isinstance(spec.get("leaseDurationSeconds"), int) else DURATION
+    _write(client.replace, _lease(holder, duration, now, spec.get("acquireTime"), {
+        "resourceVersion": meta.get("resourceVersion"), "uid": meta.get("uid"), "labels": meta.get("labels") or {}}))
 
 
 def _write(call, body):
