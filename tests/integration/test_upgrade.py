@@ -246,9 +246,9 @@ def test_a_run_holds_the_cluster_lock_from_before_its_first_write_to_its_end(tal
 
 
 def test_a_control_plane_down_on_its_own_stops_the_rollout_before_the_next_one(talos_kube_lab, tmp_path):
-    """Found by the fault campaign (seed 3251: cp-3 rebooting unasked for 7.75 s just after the first write): the
-    rollout took cp-2 down while cp-3 was down, since 2 of 3 etcd members answered; etcd kept 1 of 3. A control plane
-    is now upgraded only when etcd keeps its quorum without it."""
+    """Found by the fault campaign (seed 3251 when it drove only the upgrade: cp-3 rebooting unasked for 7.75 s just
+    after the first write): the rollout took cp-2 down while cp-3 was down, since 2 of 3 etcd members answered; etcd
+    kept 1 of 3. A control plane is now upgraded only when etcd keeps its quorum without it."""
     import subprocess
     import sys
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=3, workers=0, version="v1.13.9")
