@@ -19,13 +19,14 @@ import sys
 import tempfile
 import time
 
-from tests.chaos import init, reclaim, upgrade
+from tests.chaos import adopt, init, install, reclaim, upgrade
 from tests.chaos.scenario import (REFUSE_WRITES, TALOS_WRITES, Violation, check_lock_free, check_lock_history,
                                   run_writes, wait_lock_free)
 from tests.integration.ansible_env import REPO, ansible_env
 
 # every playbook the campaign drives, by name; a schedule draws one
-SCENARIOS = dict((scenario.playbook, scenario) for scenario in (upgrade.Upgrade, init.Init, reclaim.Reclaim))
+SCENARIOS = dict((scenario.playbook, scenario) for scenario in (
+    adopt.Adopt, init.Init, install.Install, reclaim.Reclaim, upgrade.Upgrade))
 PLAYBOOKS = tuple(sorted(SCENARIOS))
 RUN_TIMEOUT = 600
 
@@ -349,13 +350,29 @@ def _last_error(out):
     return (lines[-1] if lines else out.strip().splitlines()[-1] if out.strip() else "no output")[:400]
 
 
+def striking_seeds(start, per_playbook=1, within=4.0, limit=100000):
+    """Seeds from ``start`` on whose schedules strike soon after the run's first write (``within`` seconds), the first
+    ``per_playbook`` of each playbook: a short slice (CI's) where every schedule's fault meets a run that writes."""
+    chosen = dict((playbook, []) for playbook in PLAYBOOKS)
+    for seed in range(start, start + limit):
+        schedule = Schedule(seed)
+        picked = chosen[schedule.playbook]
+        if len(picked) < per_playbook and schedule.after_first_write and schedule.delay <= within and \
+                schedule.fault not in ("lose_reply", "helm_kill"):  # these strike on a write of their own, or never
+            picked.append(seed)
+        if all(len(seeds) >= per_playbook for seeds in chosen.values()):
+            break
+    return sorted(seed for seeds in chosen.values() for seed in seeds)
+
+
 def _run_seed(seed, work):
     schedule = Schedule(seed)
     return run_schedule(schedule, os.path.join(work, str(schedule.seed)))
 
 
-def campaign(seed, count, work=None, budget_s=None, stream=sys.stderr, jobs=1):
-    """Run ``count`` schedules from ``seed`` (schedule i's seed is seed + i), within ``budget_s`` if given, ``jobs``
+def campaign(seed, count, work=None, budget_s=None, stream=sys.stderr, jobs=1, seeds=None):
+    """Run ``count`` schedules from ``seed`` (schedule i's seed is seed + i; or the given ``seeds``), within
+    ``budget_s`` if given, ``jobs``
     at a time (each schedule has a lab of its own; more than one at a time makes every run slower, which the faults'
     moments, drawn relative to the runs' own writes, do not depend on). Returns the summary: every report, the
     violations, the convergence rate, and whether at least half of each playbook's schedules struck after its first
@@ -372,14 +389,15 @@ def campaign(seed, count, work=None, budget_s=None, stream=sys.stderr, jobs=1):
     def within_budget():
         return budget_s is None or not reports or time.monotonic() - began <= budget_s
 
+    seeds = list(seeds) if seeds is not None else list(range(seed, seed + count))
     if jobs <= 1:
-        for index in range(count):
+        for next_seed in seeds:
             if not within_budget():
                 break
-            done(_run_seed(seed + index, work))
+            done(_run_seed(next_seed, work))
     else:
         with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-            pending, seeds = set(), iter(range(seed, seed + count))
+            pending = set()
             for next_seed in seeds:
                 pending.add(pool.submit(_run_seed, next_seed, work))
                 if len(pending) < jobs:

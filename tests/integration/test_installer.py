@@ -372,6 +372,59 @@ def test_a_failed_run_after_a_killed_one_restores_nothing_and_the_next_run_repla
     assert client.get("v1", "ConfigMap", "c", ns)["data"] == {"v": "after"}
 
 
+def _refusing_snapshot_deletes(client, ns, on):
+    """An admission policy that refuses to delete the installer's snapshot Secret in ``ns`` (as a failing webhook, or
+    an API server going away at that moment, would)."""
+    name = "ichor-test-keep-snapshot-%s" % ns
+    if not on:
+        client.delete("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", name)
+        client.delete("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", name)
+        return
+    client.create({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                   "metadata": {"name": name}, "spec": {
+                       "failurePolicy": "Fail",
+                       "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                               "resources": ["secrets"], "operations": ["DELETE"]}]},
+                       "matchConditions": [{"name": "the-snapshot", "expression": "request.namespace == '%s' && "
+                                            "request.name in ['%s', 'probe']" % (ns, snapshot.SNAPSHOT_NAME)}],
+                       "validations": [{"expression": "false", "message": "the snapshot is kept (test)"}]}})
+    client.create({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                   "metadata": {"name": name}, "spec": {"policyName": name, "validationActions": ["Deny"]}})
+
+
+def test_a_snapshot_that_cannot_be_dropped_after_the_prune_is_a_warning_not_a_restore(
+        client, kube_lab, kube_namespace, tmp_path):
+    """Found by the fault campaign's install scenario (a targeted run): the prune deleted what the bundle dropped,
+    wrote the inventory, and then failed to drop its snapshot; the rescue restored the pruned objects, which the
+    inventory no longer listed, so no later run pruned them. Now the run succeeds with a warning and the next run
+    drops the snapshot."""
+    ns = kube_namespace
+    _run(client, _write_bundle(tmp_path / "a", [_sa("kept", ns), _sa("dropped", ns)]), ns)
+    extra = _write_bundle(tmp_path / "b", [_sa("kept", ns)])[0]
+    _refusing_snapshot_deletes(client, ns, True)
+    try:
+        deadline = time.time() + 30  # the policy takes a moment to be enforced: a probe Secret it also guards
+        while True:
+            client.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "probe", "namespace": ns}})
+            try:
+                client.delete("v1", "Secret", "probe", ns)
+            except KubeError:  # refused: the policy is in force
+                break
+            assert time.time() < deadline, "the admission policy was never enforced"
+            time.sleep(0.3)
+        proc = ansible_playbook(*_playbook_args(kube_lab, ns, extra))
+    finally:
+        _refusing_snapshot_deletes(client, ns, False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "the snapshot in the Secret %s/%s could not be dropped" % (ns, snapshot.SNAPSHOT_NAME) in proc.stdout
+    assert client.get("v1", "ServiceAccount", "dropped", ns) is None  # pruned, and not brought back
+    refs = inventory.parse(client.get("v1", "ConfigMap", inventory.INVENTORY_NAME, ns))[0]
+    assert "dropped" not in [r.name for r in refs]
+    proc = ansible_playbook(*_playbook_args(kube_lab, ns, extra))  # the next run drops what was left
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert client.get("v1", "Secret", snapshot.SNAPSHOT_NAME, ns) is None
+
+
 def _wait(check, what, timeout=60):
     deadline = time.time() + timeout
     while not check():

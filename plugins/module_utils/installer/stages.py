@@ -199,12 +199,19 @@ def prune_run(run, check_mode, diff=True):
     if written is not None:
         result["plan"].append("wrote the inventory %s/%s (%d objects)" % (run.namespace, INVENTORY_NAME, len(written)))
     dropped = False
-    if own is not None:
-        run.delete_snapshot(own)
-    elif leftover:
-        dropped = run.delete_snapshot(leftover)  # not when another run replaced it meanwhile
-        if dropped:
-            result["plan"].append("dropped " + leftover_line)
+    try:
+        if own is not None:
+            run.delete_snapshot(own)
+        elif leftover:
+            dropped = run.delete_snapshot(leftover)  # not when another run replaced it meanwhile
+            if dropped:
+                result["plan"].append("dropped " + leftover_line)
+    except (IchorError, OSError) as exc:
+        # the prune is done and the inventory says so: a restore now would bring back objects the inventory no
+        # longer lists, which no later run would prune. The snapshot stays, a later run's leftover to drop
+        warning = "the snapshot in %s could not be dropped (%s); the next run drops it" % (run.snapshot_place(), exc)
+        result["warnings"].append(warning)
+        result["plan"].append("WARNING: " + warning)
     result["changed"] = bool(done or written is not None or own or dropped)
     return result
 
