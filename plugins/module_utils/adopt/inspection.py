@@ -96,8 +96,10 @@ def _inspect(params, conn, result):
     kube = conn.kube()
     k8s = cluster_facts.gather(kube)
     _kubernetes_versions(result, k8s, [(f["name"], docs[f["name"]]) for f in controlplanes])
+    existing = cluster_record.read(kube)
     outcome = rules.cni_outcome(k8s, dict((f["name"], f["config"]["cni"]["name"]) for f in controlplanes),
-                                dict((f["name"], f["cni_configs"]) for f in read), params["cni_unmanaged"])
+                                dict((f["name"], f["cni_configs"]) for f in read), params["cni_unmanaged"],
+                                (existing.data.get("cilium") or {}).get("release"))
     plan.extend(outcome["lines"])
     mode = outcome["mode"]
     kube_proxy, line = rules.kube_proxy_mode(mode, _talos_kube_proxy(controlplanes),
@@ -118,7 +120,7 @@ def _inspect(params, conn, result):
     entries = _drift(params, result, read, docs, bundle, outcome["preset"], kube_proxy)
     result["machines"] = entries
     _consent(result, entries)
-    result["record"] = _record(result, outcome, kube_proxy, cluster_record.read(kube))
+    result["record"] = _record(result, outcome, kube_proxy, existing)
     plan.append(rules.CA_ADVICE)
     result["advice"] = rules.CA_ADVICE
     return bundle

@@ -74,11 +74,30 @@ def _talos_cni(talos_cnis):
     return names[0] if len(names) == 1 else names
 
 
-def cni_outcome(k8s, talos_cnis, cni_configs, unmanaged):
+def unfinished_takeover(k8s, recorded_release):
+    """Why the collection's Cilium release is not yet a finished takeover (None when it is): its newest record not
+    deployed (helm stopped mid-way), a foreign release's records still there (the hand-over stopped before retiring
+    them), or a cluster record that does not name it (stopped before recording it). A run stopped in any of these
+    leaves the release in place: phase 3 finishes what it began, or adopt would skip it for good."""
+    ours = [r for r in k8s.get("cilium_releases") or [] if (r["namespace"], r["release"]) == kfacts.OUR_RELEASE]
+    foreign = [r for r in k8s.get("cilium_releases") or [] if (r["namespace"], r["release"]) != kfacts.OUR_RELEASE]
+    name = "%s/%s" % kfacts.OUR_RELEASE
+    if ours and ours[0]["status"] != "deployed":
+        return "the collection's release %s is %s" % (name, ours[0]["status"])
+    if foreign:
+        return "the records of %s are still there" % ", ".join(
+            "%s/%s (%s)" % (r["namespace"], r["release"], r["status"]) for r in foreign)
+    if recorded_release != name:
+        return "the cluster record does not name %s" % name
+    return None
+
+
+def cni_outcome(k8s, talos_cnis, cni_configs, unmanaged, recorded_release=None):
     """The CNI row and the mode: {row, mode, preset, talos_cni, lines}; Refusal when adopt must not go on.
 
     k8s: the ``cluster_facts`` facts; talos_cnis: {control plane: its cni.name ("" when the config states none)};
-    cni_configs: {machine: [files under /etc/cni/net.d]}; unmanaged: the operator gave ichor_cni_unmanaged.
+    cni_configs: {machine: [files under /etc/cni/net.d]}; unmanaged: the operator gave ichor_cni_unmanaged;
+    recorded_release: the Cilium release the cluster record names (its ``cilium.release``), if any.
     """
     row = k8s["cni"]["verdict"]
     evidence = k8s["cni"]["evidence"]
@@ -101,6 +120,11 @@ def cni_outcome(k8s, talos_cnis, cni_configs, unmanaged):
         lines.append("mode: unmanaged (%s): the CNI is left exactly as it is; talosCNI %s" % (FLAG, talos_cni))
         return dict(row=row, mode=UNMANAGED, preset="unmanaged", talos_cni=talos_cni, lines=lines)
     if row == kfacts.OURS:
+        unfinished = unfinished_takeover(k8s, recorded_release)
+        if unfinished:
+            lines.append("mode: managed, the takeover an earlier run began is not finished (%s): phase 3 finishes "
+                         "it" % unfinished)
+            return dict(row=row, mode=TAKEOVER, preset="cilium", talos_cni=talos_cni, lines=lines)
         lines.append("mode: managed, the collection's Cilium release exists: adopt only checks it")
         return dict(row=row, mode=OURS, preset="cilium", talos_cni=talos_cni, lines=lines)
     if row in (kfacts.HELM, kfacts.CLI, kfacts.MANIFEST):

@@ -151,7 +151,8 @@ class Takeover:
     def preconditions(self):
         """Every read-only check; returns the Plan (its result says what a run would do)."""
         plan, kube, params = self.plan, self.kube, self.params
-        if release_mod.unmanaged(cluster_record.read(kube).data):  # adopted with its CNI left alone
+        stored = cluster_record.read(kube).data
+        if release_mod.unmanaged(stored):  # adopted with its CNI left alone
             raise plan.refuse(release_mod.UNMANAGED)
         self.chart, chart_version = chart_mod.resolve(self.helm, params, plan.say)
         running = live_mod.read(kube)
@@ -164,9 +165,10 @@ class Takeover:
         plan.result["cilium"] = {"version": running.version, "image": running.image, "chart": chart_version}
         self.foreign, self.running = foreign, running
         newest_own = record_mod.newest(own)
+        recorded = (stored.get("cilium") or {}).get("release") == "%s/%s" % (RELEASE_NAMESPACE, RELEASE)
         if running.helm_release == (RELEASE, RELEASE_NAMESPACE) and newest_own is not None and \
                 newest_own.status == "deployed":
-            if not foreign:
+            if not foreign and recorded:
                 self._inline(warn=False)
                 if self.inline and not set(self.inline) <= set(_recorded_inline(kube)):
                     plan.say("Cilium %s is already the Helm release %s/%s; the inline manifest %s is not in the "
@@ -179,8 +181,10 @@ class Takeover:
                 plan.say("Cilium %s is already the Helm release %s/%s: nothing to take over" % (
                     running.version, RELEASE_NAMESPACE, RELEASE))
                 return plan
-            plan.say("Cilium %s is already the Helm release %s/%s, but the foreign records are still there (a run "
-                     "stopped before retiring them): finish the hand-over" % (running.version, RELEASE_NAMESPACE, RELEASE))
+            plan.say("Cilium %s is already the Helm release %s/%s, but %s: finish the hand-over" % (
+                running.version, RELEASE_NAMESPACE, RELEASE,
+                "the foreign records are still there (a run stopped before retiring them)" if foreign else
+                "the cluster record does not name it yet (a run stopped before recording it)"))
             self.helm_done = True
         if newest_own is not None and newest_own.status in chart_mod.PENDING:
             self.repair = newest_own

@@ -21,8 +21,9 @@ def _member_host(member):
 
 def health(client, node, going_down=False):
     """(healthy?, detail): this member answers its status, and a quorum of the voting members does. With
-    ``going_down`` (the node is about to reboot), a quorum of the voting members without this node's own: etcd keeps
-    its quorum while the node is down (one member of three already down is enough to refuse)."""
+    ``going_down`` (the node is about to reboot), a quorum of the voting members without this node's own, or every
+    other member healthy (one or two members lose their quorum with any of them down, whatever is done): etcd keeps
+    its quorum while the node is down if it can (one member of three already down is enough to refuse)."""
     try:
         listed = client.call("EtcdMemberList", node=node).messages[0].members
         status = client.call("EtcdStatus", node=node).messages[0].member_status
@@ -44,7 +45,9 @@ def health(client, node, going_down=False):
             continue
     if healthy * 2 <= len(voters):
         return False, "only %d of %d etcd members are healthy (no quorum)" % (healthy, len(voters))
-    if going_down and others * 2 <= len(voters):
+    # a member of one or two can only go down with its quorum (Talos upgrades those too); a larger one must keep
+    # its quorum, unless every other member answers
+    if going_down and others * 2 <= len(voters) and others < len(voters) - 1:
         return False, "only %d of the %d other etcd members are healthy: etcd would lose its quorum of %d while %s " \
             "is down" % (others, len(voters) - 1, len(voters) // 2 + 1, node)
     return True, "%d of %d etcd members healthy" % (healthy, len(voters))
