@@ -116,7 +116,7 @@ def _processes(mark, name=None):
 def _kill_run(proc):
     """SIGKILL every process of the run, as when its host or container dies: stopped first, so that none starts
     another meanwhile, then killed."""
-    for _ in range(5):
+    for unused_attempt in range(5):
         pids = _processes(proc.mark)
         if not pids:
             break
