@@ -129,7 +129,9 @@ class Init(Scenario):
                     if machine not in applied:
                         raise Violation("%s went down (%s), and no run applied a config to it" % (machine, what[5:]))
                     downs[machine] = downs.get(machine, 0) + 1
-                    if machine in control_planes:
+                    # a joining machine is no member yet when its install reboots it: etcd's quorum is the
+                    # members' (checked when it joins, below)
+                    if machine in control_planes and machine in members:
                         others = sorted((asked_while.get(machine, set()) | (down - unasked)) & control_planes
                                         - {machine})
                         if others:
