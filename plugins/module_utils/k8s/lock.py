@@ -5,9 +5,9 @@
 writes to a cluster's machines (adopt's write phases first), so that two runs never write to one cluster at once.
 
 A run takes the lock under an id of its own (``holder``), keeps it (renewed) before each stage, and gives it back at
-its end. A lock whose holder stopped
-without giving it back (a killed run) expires ``duration`` seconds after it was last taken or renewed; the next
-run takes it over then, and until then is refused with the holder and the time it expires. Every write is
+its end. A lock whose holder stopped without giving it back (a killed run) expires ``duration`` seconds after it was
+last taken or renewed; the next run takes it over then, and until then is refused with the holder and the time it
+expires. Every write is
 conditional on what was read (resourceVersion, UID), so two runs racing for a free lock cannot both win.
 """
 
