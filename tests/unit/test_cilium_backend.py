@@ -11,6 +11,7 @@ import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import gate, helm, live, record, values
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError, HelmError, Refused
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 from tests import helm_record
 
 TALOS = {"ipam": {"mode": "kubernetes"}, "kubeProxyReplacement": True, "k8sServiceHost": "localhost",
@@ -326,10 +327,16 @@ def test_the_flow_refuses_without_a_cilium_and_says_nothing_to_do_for_its_own_re
         _flow([])
     assert info.value.result["plan"][-1].startswith("refused: no Cilium runs here")
     own = _secret({"name": "cilium"}, namespace="ichor-system")
-    result, kube = _flow(_running(annotations={"meta.helm.sh/release-name": "cilium",
-                                               "meta.helm.sh/release-namespace": "ichor-system"}) + [dict(own, kind="Secret")])
+    ours = _running(annotations={"meta.helm.sh/release-name": "cilium", "meta.helm.sh/release-namespace": "ichor-system"})
+    stored = dict(cluster_record.encode(cluster_record.ClusterRecord(
+        {"schema": cluster_record.SCHEMA, "cilium": {"release": "ichor-system/cilium"}}, "1")), kind="ConfigMap")
+    result, kube = _flow(ours + [dict(own, kind="Secret"), stored])
     assert result["changed"] is False and result["step"] == "none" and kube.writes == []
     assert result["plan"][-1] == "Cilium 1.20.4 is already the Helm release ichor-system/cilium: nothing to take over"
+    # deployed but not in the cluster record yet (a run stopped before recording it): the hand-over is finished
+    with pytest.raises(Refused, match="Cilium is not healthy") as info:
+        _flow(ours + [dict(own, kind="Secret")])
+    assert "the cluster record does not name it yet" in "\n".join(info.value.result["plan"])
 
 
 def test_the_flow_refuses_an_unhealthy_cilium_with_the_plan_so_far():

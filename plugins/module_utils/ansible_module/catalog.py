@@ -10,6 +10,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
+
 from ansible.module_utils.basic import env_fallback
 
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import inspection as adopt_inspection
@@ -46,7 +48,9 @@ class Entry:
         self.constraints = constraints
 
     def argument_spec(self):
-        return specs.spec(self._options(), talos=self.talos, kube=self.kube)
+        # a deep copy: the validator fills a dict option's suboptions into its default in place, and a spec built
+        # once (release_check's desired) would carry one task's values into the next in the controller's process
+        return copy.deepcopy(specs.spec(self._options(), talos=self.talos, kube=self.kube))
 
 
 def _stage(stage):
