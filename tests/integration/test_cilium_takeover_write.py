@@ -191,6 +191,7 @@ def test_a8_stopped_after_helm_before_the_records_were_retired_the_rerun_finishe
     kube_lab.helm("upgrade", "--install", "cilium", cilium_charts["1.20"]["chart"], "--namespace", "ichor-system",
                   "--create-namespace", "--take-ownership", "-f", lab.file("values.json", planned["values"]),
                   kubeconfig=kubeconfig)
+    lab.wait_ready()  # helm's upgrade rolls the operator; a takeover refuses while it rolls out
     result = _run(kube_lab, cilium_charts, kubeconfig=kubeconfig)
     assert result["plan"][1].endswith("but the foreign records are still there (a run stopped before retiring them): "
                                       "finish the hand-over")
