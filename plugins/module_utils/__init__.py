@@ -9,8 +9,8 @@ function included; tests/unit/test_shape.py fails on one that does not.
 - ``talos/`` (the Talos API client) and ``k8s/`` (the Kubernetes API client) import only ``common/``.
 - ``config/`` (the machine-config engine and the secrets bundle) imports only ``common/``, ``talos/`` and ``k8s/``.
 - The feature packages (``adopt/``, ``cilium/``, ``cluster/``, ``init/``, ``installer/``, ``machine/``,
-  ``reclaim/``, ``rollout/``: the flows of the modules) import the layers above. One imports another only through
-  the modules that one names in its ``INTERFACE``, and never in a circle.
+  ``reclaim/``, ``rollout/``, ``status/``: the flows of the modules) import the layers above. One imports another
+  only through the modules that one names in its ``INTERFACE``, and never in a circle.
 - ``ansible_module/`` is the only glue to Ansible (the runner, the option specs): it may import every layer, and
   only plugins import it.
 """

@@ -102,6 +102,18 @@ def filter_host_variables():
     return set(VARIABLE.findall(_read(os.path.join(REPO, "plugins", "filter", "machines.py"))))
 
 
+def job_artifacts():
+    """The names roles hand to AWX through set_stats (a guide names them as the job's artifacts)."""
+    names = set()
+    for role in os.listdir(ROLES):
+        tasks = os.path.join(ROLES, role, "tasks")
+        for name in os.listdir(tasks) if os.path.isdir(tasks) else ():
+            for task in yaml.safe_load(open(os.path.join(tasks, name))) or []:
+                for item in [task] + list(task.get("block") or []):
+                    names |= set((item.get("ansible.builtin.set_stats") or {}).get("data") or {})
+    return names
+
+
 def defined_variables():
     names = set()
     for role in os.listdir(ROLES):
@@ -110,7 +122,7 @@ def defined_variables():
     for playbook in os.listdir(PLAYBOOKS):
         if playbook.endswith(".yml"):
             names |= playbook_variables(playbook)
-    return names | filter_host_variables()
+    return names | filter_host_variables() | job_artifacts()
 
 
 def named(text):
@@ -199,6 +211,7 @@ def test_the_checks_catch_what_they_should():
     assert named("set `ichor_adopt_confrim=true` and ichor_cni_unmanaged") == {
         "ichor_adopt_confrim", "ichor_cni_unmanaged"}
     assert "ichor_adopt_confrim" not in defined_variables() and "ichor_cni_unmanaged" in defined_variables()
+    assert "ichor_status" in job_artifacts()
     assert named("ichor-system and ichor_adopt_* are not names") == set()
     assert links("see [a](init.md#variables) and ![b](x.png)\n```\n[c](nowhere.md)\n```\n") == [
         "init.md#variables", "x.png"]

@@ -22,6 +22,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.cilium import release 
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import takeover as cilium_takeover
 from ansible_collections.maesh.ichor.plugins.module_utils.cluster import facts as cluster_facts
 from ansible_collections.maesh.ichor.plugins.module_utils.cluster import lock as cluster_lock
+from ansible_collections.maesh.ichor.plugins.module_utils.status import flow as cluster_status
 from ansible_collections.maesh.ichor.plugins.module_utils.init import plan as init_plan
 from ansible_collections.maesh.ichor.plugins.module_utils.init import write as init_write
 from ansible_collections.maesh.ichor.plugins.module_utils.installer import stages
@@ -136,6 +137,8 @@ MODULES = {
     "cluster_lock": Entry(cluster_lock.options, cluster_lock, kube=True,
                           required_if=[("state", "released", ["holder"])]),
     "cluster_record": Entry(lambda: dict(update=dict(type="dict", default={})), record, kube=True),
+    "cluster_status": Entry(lambda: dict(cluster_status.options(), machines=specs.machines()), cluster_status,
+                            talos=True, kube=True),
     "config_upgrade": Entry(_rollout(wait_timeout=specs.wait(900)["wait_timeout"]), config_step, talos=True, kube=True),
     "etcd_snapshot": Entry(lambda: dict(node=dict(type="str", required=True), path=dict(type="path", required=True)),
                            etcd_snapshot, talos=True),

@@ -48,6 +48,16 @@ class Connections:
         self._opened.append(client)
         return client
 
+    def talos_context(self):
+        """The talosconfig context the Talos client uses (its credentials stay Secrets)."""
+        p = self.params
+        return talosconfig.load(path=p.get("talosconfig"), content=p.get("talosconfig_content"),
+                                context=p.get("context"))
+
+    def kubeconfig_user(self):
+        """The kubeconfig user the Kubernetes client uses (a dict; empty when it names none)."""
+        return self._kubeconfig().user
+
     def has_kube(self):
         return bool(self.params.get("kubeconfig") or self.params.get("kubeconfig_content"))
 

@@ -9,4 +9,4 @@ phases), ``check`` (judge the cluster and plan the next step), one module per st
 module's flow is its ``run(params, conn, check_mode)``."""
 
 # what another feature package may import from this one (module_utils/__init__.py)
-INTERFACE = ("state",)
+INTERFACE = ("state", "check")

@@ -17,6 +17,8 @@ from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_rec
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import plan, state, talos_step
 
+Refused = plan.Refused  # what position() raises for a component newer than the set
+
 # Versions table component -> the key of ``components`` in the result
 STATE_KEYS = {"Talos": "talos", "Version contract": "contract", "Kubernetes": "kubernetes", "Cilium": "cilium"}
 
@@ -92,3 +94,22 @@ def _run(params, conn, result):
         result["plan"] += ["then: %s" % ", ".join(s["step"] for s in steps[1:])] if steps[1:] else []
     else:
         result["plan"].append("the cluster is at the release set; nothing to do")
+
+
+def position(rows, kube, record):
+    """(Versions table rows, the steps still needed) of machines read already (dicts with name, node, role, talos
+    and config): release_check's judgement without reading them again (``cluster_status``). Refused (plan.Refused)
+    when a component is newer than the set; ConfigError when a config is in no contract's form."""
+    live = [rollout.Machine(r["name"], r["node"], r["role"], r["talos"], r["config"]) for r in rows]
+    machines = [{"name": r["name"], "node": r["node"], "role": r["role"], "talos": r["talos"]} for r in rows]
+    kubernetes = state.kubernetes_versions([(m.name, dict((c, "v" + v) for c, v in m.images.items()))
+                                            for m in live if m.controlplane], kube)
+    found_cni = state.cni_of(kube, record)
+    plan.check_not_newer(machines, kubernetes, None, found_cni)
+    model = rollout.model(live, handed_over=state.handed_over(record))
+    pending = [{"name": m.name, "form": m.form, "drop": m.dropped} for m in rollout.config_pending(model)]
+    contract = rollout.lowest_form(model)
+    rows_ = plan.versions_table(machines, plan.lowest(kubernetes.values()), contract, found_cni)
+    image = release.installer_image()
+    return rows_, plan.plan_rollout(machines, kubernetes, contract, found_cni, pending, image,
+                                    talos_step.image_version(image))

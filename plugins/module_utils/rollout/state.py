@@ -95,22 +95,40 @@ def read(talos, kube, machines, record=None):
 
     ``record``: the cluster record when the caller read it already (else it is read here)."""
     ordered = _read_machines(talos, machines)
+    kubernetes = kubernetes_versions([(m["name"], m["components"]) for m in ordered], kube)
+    if record is None:
+        record = cluster_record.read(kube)
+    found_cni = cni_of(kube, record)
+    return {"machines": [{"name": m["name"], "node": m["node"], "role": m["role"], "talos": m["talos"]} for m in ordered],
+            "kubernetes": kubernetes, "cni": found_cni, "record": record, "rows": ordered}
+
+
+def kubernetes_versions(components, kube):
+    """{source: version} of every Kubernetes component: each control plane's static pods (``components``: (machine
+    name, {component: "vX.Y.Z"}) pairs) and each Node's kubelet."""
     kubernetes = {}
-    for m in ordered:
+    for name, images in components:
         for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
-            if m["components"].get(component):
-                kubernetes["%s %s" % (m["name"], component)] = m["components"][component]
+            if images.get(component):
+                kubernetes["%s %s" % (name, component)] = images[component]
     for node in kube.list("v1", "Node"):
         version = ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion")
         if version:
             kubernetes["%s kubelet" % node["metadata"]["name"]] = version
-    if record is None:
-        record = cluster_record.read(kube)
+    return kubernetes
+
+
+def cni_of(kube, record):
+    """The CNI the cluster runs (``cni.detect``), marked unmanaged when adopt left it alone."""
     found_cni = cni.detect(kube)
     if ((record.get("cluster") or {}).get("cni") or {}).get("preset") == "unmanaged":
         found_cni["unmanaged"] = True  # adopted with its CNI left alone: no Cilium judgement, no Cilium step
-    return {"machines": [{"name": m["name"], "node": m["node"], "role": m["role"], "talos": m["talos"]} for m in ordered],
-            "kubernetes": kubernetes, "cni": found_cni, "record": record, "rows": ordered}
+    return found_cni
+
+
+def compared_docs(docs, record):
+    """A machine's documents without the Cilium inline manifest entries the record says were handed over."""
+    return rollout.without_inline(docs, sorted(set(rollout.inline_names(docs)) & set(handed_over(record))))
 
 
 def stored_versions(record):

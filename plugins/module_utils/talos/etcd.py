@@ -11,7 +11,8 @@ __metaclass__ = type
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 
 
-def _member_host(member):
+def member_host(member):
+    """The address in a member's client or peer URLs (how a member is matched to a machine), or None."""
     for url in list(member.client_urls) + list(member.peer_urls):
         host = url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
         if host:
@@ -36,7 +37,7 @@ def health(client, node, going_down=False):
         return False, "etcd on %s lists no members" % node
     healthy = others = 0
     for member in voters:
-        host = _member_host(member)
+        host = member_host(member)
         try:
             if host and not client.call("EtcdStatus", node=host).messages[0].member_status.errors:
                 healthy += 1

@@ -144,6 +144,16 @@ def _name(cn, orgs=()):
 
 
 class _CA:
+    @classmethod
+    def load(cls, cert_path, key_path):
+        """The lab's CA from its files (a lab another process started)."""
+        ca = cls.__new__(cls)
+        with open(cert_path, "rb") as f:
+            ca.cert = x509.load_pem_x509_certificate(f.read())
+        with open(key_path, "rb") as f:
+            ca.key = serialization.load_pem_private_key(f.read(), password=None)
+        return ca
+
     def __init__(self, cn="ichor-lab-kubernetes-ca"):
         self.key = _ec_key()
         now = _now()
@@ -153,7 +163,7 @@ class _CA:
             .public_key(self.key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=7))
+            .not_valid_after(now + datetime.timedelta(days=3650))  # Talos' Kubernetes CA: 10 years
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
                                          content_commitment=False, key_encipherment=False,
@@ -177,7 +187,7 @@ class _CA:
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=7))
+            .not_valid_after(now + datetime.timedelta(days=365))  # Talos' admin kubeconfig: 1 year
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True,
                                          key_cert_sign=False, crl_sign=False,
@@ -586,6 +596,14 @@ class KubeLab:
         return lab
 
     # -- clients ----------------------------------------------------------------------------
+
+    def client_kubeconfig(self, path, user, orgs=("system:masters",)):
+        """A kubeconfig with a client certificate the lab's CA signs for ``user`` (in ``orgs``): a caller whose
+        requests the audit log tells apart from the lab's own."""
+        pki = os.path.join(self.workdir, "pki")
+        ca = _CA.load(self.ca_file, os.path.join(pki, "ca.key"))
+        cert, key = ca.issue(user, orgs=orgs, client=True)
+        return write_kubeconfig(path, self.server, _cert_pem(ca.cert), user, cert, key)
 
     def api_client(self, kubeconfig=None):
         """A kubernetes.client.ApiClient for the admin (or the given) kubeconfig."""

@@ -1,0 +1,405 @@
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The ``cluster_status`` module's flow: read a managed cluster once and say what needs a person. Writes nothing.
+
+Order: the cluster record (none: refused, as the rollout refuses it), every machine the inventory or the record names,
+read at once over the Talos API (its version and live config; one that does not answer is a finding, not a
+failure), the release position as ``release_check`` judges it, each machine's drift from its spec in the record at
+the record's contract (rendered with the component images it runs, so a version the rollout has still to move is the
+release position's, not drift), the holds and pending machines, Nodes the record does not know, etcd read through one
+control plane, the collection's Cilium release, and the certificates: the talosconfig's and kubeconfig's client
+certificates and the cluster's CAs. Each finding has a severity (``findings``).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import calendar
+import datetime
+import time
+
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import live as cilium_live
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record as helm_record
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
+from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, drift, render, secrets, yamlio
+from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
+from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import check, state
+from ansible_collections.maesh.ichor.plugins.module_utils.status import findings as fmod
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors as talos_errors
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import etcd
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine as talos_machine
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
+
+NO_RECORD = ("no cluster record %s/%s: maesh.ichor has not adopted or initialised this cluster, so there is no state "
+             "of its to compare with; adopt it with maesh.ichor.adopt or make it with maesh.ichor.init; nothing was read "
+             "beyond the record" % (cluster_record.NAMESPACE, cluster_record.NAME))
+ETCD_QUOTA = 2 * 1024 * 1024 * 1024  # etcd's default backend quota, which Talos keeps unless the config sets one
+CA_NAMES = {"os": "Talos CA", "k8s": "Kubernetes CA", "etcd": "etcd CA", "k8saggregator": "aggregator CA"}
+RENEW_TALOSCONFIG = ("mint a new one from the secrets bundle: talosctl config new --roles os:admin (or "
+                     "maesh.ichor.talos_secrets with a talosconfig path)")
+RENEW_KUBECONFIG = "fetch a new one: maesh.ichor.talos_kubeconfig (or talosctl kubeconfig)"
+RENEW_CA = "rotate it: talosctl rotate-ca (plan it first; every machine and client gets new certificates)"
+
+
+def options():
+    return dict(expiry_days=dict(type="int", default=30), hold_days=dict(type="int", default=14),
+                acknowledged=dict(type="list", elements="str", default=[]))
+
+
+def run(params, conn, check_mode=True):
+    """The result: ``status`` (release, machines, etcd, cilium, credentials, findings, needs_person) and ``plan``.
+    Reads only, in every mode."""
+    now = time.time()
+    result = dict(changed=False, plan=[])
+    kube = conn.kube()
+    record = cluster_record.read(kube)
+    if not record.exists:
+        raise IchorError(NO_RECORD, result=result)
+    found = []
+    status = {"cluster": (record.get("cluster") or {}).get("name") or "", "at": _stamp(now), "findings": found}
+    talos = conn.talos()
+    machines = _machines(params["machines"], record)
+    rows = _read(talos, machines)
+    status["machines"] = _drift(rows, record, found, params["acknowledged"])
+    status["release"] = _release(rows, kube, record, found, status["machines"])
+    _holds(status["machines"], record, now, params["hold_days"], found)
+    status["pending"] = _pending(record, now, found)
+    _strangers(kube, record, rows, found)
+    status["etcd"] = _etcd(talos, rows, found)
+    status["cilium"] = _cilium(kube, record, found)
+    status["credentials"] = _credentials(conn, rows, now, params["expiry_days"], found)
+    status["findings"] = fmod.ordered(found)
+    status["needs_person"] = fmod.needs_person(found)
+    result["status"] = status
+    result["plan"] = fmod.summary(found)
+    result["report"] = fmod.markdown(status)
+    return result
+
+
+def _stamp(seconds):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def _when(text):
+    try:
+        return calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ"))
+    except (TypeError, ValueError):
+        return None
+
+
+def _machines(given, record):
+    """The inventory's machines, then those the record names that the inventory does not (by name)."""
+    out = [dict(m, source="inventory") for m in given]
+    names = set(m["name"] for m in given)
+    for name, entry in sorted((record.get("nodes") or {}).items()):
+        if name not in names and isinstance(entry, dict) and entry.get("node"):
+            out.append({"name": name, "node": entry["node"], "role": entry.get("role") or "worker", "source": "record"})
+    return out
+
+
+async def _one(talos, m):
+    info = await talos_machine.version(talos, m["node"])
+    config = await talos_machine.get_resource(talos, res.MACHINE_CONFIG, m["node"])
+    return info["tag"], (config or {}).get("spec") or ""
+
+
+def _read(talos, machines):
+    """Every machine at once: {name, node, role, source, talos, config, docs, error}."""
+    by_node = dict((m["node"], m) for m in machines)
+    fan = talos.fan_out(lambda node: _one(talos, by_node[node]), list(by_node))
+    rows = []
+    for m in machines:
+        reply = fan[m["node"]]
+        row = dict(m, talos=None, config="", docs=None, error=None)
+        if reply.error is not None:
+            row["error"] = str(reply.error)
+        else:
+            row["talos"], row["config"] = reply.message
+            try:
+                row["docs"] = documents.from_objects(yamlio.load_all(row["config"])) if row["config"].strip() else None
+            except ConfigError as exc:
+                row["error"] = "its machine config cannot be read: %s" % exc
+        rows.append(row)
+    return rows
+
+
+def _release(rows, kube, record, found, machines):
+    """The release position as release_check judges it, from the machines read here. A machine that drifts from its
+    spec leaves the position unjudged (the rollout would refuse it too); its drift is the finding, not this."""
+    answered = [r for r in rows if r["docs"] is not None]
+    out = {"set": release.release_set(), "versions": [], "steps": [], "position": ""}
+    if len(answered) < len(rows):
+        out["position"] = "not judged: %d machine(s) not read" % (len(rows) - len(answered))
+        return out
+    try:
+        out["versions"], steps = check.position(answered, kube, record)
+    except IchorError as exc:
+        refused = isinstance(exc, check.Refused)
+        out["position"] = ("refused: %s" if refused else "not judged: %s") % exc
+        drifting = [m["name"] for m in machines if m["drift"] and not m["drift"].get("zero", True)]
+        if drifting and not refused:
+            out["position"] = "not judged: %s drift from the spec in the cluster record" % ", ".join(drifting)
+            return out
+        found.append(fmod.finding(fmod.WARNING, "release", "release set", out["position"],
+                                  key="refused" if refused else "not judged"))
+        return out
+    out["steps"] = [s["step"] for s in steps]
+    if steps:
+        out["position"] = "behind: next step %s" % steps[0]["step"]
+        found.append(fmod.finding(fmod.INFO, "release", "release set", "behind the release set: the next step is %s "
+                                  "(maesh.ichor.upgrade)" % steps[0]["step"], key="behind %s" % steps[0]["step"]))
+    else:
+        out["position"] = "up to date"
+    return out
+
+
+def _spec_inputs(record, rows):
+    """(cluster spec, bundle) from the record and a control plane's live config, or a reason."""
+    stored = record.get("cluster")
+    if not isinstance(stored, dict) or not stored:
+        return None, "the cluster record holds no cluster spec"
+    cps = [r for r in rows if r["docs"] is not None and r["role"] == "controlplane"]
+    if not cps:
+        return None, "no control plane answered (the secrets bundle is recovered from one)"
+    handed = set(state.handed_over(record))
+    inline = []
+    for item in stored.get("inlineManifests") or []:
+        name = item.get("name") if isinstance(item, dict) else None
+        if name and name not in handed:  # the record keeps names; the contents are the control plane's
+            inline.append({"name": name, "contents": drift._inline_contents(cps[0]["docs"], name)})
+    raw = dict(stored, inlineManifests=inline, versionContract=record.get("contract") or release.CONTRACT)
+    try:
+        bundle = secrets.validate(secrets.from_config(cps[0]["docs"]))
+        raw.setdefault("kubernetesVersion", (record.get("kubernetes") or release.KUBERNETES).lstrip("v"))
+        cluster = specs.cluster(raw)
+    except ConfigError as exc:
+        return None, str(exc)
+    return (cluster, bundle), None
+
+
+def _drift(rows, record, found, acknowledged):
+    """Each machine's row for the report, with its drift from the record's spec as findings."""
+    inputs, why = _spec_inputs(record, rows)
+    nodes = record.get("nodes") or {}
+    out = []
+    for r in rows:
+        entry = {"name": r["name"], "node": r["node"], "role": r["role"], "talos": r["talos"], "source": r["source"],
+                 "drift": None, "drift_summary": "", "held": ""}
+        out.append(entry)
+        if r["error"] is not None:
+            what = "does not answer: %s" % r["error"]
+            if r["name"] in nodes:
+                found.append(fmod.finding(fmod.WARNING, "machines", r["name"], "the cluster record names it, and it "
+                                          + what, key="no answer"))
+            else:
+                found.append(fmod.finding(fmod.WARNING, "machines", r["name"], what, key="no answer"))
+            entry["drift_summary"] = "not read"
+            continue
+        spec = (nodes.get(r["name"]) or {}).get("spec")
+        if isinstance(spec, dict):  # the record keeps the role beside the spec
+            spec = dict(spec, role=spec.get("role") or nodes[r["name"]].get("role") or r["role"])
+        if r["name"] not in nodes:
+            found.append(fmod.finding(fmod.WARNING, "machines", r["name"], "answers at %s and the cluster record does "
+                                      "not know it (not made by init nor adopted)" % r["node"], key="stranger"))
+            entry["drift_summary"] = "not in the record"
+            continue
+        if inputs is None or not isinstance(spec, dict) or r["docs"] is None:
+            entry["drift_summary"] = "not compared: %s" % (why or "no machine spec in the record" if r["docs"]
+                                                           is not None else "no machine config")
+            continue
+        cluster, bundle = inputs
+        try:
+            entry["drift"], entry["drift_summary"] = _machine_drift(r, record, cluster, spec, bundle)
+        except ConfigError as exc:
+            entry["drift_summary"] = "not compared: %s" % exc
+            found.append(fmod.finding(fmod.WARNING, "machines", r["name"], "its drift could not be judged: %s" % exc,
+                                      key="not compared"))
+            continue
+        for cls in ("A", "B", "C"):
+            for diff in entry["drift"][cls]:
+                found.append(fmod.drift(r["name"], cls, diff["path"], diff["change"], acknowledged))
+    return out
+
+
+def _machine_drift(row, record, cluster, spec, bundle):
+    docs = state.compared_docs(row["docs"], record)
+    other = secrets.same_cluster(bundle, docs)
+    if other:
+        raise ConfigError(other)
+    images = dict((c, v.lstrip("v")) for c, v in component_versions(docs).items())
+    contract = cluster["versionContract"]
+    at = dict(cluster, kubernetesVersion=images.get("kubelet") or cluster["kubernetesVersion"])
+    rendered = render.render(bundle, at, specs.machine(spec, at), contract, images)
+    found = drift.drift(rendered, docs, at, contract)
+    counts = found.counts()
+    return found.to_dict(), ("none at %s" % contract if found.zero else "A=%d B=%d C=%d at %s" % (
+        counts["A"], counts["B"], counts["C"], contract))
+
+
+def _holds(entries, record, now, hold_days, found):
+    holds = record.get("held") or {}
+    adopted = _when((record.get("adoption") or {}).get("at"))
+    for entry in entries:
+        if entry["name"] in holds:
+            reason = holds[entry["name"]]
+            entry["held"] = reason if isinstance(reason, str) else "held"
+            found.append(fmod.held(entry["name"], entry["held"], adopted, now, hold_days))
+
+
+def _pending(record, now, found):
+    out = []
+    for entry in record.get("machines") or []:
+        if not isinstance(entry, dict) or entry.get("state") != "pending":
+            continue
+        at = _when(entry.get("at"))
+        days = None if at is None else (now - at) / fmod.DAY
+        subject = entry.get("address") or entry.get("uuid") or "a machine"
+        out.append({"uuid": entry.get("uuid"), "address": entry.get("address"), "since": entry.get("at"),
+                    "days": None if days is None else round(days, 1)})
+        found.append(fmod.finding(fmod.INFO, "machines", subject, "pending (registered by reclaim%s); join it with "
+                                  "maesh.ichor.init" % ("" if days is None else ", %.1f days ago" % days),
+                                  key="pending %s" % entry.get("uuid")))
+    return out
+
+
+def _strangers(kube, record, rows, found):
+    """Nodes the cluster runs that neither the record nor the machines read here know: by name (a Node is named by
+    its machine's hostname, which an inventory's name often is) or by an address of the Node's."""
+    nodes = record.get("nodes") or {}
+    names = set(nodes) | set(r["name"] for r in rows)
+    addresses = set(r["node"] for r in rows) | set(e.get("node") for e in nodes.values() if isinstance(e, dict))
+    for node in kube.list("v1", "Node"):
+        name = node["metadata"]["name"]
+        own = set(a.get("address") for a in (node.get("status") or {}).get("addresses") or [] if isinstance(a, dict))
+        if name not in names and not own & addresses:
+            found.append(fmod.finding(fmod.WARNING, "machines", name, "a Node the cluster runs that the cluster record "
+                                      "does not know (not made by init nor adopted)", key="stranger node"))
+
+
+def _etcd(talos, rows, found):
+    """Members against control planes (matched by the address in a member's URLs), each member's health, the leader
+    and the largest database, read through the first control plane that answers."""
+    cps = [r for r in rows if r["role"] == "controlplane"]
+    out = {"controlplanes": sorted(r["name"] for r in cps), "members": [], "healthy": [], "leader": None, "db": None}
+    via = [r for r in cps if r["error"] is None]
+    if not via:
+        found.append(fmod.finding(fmod.CRITICAL, "etcd", "etcd", "no control plane answered: etcd was not read",
+                                  key="not read"))
+        return out
+    try:
+        listed = talos.call("EtcdMemberList", node=via[0]["node"]).messages[0].members
+    except talos_errors.TalosError as exc:
+        found.append(fmod.finding(fmod.CRITICAL, "etcd", "etcd", "etcd on %s does not answer: %s" % (via[0]["name"], exc),
+                                  key="not read"))
+        return out
+    by_address = dict((r["node"], r["name"]) for r in rows)
+    names = dict((m.id, by_address.get(etcd.member_host(m)) or m.hostname) for m in listed)
+    out["members"] = sorted(names.values())
+    for r in cps:
+        if r["name"] not in out["members"]:
+            found.append(fmod.finding(fmod.CRITICAL, "etcd", r["name"], "a control plane that is no etcd member: etcd "
+                                      "has %d member(s) for %d control planes" % (len(listed), len(cps)),
+                                      key="missing member"))
+    for member in listed:
+        name, address = names[member.id], etcd.member_host(member)
+        if address not in by_address:
+            found.append(fmod.finding(fmod.WARNING, "etcd", name, "an etcd member at %s that is no machine read here"
+                                      % address, key="extra member"))
+            continue
+        try:
+            status = talos.call("EtcdStatus", node=address).messages[0].member_status
+        except talos_errors.TalosError as exc:
+            found.append(fmod.finding(fmod.CRITICAL, "etcd", name, "etcd member does not answer: %s" % exc,
+                                      key="unhealthy"))
+            continue
+        if status.errors:
+            found.append(fmod.finding(fmod.CRITICAL, "etcd", name, "etcd member reports errors: %s" %
+                                      "; ".join(status.errors), key="unhealthy"))
+            continue
+        out["healthy"].append(name)
+        out["leader"] = names.get(status.leader) or out["leader"]
+        if status.db_size >= out.get("db_size", -1):
+            out["db_size"] = status.db_size
+            out["db"] = "%.1f MiB of %d MiB" % (status.db_size / 1048576.0, ETCD_QUOTA // 1048576)
+    if out.get("db_size", 0) * 10 >= ETCD_QUOTA * 8:
+        found.append(fmod.finding(fmod.CRITICAL, "etcd", "etcd", "database %s: over 80 %% of its quota; defragment "
+                                  "it (talosctl etcd defrag) or raise the quota" % out["db"], key="db"))
+    out["healthy"].sort()
+    return out
+
+
+def _cilium(kube, record, found):
+    """The collection's Cilium release (managed modes only): its newest record's state and chart."""
+    named = (record.get("cilium") or {}).get("release")
+    if not named:
+        return {"managed": False}
+    namespace, name = named.split("/", 1) if "/" in named else ("ichor-system", named)
+    newest = helm_record.newest(cilium_live.records(kube, namespace, name))
+    out = {"managed": True, "release": named, "state": None, "chart": None, "set": release.CILIUM}
+    if newest is None:
+        found.append(fmod.finding(fmod.CRITICAL, "cilium", named, "the Helm release the cluster record names has no "
+                                  "record: Helm no longer knows it", key="missing"))
+        return out
+    out.update(state=newest.status, chart=newest.chart_version, revision=newest.revision)
+    if newest.status != "deployed":
+        found.append(fmod.finding(fmod.CRITICAL, "cilium", named, "Helm release revision %d is %s, not deployed; "
+                                  "maesh.ichor.upgrade (the cilium step) or helm history tells why" % (
+                                      newest.revision, newest.status), key="state %s" % newest.status))
+    elif newest.chart_version != release.CILIUM:
+        found.append(fmod.finding(fmod.INFO, "cilium", named, "chart %s runs; the release set's is %s" % (
+            newest.chart_version, release.CILIUM), key="chart %s" % newest.chart_version))
+    return out
+
+
+def _ends(pem):
+    """The end of a PEM certificate, in seconds since the epoch, or None when it cannot be read."""
+    try:
+        from cryptography import x509
+        cert = x509.load_pem_x509_certificate(pem)
+    except Exception:  # pylint: disable=broad-except
+        return None  # not a certificate this collection can read: nothing to judge
+    end = cert.not_valid_after_utc if hasattr(cert, "not_valid_after_utc") else cert.not_valid_after.replace(
+        tzinfo=datetime.timezone.utc)
+    return end.timestamp()
+
+
+def _credentials(conn, rows, now, expiry_days, found):
+    """The client certificates the run uses and the cluster's CAs: when each ends, a finding when soon."""
+    out = []
+
+    def judge(subject, pem, renew):
+        end = _ends(pem) if pem else None
+        if end is None:
+            return
+        out.append({"subject": subject, "ends": _stamp(end), "days": round((end - now) / fmod.DAY, 1)})
+        hit = fmod.expiring(subject, end, now, expiry_days, renew)
+        if hit:
+            found.append(hit)
+    context = conn.talos_context()
+    if context.credentials.crt is not None:
+        judge("talosconfig client certificate", context.credentials.crt.reveal(), RENEW_TALOSCONFIG)
+    user = conn.kubeconfig_user()
+    data = user.get("client-certificate-data")
+    if data:
+        try:
+            judge("kubeconfig client certificate", base64.b64decode(data), RENEW_KUBECONFIG)
+        except (TypeError, ValueError):
+            pass  # not base64: the client would have refused it before this
+    cps = [r for r in rows if r["role"] == "controlplane" and r["docs"] is not None]
+    if cps:
+        try:
+            bundle = secrets.from_config(cps[0]["docs"])
+        except ConfigError:
+            return out
+        for name in ("os", "k8s", "etcd", "k8saggregator"):
+            crt = bundle.crt(name)
+            if crt:
+                judge(CA_NAMES[name], crt.encode("ascii"), RENEW_CA)
+    return out

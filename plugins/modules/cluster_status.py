@@ -1,0 +1,361 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: maesh.ichor contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: cluster_status
+short_description: Read a managed cluster once and report what needs a person
+version_added: 0.2.0
+description:
+  - Reads a cluster that M(maesh.ichor.adopt) adopted or M(maesh.ichor.init) made, once and read-only, and returns
+    findings, each with a severity; C(critical) means a person is needed (the C(status) role fails the run on it).
+  - B(Release position) as M(maesh.ichor.release_check) judges it, up to date, behind (with the next step), or refused
+    (newer than the release set).
+  - B(Machines), every machine the inventory or the cluster record names, read at once over the Talos API. Each
+    one's drift from its spec in the cluster record at the record's contract, rendered with the component images the
+    machine runs, by class and path; a class C path, or a path whose fingerprint is not in O(acknowledged), is
+    critical. Held machines (adopt's hold) and why, critical once held longer than O(hold_days). Pending machines
+    (registered by M(maesh.ichor.talos_reset)) and for how long. Machines that answer and Nodes that run but that
+    the record does not know, and record entries that no longer answer.
+  - B(etcd), read through the first control plane that answers, members against control planes (a control plane
+    that is no member is critical), each member's health (one that does not answer or reports errors is critical),
+    the leader, and the database size against etcd's default quota.
+  - B(Cilium), in the managed modes, the collection's Helm release, its state (anything but deployed is critical)
+    and the chart it runs against the set's.
+  - B(Credentials), when the talosconfig's and the kubeconfig's client certificates and the cluster's CAs (Talos,
+    Kubernetes, etcd, aggregator) end, critical within O(expiry_days), with the way to renew each.
+  - Never writes, in check mode or not.
+author:
+  - maesh.ichor developers (@maesh-ichor)
+extends_documentation_fragment:
+  - maesh.ichor.talos
+  - maesh.ichor.kubernetes
+attributes:
+  check_mode:
+    support: full
+    description: Reads only; check mode returns the same result.
+  diff_mode:
+    support: none
+    description: Nothing is changed.
+options:
+  machines:
+    description:
+      - The cluster's machines; usually built from the inventory groups with the C(maesh.ichor.machines) filter.
+        Those the cluster record names and this list does not are read too, at the address the record keeps.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: The machine's name (its Kubernetes Node name).
+        type: str
+        required: true
+      node:
+        description: The machine's Talos API address (its C(ansible_host)).
+        type: str
+        required: true
+      role:
+        description: The machine's role.
+        type: str
+        required: true
+        choices: [controlplane, worker]
+  expiry_days:
+    description: A certificate that ends within this many days is critical.
+    type: int
+    default: 30
+  hold_days:
+    description: A machine adopt has held for longer than this many days is critical.
+    type: int
+    default: 14
+  acknowledged:
+    description:
+      - Fingerprints of drift an operator has acknowledged; a class A or B path among them is a warning, not
+        critical. Class C stays critical.
+    type: list
+    elements: str
+    default: []
+"""
+
+EXAMPLES = r"""
+- name: Read the cluster's status
+  maesh.ichor.cluster_status:
+    machines: "{{ groups | maesh.ichor.machines(hostvars) }}"
+    talosconfig: "{{ ichor_talosconfig }}"
+    kubeconfig: "{{ ichor_kubeconfig }}"
+  register: ichor_status_read
+
+- name: Fail when a person is needed
+  ansible.builtin.fail:
+    msg: "{{ ichor_status_read.plan }}"
+  when: ichor_status_read.status.needs_person
+"""
+
+RETURN = r"""
+plan:
+  description: One summary line, then one line per finding, most severe first.
+  returned: always
+  type: list
+  elements: str
+  sample: ["status: a person is needed (1 critical, 0 warning, 0 info)", "critical: etcd cp-3: a control plane that is no etcd member"]
+report:
+  description: The same facts as RV(status) as a Markdown report a person reads at a glance (tables).
+  returned: success
+  type: str
+status:
+  description: What was read and found.
+  returned: success
+  type: dict
+  contains:
+    needs_person:
+      description: Whether any finding is critical.
+      type: bool
+    findings:
+      description: Each finding, most severe first.
+      type: list
+      elements: dict
+      contains:
+        severity:
+          description: C(critical) (a person is needed), C(warning) or C(info).
+          type: str
+        area:
+          description: C(release), C(machines), C(cilium), C(etcd) or C(credentials).
+          type: str
+        subject:
+          description: The machine, object or credential it is about.
+          type: str
+        what:
+          description: The finding, one line.
+          type: str
+        fingerprint:
+          description: Stable while the condition lasts; what an acknowledgement names.
+          type: str
+    release:
+      description: The release position as release_check judges it.
+      type: dict
+      contains:
+        set:
+          description: The release set.
+          type: dict
+          contains:
+            talos:
+              description: The Talos release.
+              type: str
+            contract:
+              description: The version contract.
+              type: str
+            kubernetes:
+              description: The Kubernetes release.
+              type: str
+            cilium:
+              description: The Cilium chart version.
+              type: str
+        versions:
+          description: The Versions table, as M(maesh.ichor.release_check) returns it.
+          type: list
+          elements: dict
+          contains:
+            component:
+              description: C(Talos), C(Version contract), C(Kubernetes) or C(Cilium).
+              type: str
+            running:
+              description: What runs.
+              type: str
+            target:
+              description: The release set's version.
+              type: str
+            state:
+              description: C(Up to date), C(Behind) or C(Newer).
+              type: str
+        steps:
+          description: The rollout's steps still needed, in order.
+          type: list
+          elements: str
+        position:
+          description: C(up to date), C(behind) with the next step, C(refused) or C(not judged), with why.
+          type: str
+    machines:
+      description: Each machine read.
+      type: list
+      elements: dict
+      contains:
+        name:
+          description: The machine's name.
+          type: str
+        node:
+          description: Its Talos API address.
+          type: str
+        role:
+          description: Its role.
+          type: str
+        talos:
+          description: The Talos version it runs (none when it did not answer).
+          type: str
+        source:
+          description: C(inventory), or C(record) when only the cluster record names it.
+          type: str
+        drift:
+          description:
+            - Its drift from its spec in the record, by class, with paths (none when not compared), in the form
+              M(maesh.ichor.adopt_plan) returns it; secret values are never included.
+          type: dict
+          contains:
+            contract:
+              description: The contract the render was made for (the record's).
+              type: str
+            zero:
+              description: Whether the live config equals the render.
+              type: bool
+            counts:
+              description: Paths per class.
+              type: dict
+              contains:
+                A:
+                  description: Class A (representable) paths.
+                  type: int
+                B:
+                  description: Class B (Ichor-owned) paths.
+                  type: int
+                C:
+                  description: Class C (unrepresentable) paths.
+                  type: int
+            A:
+              description: Class A differences.
+              type: list
+              elements: dict
+              contains: &difference
+                path:
+                  description: The differing path, C(<document>:<dotted path>).
+                  type: str
+                change:
+                  description: C(add) (only in the render), C(remove) (only live) or C(change).
+                  type: str
+                class:
+                  description: The class.
+                  type: str
+                rendered:
+                  description: The rendered value, C(<redacted>) for a secret or credential.
+                  type: raw
+                live:
+                  description: The live value, C(<redacted>) for a secret or credential.
+                  type: raw
+            B:
+              description: Class B differences.
+              type: list
+              elements: dict
+              contains: *difference
+            C:
+              description: Class C differences.
+              type: list
+              elements: dict
+              contains: *difference
+            hints:
+              description: Class C paths grouped under their hint, each hint once.
+              type: list
+              elements: dict
+              contains:
+                hint:
+                  description: The hint.
+                  type: str
+                paths:
+                  description: The class C paths under it.
+                  type: list
+                  elements: str
+            secret_drift:
+              description: Whether a field of the secrets bundle differs.
+              type: bool
+        drift_summary:
+          description: The drift in a few words.
+          type: str
+        held:
+          description: Why adopt holds it (empty when it is not held).
+          type: str
+    pending:
+      description: The machines reclaim registered that have not joined.
+      type: list
+      elements: dict
+      contains:
+        uuid:
+          description: The machine's UUID.
+          type: str
+        address:
+          description: Its address.
+          type: str
+        since:
+          description: When it was registered.
+          type: str
+        days:
+          description: For how many days.
+          type: float
+    etcd:
+      description: etcd, read through the first control plane that answers.
+      type: dict
+      contains:
+        controlplanes:
+          description: The control planes read.
+          type: list
+          elements: str
+        members:
+          description: The etcd members listed.
+          type: list
+          elements: str
+        healthy:
+          description: The members that answered without errors.
+          type: list
+          elements: str
+        leader:
+          description: The leader's name.
+          type: str
+        db:
+          description: The largest member database against the quota.
+          type: str
+        db_size:
+          description: The largest member database, in bytes.
+          type: int
+    cilium:
+      description: The collection's Cilium release.
+      type: dict
+      contains:
+        managed:
+          description: Whether the cluster record names a release (false when adopt left the CNI alone).
+          type: bool
+        release:
+          description: The release, namespace/name.
+          type: str
+        state:
+          description: Its newest record's state (deployed, failed, pending-upgrade, ...).
+          type: str
+        chart:
+          description: The chart version it runs.
+          type: str
+        set:
+          description: The release set's chart version.
+          type: str
+        revision:
+          description: The newest record's revision.
+          type: int
+    credentials:
+      description: Each certificate read.
+      type: list
+      elements: dict
+      contains:
+        subject:
+          description: Which certificate.
+          type: str
+        ends:
+          description: When it ends (UTC).
+          type: str
+        days:
+          description: Days left (negative when it has ended).
+          type: float
+    at:
+      description: When the cluster was read (UTC).
+      type: str
+    cluster:
+      description: The cluster's name from its record.
+      type: str
+"""

@@ -1,0 +1,164 @@
+"""maesh.ichor.status against the lab: a cluster maesh.ichor.init made (3 control planes and a worker, the collection's
+Cilium), read as it is (nothing to report, exit 0, the same in check mode, no write in the audit log), then each
+condition injected alone and taken back: the finding names the machine, path or object, with its severity, and
+nothing else is reported."""
+
+import datetime
+import os
+import re
+import stat
+import time
+
+import pytest
+import yaml
+
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record as helm_record
+from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, talosconfig
+from ansible_collections.maesh.ichor.plugins.module_utils.talos.client import TalosClient
+
+from tests.integration import test_init
+from tests.integration.ansible_env import ansible_playbook
+
+pytestmark = pytest.mark.lab
+
+cilium_charts = test_init.cilium_charts
+cilium_lab = test_init.cilium_lab
+init_cleanup = test_init.init_cleanup
+
+
+USER = "ichor-status"  # the run's own client certificate: its requests are told apart in the audit log
+WRITES = ("ApplyConfiguration", "Reboot", "Reset", "Upgrade", "Bootstrap", "EtcdRemoveMemberByID", "EtcdLeaveCluster")
+
+
+def _status(ctx, *extra):
+    """One run: (the process, its finding lines, the report). It writes nothing: no write in the API server's audit
+    log, no writing call on any machine."""
+    lab, inv, tmp_path, kube_lab = ctx
+    report = tmp_path / "status.md"
+    if report.exists():
+        report.unlink()
+    mark = kube_lab.audit_mark()
+    calls = dict((m["name"], lab.control.calls(m["name"])) for m in lab.machines)
+    proc = ansible_playbook("-i", inv, "maesh.ichor.status", "-e", "ichor_status_report=%s" % report, *extra)
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    kube_lab.audit_barrier()
+    assert kube_lab.mutating_requests(since=mark, user=USER) == []
+    assert [e for e in kube_lab.audit_events(since=mark) if e["user"]["username"] == USER], "the run read nothing"
+    for m in lab.machines:
+        after = lab.control.calls(m["name"])
+        assert [c for c in WRITES if after.get(c, 0) != calls[m["name"]].get(c, 0)] == [], m["name"]
+    lines = [line.strip().strip('",') for line in proc.stdout.splitlines()]
+    found = [line for line in lines if line.startswith(("critical: ", "warning: ", "info: "))]
+    return proc, sorted(set(found)), report.read_text() if report.exists() else None
+
+
+def _expect(ctx, rc, *wanted):
+    """The run's exit code and its findings: exactly ``wanted`` (each a line's start), each in the report too."""
+    proc, found, report = _status(ctx)
+    assert (proc.returncode != 0) == (rc != 0), proc.stdout[-6000:]
+    assert len(found) == len(wanted) and all(any(f.startswith(w) for f in found) for w in wanted), (found, wanted)
+    for line in found:
+        assert line.split(": ", 2)[-1].split(";")[0].replace("|", "\\|")[:60] in report, (line, report)
+    return found
+
+
+@pytest.fixture
+def managed(talos_kube_lab, kube_lab, cilium_lab, cilium_charts, tmp_path, init_cleanup):
+    """A cluster init made, and the inventory status reads it with (init's talosconfig and kubeconfig)."""
+    lab = talos_kube_lab(controlplanes=3, workers=1, mode="maintenance", bootstrapped=False, version=release.TALOS)
+    inv, keep = test_init._inventory(lab, tmp_path, **test_init._cilium(cilium_lab, kube_lab, cilium_charts))
+    made = test_init._init(inv)
+    assert made.returncode == 0, made.stdout[-8000:]
+    data = yaml.safe_load(open(inv))
+    kubeconfig = kube_lab.client_kubeconfig(str(keep / "status.kubeconfig"), USER)
+    data["all"]["vars"].update(ichor_talosconfig=str(keep / "talosconfig"), ichor_kubeconfig=kubeconfig)
+    with open(inv, "w") as handle:
+        yaml.safe_dump(data, handle)
+    return lab, inv, keep
+
+
+def _talos(keep):
+    return TalosClient(context=talosconfig.load(path=str(keep / "talosconfig")))
+
+
+def test_a_clean_cluster_has_nothing_to_report_and_each_condition_is_found_alone(managed, kube_lab, tmp_path):
+    lab, inv, keep = managed
+    ctx = (lab, inv, tmp_path, kube_lab)
+    kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
+    proc, found, report = _status(ctx)
+    assert proc.returncode == 0 and found == [], proc.stdout[-6000:]
+    assert "status: nothing to report (0 critical, 0 warning, 0 info)" in proc.stdout
+    assert "Position: up to date" in report and "| cp-1 |" in report
+    assert stat.S_IMODE(os.stat(str(tmp_path / "status.md")).st_mode) == 0o600
+    checked, found_checked, report_checked = _status(ctx, "--check")
+    assert checked.returncode == 0 and found_checked == [] and "nothing to report" in report_checked
+
+    # a changed machine config: a sysctl set by hand on worker-1 (class A: a machine spec field covers it)
+    worker = [m for m in lab.machines if m["role"] == "worker"][0]
+    talos = _talos(keep)
+    before = talos.run(machine.get_resource(talos, machine.res.MACHINE_CONFIG, worker["address"]))["spec"]
+    docs = list(yaml.safe_load_all(before))
+    docs[0]["machine"].setdefault("sysctls", {})["vm.max_map_count"] = "262144"
+    machine.apply_config(talos, worker["address"], yaml.safe_dump_all(docs))
+    (line,) = _expect(ctx, 1, "critical: machines %s: class A drift: " % worker["name"])
+    assert "vm.max_map_count" in line
+    machine.apply_config(talos, worker["address"], before)
+    _expect(ctx, 0)
+
+    # a machine adopt holds: a warning while it is recent, critical once held longer than ichor_status_hold_days
+    def hold(days):
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - days * 86400))
+        cluster_record.update(kube, lambda d: d.update(held={"cp-2": "class B needs consent"},
+                                                       adoption=dict(d.get("adoption") or {}, at=at)))
+    hold(1)
+    _expect(ctx, 0, "warning: machines cp-2: held (class B needs consent); for 1.0 days")
+    hold(20)
+    _expect(ctx, 1, "critical: machines cp-2: held (class B needs consent); for 20.0 days, longer than")
+    cluster_record.update(kube, lambda d: (d.pop("held"), d.pop("adoption")))
+
+    # a machine reclaim registered that has not joined
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3 * 86400))
+    cluster_record.update(kube, lambda d: d.update(machines=[{"uuid": "u-pending", "address": "127.0.0.99",
+                                                              "state": "pending", "source": "reclaim", "at": at}]))
+    _expect(ctx, 0, "info: machines 127.0.0.99: pending (registered by reclaim, 3.0 days ago)")
+    cluster_record.update(kube, lambda d: d.pop("machines"))
+
+    # a Node the record does not know
+    kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "stranger-1"}})
+    _expect(ctx, 0, "warning: machines stranger-1: a Node the cluster runs that the cluster record does not")
+    kube.delete("v1", "Node", "stranger-1")
+
+    # the collection's Cilium release failed
+    (newest,) = [s for s in kube.list("v1", "Secret", "ichor-system", label_selector="owner=helm,name=cilium")
+                 if s["metadata"]["labels"]["status"] == "deployed"]
+    newest["metadata"]["labels"]["status"] = "failed"
+    kube.replace(newest)
+    _expect(ctx, 1, "critical: cilium ichor-system/cilium: Helm release revision %s is failed" %
+            helm_record.Record(newest).revision)
+    newest = kube.get("v1", "Secret", newest["metadata"]["name"], "ichor-system")
+    newest["metadata"]["labels"]["status"] = "deployed"
+    kube.replace(newest)
+    _expect(ctx, 0)
+
+    # a talosconfig whose client certificate ends in 10 days
+    bundle = secrets.load(str(keep / "secrets.yaml"))
+    minted = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) - (
+        secrets.ADMIN_VALIDITY - datetime.timedelta(days=10))
+    cps = [m["address"] for m in lab.machines if m["role"] == "controlplane"]
+    short = keep / "talosconfig-short"
+    short.write_text(secrets.admin_talosconfig(bundle, "lab", cps, now=minted))
+    proc, found, unused_report = _status(ctx, "-e", "ichor_talosconfig=%s" % short)
+    assert proc.returncode != 0 and len(found) == 1, found
+    assert re.match(r"critical: credentials talosconfig client certificate: expires in (9\.9|10\.0) days", found[0]), found
+
+    # etcd lost a member: cp-3 is no member any more
+    members = talos.call("EtcdMemberList", node=cps[0]).messages[0].members
+    (third,) = [m for m in members if "%s:" % lab.address("cp-3") in m.peer_urls[0]]
+    talos.call("EtcdRemoveMemberByID", machine.talos_client.request_type("EtcdRemoveMemberByID")(member_id=third.id),
+               node=cps[0])
+    _expect(ctx, 1, "critical: etcd cp-3: a control plane that is no etcd member")
+    talos.close()
