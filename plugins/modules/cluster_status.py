@@ -18,7 +18,7 @@ description:
     (newer than the release set).
   - B(Machines), every machine the inventory or the cluster record names, read at once over the Talos API. Each
     one's drift from its spec in the cluster record at the record's contract, rendered with the component images the
-    machine runs, by class and path; a class C path, or a path whose fingerprint is not in O(acknowledged), is
+    machine runs, by class and path; a class C path, or a path the last acknowledgement did not record, is
     critical. Held machines (adopt's hold) and why, critical once held longer than O(hold_days). Pending machines
     (registered by M(maesh.ichor.talos_reset)) and for how long. Machines that answer and Nodes that run but that
     the record does not know, and record entries that no longer answer.
@@ -29,7 +29,8 @@ description:
     and the chart it runs against the set's.
   - B(Credentials), when the talosconfig's and the kubeconfig's client certificates and the cluster's CAs (Talos,
     Kubernetes, etcd, aggregator) end, critical within O(expiry_days), with the way to renew each.
-  - Never writes, in check mode or not.
+  - Writes nothing, in check mode or not, unless O(acknowledge) is set; then it records the class A and B drift
+    found now as known in the cluster record (the last acknowledgement's list is replaced), under the cluster lock.
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
@@ -38,10 +39,10 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    description: Reads only; check mode returns the same result.
+    description: Reads only; check mode returns the same result, and with O(acknowledge) says what it would record.
   diff_mode:
-    support: none
-    description: Nothing is changed.
+    support: full
+    description: With O(acknowledge), the acknowledged fingerprints before and after.
 options:
   machines:
     description:
@@ -72,13 +73,16 @@ options:
     description: A machine adopt has held for longer than this many days is critical.
     type: int
     default: 14
-  acknowledged:
+  acknowledge:
     description:
-      - Fingerprints of drift an operator has acknowledged; a class A or B path among them is a warning, not
-        critical. Class C stays critical.
-    type: list
-    elements: str
-    default: []
+      - Record the class A and B drift found now as known, so that it is a warning, not critical, until it changes;
+        a path found later, or class C drift, is critical still. The one write this module makes, under the cluster
+        lock (refused while another run holds it).
+    type: bool
+    default: false
+  requested_by:
+    description: Who acknowledges, as the record keeps it (the AWX user); by default the local login name.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -102,6 +106,17 @@ plan:
   type: list
   elements: str
   sample: ["status: a person is needed (1 critical, 0 warning, 0 info)", "critical: etcd cp-3: a control plane that is no etcd member"]
+diff:
+  description: With O(acknowledge), when the known drift changes, the fingerprints before and after (diff mode).
+  returned: when acknowledging changes the record, in diff mode
+  type: dict
+  contains:
+    before:
+      description: The fingerprints recorded before.
+      type: dict
+    after:
+      description: The fingerprints recorded after.
+      type: dict
 report:
   description: The same facts as RV(status) as a Markdown report a person reads at a glance (tables).
   returned: success
@@ -274,6 +289,10 @@ status:
         held:
           description: Why adopt holds it (empty when it is not held).
           type: str
+    acknowledged:
+      description: The drift fingerprints the cluster record holds as known (after this run's acknowledgement).
+      type: list
+      elements: str
     pending:
       description: The machines reclaim registered that have not joined.
       type: list

@@ -14,7 +14,7 @@ import yaml
 
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record as helm_record
 from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, lock
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, talosconfig
@@ -34,9 +34,9 @@ USER = "ichor-status"  # the run's own client certificate: its requests are told
 WRITES = ("ApplyConfiguration", "Reboot", "Reset", "Upgrade", "Bootstrap", "EtcdRemoveMemberByID", "EtcdLeaveCluster")
 
 
-def _status(ctx, *extra):
+def _status(ctx, *extra, acknowledging=False):
     """One run: (the process, its finding lines, the report). It writes nothing: no write in the API server's audit
-    log, no writing call on any machine."""
+    log, no writing call on any machine; an acknowledgement writes the cluster record and its lock, nothing else."""
     lab, inv, tmp_path, kube_lab = ctx
     report = tmp_path / "status.md"
     if report.exists():
@@ -46,7 +46,13 @@ def _status(ctx, *extra):
     proc = ansible_playbook("-i", inv, "maesh.ichor.status", "-e", "ichor_status_report=%s" % report, *extra)
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     kube_lab.audit_barrier()
-    assert kube_lab.mutating_requests(since=mark, user=USER) == []
+    writes = [(e["verb"], e["objectRef"]["resource"], e["objectRef"].get("name")) for e in
+              kube_lab.mutating_requests(since=mark, user=USER)]
+    if acknowledging:
+        assert set(writes) == {("update", "configmaps", "ichor-cluster"), ("create", "leases", "ichor-cluster-lock"),
+                               ("delete", "leases", "ichor-cluster-lock")}, writes
+    else:
+        assert writes == []
     assert [e for e in kube_lab.audit_events(since=mark) if e["user"]["username"] == USER], "the run read nothing"
     for m in lab.machines:
         after = lab.control.calls(m["name"])
@@ -106,6 +112,27 @@ def test_a_clean_cluster_has_nothing_to_report_and_each_condition_is_found_alone
     machine.apply_config(talos, worker["address"], yaml.safe_dump_all(docs))
     (line,) = _expect(ctx, 1, "critical: machines %s: class A drift: " % worker["name"])
     assert "vm.max_map_count" in line
+
+    # acknowledged: the plan says what would be recorded (check mode writes nothing), the run records it, and it is
+    # a warning from then on; a path found later is critical still
+    planned, found, unused_report = _status(ctx, "-e", "ichor_status_acknowledge=true", "--check")
+    assert planned.returncode != 0 and found == [line], found
+    assert "acknowledge: would record 1 drift path(s) as known in the cluster record" in planned.stdout
+    done, found, unused_report = _status(ctx, "-e", "ichor_status_acknowledge=true", acknowledging=True)
+    assert done.returncode == 0 and found == [line.replace("critical", "warning", 1) + " (acknowledged)"], found
+    record = cluster_record.read(kube).data["status"]
+    assert len(record["acknowledged"]) == 1 and record["by"]
+    _expect(ctx, 0, line.replace("critical", "warning", 1) + " (acknowledged)")
+    docs[0]["machine"]["sysctls"]["net.core.somaxconn"] = "4096"
+    machine.apply_config(talos, worker["address"], yaml.safe_dump_all(docs))
+    _expect(ctx, 1, line.replace("critical", "warning", 1) + " (acknowledged)",
+            "critical: machines %s: class A drift: remove v1alpha1:machine.sysctls.net.core.somaxconn" % worker["name"])
+    # another run holds the cluster lock: the acknowledgement is refused, naming it, and nothing is recorded
+    lock.acquire(kube, "maesh-ichor-other-run", duration=120)
+    refused, unused_found, unused_report = _status(ctx, "-e", "ichor_status_acknowledge=true")
+    assert refused.returncode != 0 and "is held by maesh-ichor-other-run" in refused.stdout, refused.stdout[-3000:]
+    assert cluster_record.read(kube).data["status"] == record
+    lock.release(kube, "maesh-ichor-other-run")
     machine.apply_config(talos, worker["address"], before)
     _expect(ctx, 0)
 

@@ -74,3 +74,13 @@ def test_the_report_states_every_finding_and_machine_and_escapes_table_cells():
     assert "Leader: cp-1" in text and "| Talos CA | 2036-01-01T00:00:00Z |" in text
     status["findings"] = []
     assert "Nothing to report." in f.markdown(status)
+
+
+def test_only_class_a_or_b_drift_can_be_acknowledged_and_then_it_is_a_warning():
+    a, c = f.drift("w-1", "A", "v1alpha1:machine.sysctls.x", "add"), f.drift("w-1", "C", "v1alpha1:machine.y", "add")
+    held = f.held("w-1", "class B needs consent", 0, 20 * f.DAY, 14)
+    assert [f.acknowledgeable(x) for x in (a, c, held)] == [True, False, False]
+    f.acknowledge(a)
+    assert a["severity"] == f.WARNING and a["what"].endswith(" (acknowledged)")
+    f.acknowledge(a)  # once only
+    assert a["what"].count("(acknowledged)") == 1

@@ -49,7 +49,7 @@ class ClusterRecord:
 FIELDS = {"talos": (str, "a version"), "kubernetes": (str, "a version"), "contract": (str, "a version"),
           "cluster": (dict, "a mapping"), "machines": (list, "a list of mappings"), "adoption": (dict, "a mapping"),
           "nodes": (dict, "a mapping"), "held": (dict, "a mapping"), "init": (dict, "a mapping"),
-          "cilium": (dict, "a mapping")}
+          "cilium": (dict, "a mapping"), "status": (dict, "a mapping")}
 _TEXT = ((str,), "text")
 _MAPPING = ((dict,), "a mapping")
 _NAMES = ("names", "a list of text")
@@ -60,6 +60,7 @@ NESTED = {
     "adoption": {"mode": _TEXT, "inlineManifest": _NAMES},
     "cilium": {"release": _TEXT, "chart": _TEXT, "tunnel": _TEXT, "kubeProxy": _TEXT, "values": _MAPPING,
                "inlineManifests": _NAMES},
+    "status": {"acknowledged": _NAMES, "at": _TEXT, "by": _TEXT},
 }
 # Each entry of these: machines[] (reclaim's pending machines), nodes.<name> (init's and adopt's machines).
 ENTRY_FIELDS = {"machines": {"uuid": _TEXT, "address": _TEXT, "state": _TEXT, "source": _TEXT, "at": _TEXT},

@@ -9,8 +9,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import getpass
-import os
 import time
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import redact_text
@@ -21,18 +19,6 @@ from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.request import
 def utc(at=None):
     """A time as ``2026-11-04T10:00:00Z``."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if at is None else at))
-
-
-def local_user(environ=None):
-    """Who runs this when no AWX user is given: the local login name."""
-    environ = os.environ if environ is None else environ
-    for key in ("USER", "LOGNAME"):
-        if environ.get(key):
-            return environ[key]
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError, ImportError):  # no passwd entry for the uid (a container)
-        return "unknown"
 
 
 class Audit:

@@ -22,7 +22,8 @@ import time
 from ansible_collections.maesh.ichor.plugins.module_utils.common import poll
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim import policy
-from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.audit import Audit, local_user, utc
+from ansible_collections.maesh.ichor.plugins.module_utils.common.who import local_user
+from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.audit import Audit, utc
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.errors import ReclaimError
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.inspection import check_address
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors

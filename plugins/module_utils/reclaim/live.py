@@ -19,7 +19,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_rec
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import Conflict, KubeError
 from ansible_collections.maesh.ichor.plugins.module_utils.machine import facts as machine_facts
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim import flow, inspection
-from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.audit import local_user
+from ansible_collections.maesh.ichor.plugins.module_utils.common.who import local_user
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.errors import ReclaimError
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.policy import MANAGED_REQUIRED
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.request import reset_request

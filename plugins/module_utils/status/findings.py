@@ -33,10 +33,21 @@ def drift(name, cls, path, change, acknowledged=()):
     to the machine); class A or B does when its path was not seen at the last acknowledged status."""
     what = "class %s drift: %s %s" % (cls, change, path)
     found = finding(CRITICAL, "machines", name, what, key="drift %s %s" % (cls, path))
-    if cls != "C" and found["fingerprint"] in acknowledged:
+    if acknowledgeable(found) and found["fingerprint"] in acknowledged:
+        acknowledge(found)
+    return found
+
+
+def acknowledgeable(found):
+    """Whether an operator can acknowledge a finding: class A or B drift (class C cannot be applied, ever)."""
+    return found["area"] == "machines" and found["what"].startswith(("class A drift: ", "class B drift: "))
+
+
+def acknowledge(found):
+    """A finding an acknowledgement names: known, so a warning."""
+    if found["severity"] == CRITICAL:
         found["severity"] = WARNING
         found["what"] += " (acknowledged)"
-    return found
 
 
 def held(name, reason, since, now, hold_days):

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The ``cluster_status`` module's flow: read a managed cluster once and say what needs a person. Writes nothing.
+"""The ``cluster_status`` module's flow: read a managed cluster once and say what needs a person. Writes nothing,
+but for an acknowledgement (``acknowledge``): the drift found now recorded as known, under the cluster lock.
 
 Order: the cluster record (none: refused, as the rollout refuses it), every machine the inventory or the record names,
 read at once over the Talos API (its version and live config; one that does not answer is a finding, not a
@@ -24,12 +25,13 @@ import time
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import live as cilium_live
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record as helm_record
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import who
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, drift, render, secrets, yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, lock
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import check, state
 from ansible_collections.maesh.ichor.plugins.module_utils.status import findings as fmod
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors as talos_errors
@@ -48,9 +50,12 @@ RENEW_KUBECONFIG = "fetch a new one: maesh.ichor.talos_kubeconfig (or talosctl k
 RENEW_CA = "rotate it: talosctl rotate-ca (plan it first; every machine and client gets new certificates)"
 
 
+ACK_LOCK_SECONDS = 300  # an acknowledgement holds the cluster lock for one record write
+
+
 def options():
     return dict(expiry_days=dict(type="int", default=30), hold_days=dict(type="int", default=14),
-                acknowledged=dict(type="list", elements="str", default=[]))
+                acknowledge=dict(type="bool", default=False), requested_by=dict(type="str"))
 
 
 def run(params, conn, check_mode=True):
@@ -67,7 +72,8 @@ def run(params, conn, check_mode=True):
     talos = conn.talos()
     machines = _machines(params["machines"], record)
     rows = _read(talos, machines)
-    status["machines"] = _drift(rows, record, found, params["acknowledged"])
+    known = _acknowledged(record)
+    status["machines"] = _drift(rows, record, found, known)
     status["release"] = _release(rows, kube, record, found, status["machines"])
     _holds(status["machines"], record, now, params["hold_days"], found)
     status["pending"] = _pending(record, now, found)
@@ -75,12 +81,48 @@ def run(params, conn, check_mode=True):
     status["etcd"] = _etcd(talos, rows, found)
     status["cilium"] = _cilium(kube, record, found)
     status["credentials"] = _credentials(conn, rows, now, params["expiry_days"], found)
+    lines, status["acknowledged"] = [], known
+    if params["acknowledge"]:
+        lines, status["acknowledged"] = _acknowledge(kube, known, found, params, check_mode, result, now)
     status["findings"] = fmod.ordered(found)
     status["needs_person"] = fmod.needs_person(found)
     result["status"] = status
-    result["plan"] = fmod.summary(found)
+    result["plan"] = lines + fmod.summary(found)
     result["report"] = fmod.markdown(status)
     return result
+
+
+def _acknowledged(record):
+    """The drift fingerprints the last acknowledgement recorded."""
+    return list((record.get("status") or {}).get("acknowledged") or [])
+
+
+def _acknowledge(kube, known, found, params, check_mode, result, now):
+    """Record the drift found now as known (the acknowledgeable findings' fingerprints, replacing the last list),
+    under the cluster lock; the plan lines say what is recorded before anything is written. Returns (plan lines,
+    the fingerprints known after the run)."""
+    drift = [f for f in found if fmod.acknowledgeable(f)]
+    after = sorted(set(f["fingerprint"] for f in drift))
+    if after == sorted(known):
+        return ["acknowledge: the cluster record knows this drift already (%d path(s)); nothing to write" %
+                len(after)], known
+    lines = ["acknowledge: %s %d drift path(s) as known in the cluster record %s/%s (the last acknowledgement had "
+             "%d)%s" % ("would record" if check_mode else "records", len(after), cluster_record.NAMESPACE,
+                        cluster_record.NAME, len(known), ":" if drift else "")]
+    lines += ["acknowledge: %s %s" % (f["subject"], f["what"]) for f in fmod.ordered(drift)]
+    entry = {"acknowledged": after, "at": _stamp(now), "by": params.get("requested_by") or who.local_user()}
+    result.update(changed=True, diff={"before": {"acknowledged": sorted(known)}, "after": {"acknowledged": after}})
+    if check_mode:
+        return lines, known
+    holder = lock.new_holder()
+    lines += lock.acquire(kube, holder, duration=ACK_LOCK_SECONDS)
+    try:
+        cluster_record.update(kube, lambda data: data.update(status=entry))
+    finally:
+        lines += lock.release(kube, holder)
+    for f in drift:
+        fmod.acknowledge(f)
+    return lines, after
 
 
 def _stamp(seconds):
