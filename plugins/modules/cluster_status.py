@@ -12,7 +12,7 @@ module: cluster_status
 short_description: Read a managed cluster once and report what needs a person
 version_added: 0.2.0
 description:
-  - Reads a cluster that M(maesh.ichor.adopt) adopted or M(maesh.ichor.init) made, once and read-only, and returns
+  - Reads a cluster that the playbook C(maesh.ichor.adopt) adopted or C(maesh.ichor.init) made, once, and returns
     findings, each with a severity; C(critical) means a person is needed (the C(status) role fails the run on it).
   - B(Release position) as M(maesh.ichor.release_check) judges it, up to date, behind (with the next step), or refused
     (newer than the release set).
@@ -27,6 +27,8 @@ description:
     the leader, and the database size against etcd's default quota.
   - B(Cilium), in the managed modes, the collection's Helm release, its state (anything but deployed is critical)
     and the chart it runs against the set's.
+  - B(The installed bundle), with O(bundle), each object it ships against the live one (a server-side apply dry
+    run), missing or changed out of band, with the paths that differ.
   - B(Credentials), when the talosconfig's and the kubeconfig's client certificates and the cluster's CAs (Talos,
     Kubernetes, etcd, aggregator) end, critical within O(expiry_days), with the way to renew each.
   - Writes nothing, in check mode or not, unless O(acknowledge) is set; then it records the class A and B drift
@@ -83,6 +85,23 @@ options:
   requested_by:
     description: Who acknowledges, as the record keeps it (the AWX user); by default the local login name.
     type: str
+  bundle:
+    description:
+      - The installer's bundle (files or directories, as M(maesh.ichor.installer_apply) takes them). When given, each
+        object it ships is compared with the live one by a server-side apply dry run; a missing object and one
+        changed out of band are warnings. Empty, the bundle is not judged.
+    type: list
+    elements: path
+    default: []
+  network_policies:
+    description: The bundle's CiliumNetworkPolicies, judged only where the installer applies them (Cilium and its CRD).
+    type: list
+    elements: path
+    default: []
+  installer_namespace:
+    description: The installer's namespace (its inventory).
+    type: str
+    default: ichor-system
 """
 
 EXAMPLES = r"""
@@ -107,8 +126,8 @@ plan:
   elements: str
   sample: ["status: a person is needed (1 critical, 0 warning, 0 info)", "critical: etcd cp-3: a control plane that is no etcd member"]
 diff:
-  description: With O(acknowledge), when the known drift changes, the fingerprints before and after (diff mode).
-  returned: when acknowledging changes the record, in diff mode
+  description: With O(acknowledge), the fingerprints recorded as known before and after (diff mode).
+  returned: with O(acknowledge), in diff mode
   type: dict
   contains:
     before:
@@ -138,7 +157,7 @@ status:
           description: C(critical) (a person is needed), C(warning) or C(info).
           type: str
         area:
-          description: C(release), C(machines), C(cilium), C(etcd) or C(credentials).
+          description: C(release), C(machines), C(cilium), C(installer), C(etcd) or C(credentials).
           type: str
         subject:
           description: The machine, object or credential it is about.
@@ -357,6 +376,42 @@ status:
         revision:
           description: The newest record's revision.
           type: int
+    installer:
+      description: The collection's bundle as installed (read only when O(bundle) is given).
+      type: dict
+      contains:
+        checked:
+          description: Whether the bundle was compared (O(bundle) given).
+          type: bool
+        installed:
+          description: Whether the installer's inventory exists (the bundle was installed).
+          type: bool
+        objects:
+          description: How many objects the bundle ships.
+          type: int
+        missing:
+          description: Bundle objects that do not exist.
+          type: list
+          elements: dict
+          contains:
+            object:
+              description: The object, C(Kind namespace/name).
+              type: str
+            installed:
+              description: Whether the inventory lists it (deleted out of band); false when it is new in the bundle.
+              type: bool
+        changed:
+          description: Bundle objects changed away from what the bundle ships.
+          type: list
+          elements: dict
+          contains:
+            object:
+              description: The object, C(Kind namespace/name).
+              type: str
+            paths:
+              description: The paths that differ (never their values).
+              type: list
+              elements: str
     credentials:
       description: Each certificate read.
       type: list

@@ -159,6 +159,24 @@ def test_a_clean_cluster_has_nothing_to_report_and_each_condition_is_found_alone
     _expect(ctx, 0, "warning: machines stranger-1: a Node the cluster runs that the cluster record does not")
     kube.delete("v1", "Node", "stranger-1")
 
+    # an object of the collection's bundle deleted, another changed by hand (what the bundle ships, judged by
+    # server-side apply dry runs, which the audit log does not count as writes)
+    rbac = "rbac.authorization.k8s.io/v1"
+    binding = kube.get(rbac, "RoleBinding", "ichor-installer", "ichor-system")
+    kube.delete(rbac, "RoleBinding", "ichor-installer", "ichor-system")
+    _expect(ctx, 0, "warning: installer RoleBinding ichor-system/ichor-installer: missing: deleted out of band")
+    for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
+        binding["metadata"].pop(key, None)
+    kube.create(binding)
+    role = kube.get(rbac, "Role", "ichor-installer", "ichor-system")
+    role["rules"][0]["verbs"] = ["get", "create", "delete", "update"]
+    kube.replace(role)
+    _expect(ctx, 0, "warning: installer Role ichor-system/ichor-installer: changed out of band at rules[0].verbs; ")
+    role = kube.get(rbac, "Role", "ichor-installer", "ichor-system")
+    role["rules"][0]["verbs"] = ["get", "create", "delete"]
+    kube.replace(role)
+    _expect(ctx, 0)
+
     # the collection's Cilium release failed
     (newest,) = [s for s in kube.list("v1", "Secret", "ichor-system", label_selector="owner=helm,name=cilium")
                  if s["metadata"]["labels"]["status"] == "deployed"]

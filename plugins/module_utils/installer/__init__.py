@@ -11,4 +11,4 @@ and installer_restore, each returning the module's result, with the options they
 the failures they raise."""
 
 # what another feature package may import from this one (module_utils/__init__.py)
-INTERFACE = ("policies",)
+INTERFACE = ("policies", "stages")

@@ -5,7 +5,8 @@
 ``prune_run`` (prune, inventory, drop the snapshot) and ``restore`` (put the snapshot back). Each takes
 an ``Installer`` and returns the module's result (``plan`` lines, ``diff``, ``warnings``); a failed stage
 restores the snapshot and raises ``RunFailed`` carrying the result so far. ``run_stage`` is what a module
-calls: the Installer of its options, then the stage."""
+calls: the Installer of its options, then the stage. ``out_of_band`` is what ``cluster_status`` reads of an installed
+bundle (dry runs only)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -19,12 +20,13 @@ except ImportError:  # pragma: no cover
     yaml = None
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
+from ansible_collections.maesh.ichor.plugins.module_utils.config import documents
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.errors import InstallerError, RunFailed
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.inventory import INVENTORY_NAME
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.live import Installer
 from ansible_collections.maesh.ichor.plugins.module_utils.installer import policies
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import lock
-from ansible_collections.maesh.ichor.plugins.module_utils.installer.objects import DEFAULT_NAMESPACE, Ref
+from ansible_collections.maesh.ichor.plugins.module_utils.installer.objects import DEFAULT_NAMESPACE, Ref, comparable
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.prune import RENAMED_OBJECTS
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.snapshot import new_run_id
 
@@ -237,3 +239,37 @@ def restore(run, check_mode):
     except IchorError as exc:
         raise InstallerError("restore failed: %s; the snapshot is kept" % exc, result=dict(plan=plan))
     return dict(changed=True, plan=plan, restored=[str(r) for r in recreated])
+
+
+def out_of_band(kube, bundle_paths, policy_paths=(), namespace=DEFAULT_NAMESPACE):
+    """What ``cluster_status`` reports of the installed bundle, read only (server-side apply dry runs): the
+    inventory's state and each bundle object that is missing or changed away from what the bundle ships. Returns
+    {"installed": bool, "objects": n, "changed": [{"object", "paths"}], "missing": [{"object", "installed"}]}; a
+    missing object the inventory does not list is new in this collection's bundle (``installed`` false)."""
+    paths = list(bundle_paths)
+    if policy_paths and policies.read(kube)[0]:
+        paths += list(policy_paths)
+    run = Installer(kube, paths, namespace=namespace)
+    previous, unused_configmap = run.previous_inventory()
+    out = {"installed": previous is not None, "objects": len(run.refs), "changed": [], "missing": []}
+    if previous is None:
+        return out
+    listed = set(str(ref) for ref in previous)
+    for step in run.plan_apply():
+        if step.action == "create":
+            out["missing"].append({"object": str(step.ref), "installed": str(step.ref) in listed})
+        elif step.action == "update":
+            out["changed"].append({"object": str(step.ref), "paths": _changed_paths(step.before, step.after)})
+    return out
+
+
+def _changed_paths(live, shipped):
+    """The paths whose values differ between the live object and what the bundle would make of it (paths only: a
+    Secret's values are never shown)."""
+    left, right = _leaves(live), _leaves(shipped)
+    return sorted(path for path in set(left) | set(right) if left.get(path) != right.get(path))
+
+
+def _leaves(obj):
+    body, meta = comparable(obj)
+    return documents.flatten(meta, "metadata", documents.flatten(body, "", {}))

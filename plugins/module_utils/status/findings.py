@@ -4,7 +4,7 @@
 """What ``cluster_status`` found, as findings with a severity, and the rules that make one need a person.
 
 Pure: no reads. A finding is a dict: ``severity`` (``critical``: the run fails, a person is needed; ``warning``;
-``info``), ``area`` (release, machines, cilium, etcd, credentials), ``subject`` (the machine, object or credential),
+``info``), ``area`` (release, machines, cilium, installer, etcd, credentials), ``subject`` (the machine, object or credential),
 ``what`` (one line) and ``fingerprint`` (stable across runs: what an acknowledgement names).
 """
 
@@ -16,7 +16,7 @@ import hashlib
 
 CRITICAL, WARNING, INFO = "critical", "warning", "info"
 SEVERITIES = (CRITICAL, WARNING, INFO)
-AREAS = ("release", "machines", "cilium", "etcd", "credentials")
+AREAS = ("release", "machines", "cilium", "installer", "etcd", "credentials")
 DAY = 86400
 
 
@@ -125,6 +125,11 @@ def markdown(status):
     lines += ["", "## Cilium", "", "Release %s: %s, chart %s (the release set's: %s)." % (
         _cell(cilium["release"]), cilium.get("state") or "no record", cilium.get("chart") or "unknown", cilium["set"])
         if cilium.get("managed") else "Not managed by the collection (no release in the cluster record)."]
+    installer = status.get("installer") or {}
+    if installer.get("checked"):
+        lines += ["", "## The collection's bundle", "", "%s objects shipped; %s." % (installer["objects"], (
+            "%d missing, %d changed out of band" % (len(installer["missing"]), len(installer["changed"])))
+            if installer["installed"] else "not installed")]
     etcd = status.get("etcd") or {}
     lines += ["", "## etcd", "", "Members: %s. Control planes: %s. Leader: %s. Database: %s." % (
         ", ".join(etcd.get("members") or []) or "none read", ", ".join(etcd.get("controlplanes") or []) or "none",

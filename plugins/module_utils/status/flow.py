@@ -9,8 +9,8 @@ read at once over the Talos API (its version and live config; one that does not 
 failure), the release position as ``release_check`` judges it, each machine's drift from its spec in the record at
 the record's contract (rendered with the component images it runs, so a version the rollout has still to move is the
 release position's, not drift), the holds and pending machines, Nodes the record does not know, etcd read through one
-control plane, the collection's Cilium release, and the certificates: the talosconfig's and kubeconfig's client
-certificates and the cluster's CAs. Each finding has a severity (``findings``).
+control plane, the collection's Cilium release, the installed bundle (server-side apply dry runs), and the
+certificates: the talosconfig's and kubeconfig's client certificates and the cluster's CAs. Each finding has a severity (``findings``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,6 +31,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config import document
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
+from ansible_collections.maesh.ichor.plugins.module_utils.installer import stages as installer_stages
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, lock
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import check, state
 from ansible_collections.maesh.ichor.plugins.module_utils.status import findings as fmod
@@ -55,7 +56,10 @@ ACK_LOCK_SECONDS = 300  # an acknowledgement holds the cluster lock for one reco
 
 def options():
     return dict(expiry_days=dict(type="int", default=30), hold_days=dict(type="int", default=14),
-                acknowledge=dict(type="bool", default=False), requested_by=dict(type="str"))
+                acknowledge=dict(type="bool", default=False), requested_by=dict(type="str"),
+                bundle=dict(type="list", elements="path", default=[]),
+                network_policies=dict(type="list", elements="path", default=[]),
+                installer_namespace=dict(type="str", default="ichor-system"))
 
 
 def run(params, conn, check_mode=True):
@@ -80,6 +84,7 @@ def run(params, conn, check_mode=True):
     _strangers(kube, record, rows, found)
     status["etcd"] = _etcd(talos, rows, found)
     status["cilium"] = _cilium(kube, record, found)
+    status["installer"] = _installer(kube, params, found)
     status["credentials"] = _credentials(conn, rows, now, params["expiry_days"], found)
     lines, status["acknowledged"] = [], known
     if params["acknowledge"]:
@@ -103,6 +108,7 @@ def _acknowledge(kube, known, found, params, check_mode, result, now):
     the fingerprints known after the run)."""
     drift = [f for f in found if fmod.acknowledgeable(f)]
     after = sorted(set(f["fingerprint"] for f in drift))
+    result["diff"] = {"before": {"acknowledged": sorted(known)}, "after": {"acknowledged": after}}
     if after == sorted(known):
         return ["acknowledge: the cluster record knows this drift already (%d path(s)); nothing to write" %
                 len(after)], known
@@ -111,7 +117,7 @@ def _acknowledge(kube, known, found, params, check_mode, result, now):
                         cluster_record.NAME, len(known), ":" if drift else "")]
     lines += ["acknowledge: %s %s" % (f["subject"], f["what"]) for f in fmod.ordered(drift)]
     entry = {"acknowledged": after, "at": _stamp(now), "by": params.get("requested_by") or who.local_user()}
-    result.update(changed=True, diff={"before": {"acknowledged": sorted(known)}, "after": {"acknowledged": after}})
+    result["changed"] = True
     if check_mode:
         return lines, known
     holder = lock.new_holder()
@@ -397,6 +403,34 @@ def _cilium(kube, record, found):
     elif newest.chart_version != release.CILIUM:
         found.append(fmod.finding(fmod.INFO, "cilium", named, "chart %s runs; the release set's is %s" % (
             newest.chart_version, release.CILIUM), key="chart %s" % newest.chart_version))
+    return out
+
+
+def _installer(kube, params, found):
+    """The collection's bundle as installed: objects deleted or changed out of band (server-side apply dry runs
+    against what the bundle ships). Not judged without ``bundle``."""
+    if not params["bundle"]:
+        return {"checked": False}
+    read = installer_stages.out_of_band(kube, params["bundle"], params["network_policies"],
+                                        params["installer_namespace"])
+    out = dict(read, checked=True)
+    if not read["installed"]:
+        found.append(fmod.finding(fmod.WARNING, "installer", params["installer_namespace"], "the collection's bundle "
+                                  "is not installed (no installer inventory); maesh.ichor.install installs it",
+                                  key="not installed"))
+        return out
+    for item in read["missing"]:
+        if item["installed"]:
+            found.append(fmod.finding(fmod.WARNING, "installer", item["object"], "missing: deleted out of band; "
+                                      "maesh.ichor.install puts it back", key="missing"))
+        else:
+            found.append(fmod.finding(fmod.INFO, "installer", item["object"], "new in this collection's bundle, not "
+                                      "installed yet; maesh.ichor.install installs it", key="new"))
+    for item in read["changed"]:
+        shown = ", ".join(item["paths"][:5]) + (" (+%d more)" % (len(item["paths"]) - 5) if item["paths"][5:] else "")
+        found.append(fmod.finding(fmod.WARNING, "installer", item["object"], "changed out of band at %s; "
+                                  "maesh.ichor.install puts back what the bundle ships" % shown,
+                                  key="changed %s" % " ".join(item["paths"])))
     return out
 
 
