@@ -26,7 +26,9 @@ description:
     that is no member is critical), each member's health (one that does not answer or reports errors is critical),
     the leader, and the database size against etcd's default quota.
   - B(Cilium), in the managed modes, the collection's Helm release, its state (anything but deployed is critical)
-    and the chart it runs against the set's.
+    and the chart it runs against the set's; the diff gate, read only, of the deployed revision (each object of its
+    manifest, as Helm keeps it, against the live one by server-side apply dry runs); and the objects a foreign
+    release made that the takeover kept, still live and owned by no release.
   - B(The installed bundle), with O(bundle), each object it ships against the live one (a server-side apply dry
     run), missing or changed out of band, with the paths that differ.
   - B(Credentials), when the talosconfig's and the kubeconfig's client certificates and the cluster's CAs (Talos,
@@ -376,6 +378,29 @@ status:
         revision:
           description: The newest record's revision.
           type: int
+        gate:
+          description: The diff gate of the deployed revision (absent when it is not deployed).
+          type: dict
+          contains:
+            objects:
+              description: How many objects its manifest holds.
+              type: int
+            changed:
+              description: The objects that differ from what the revision rendered.
+              type: list
+              elements: dict
+              contains:
+                object:
+                  description: The object, C(Kind namespace/name).
+                  type: str
+                paths:
+                  description: Each differing path with how it differs (never a Secret's value).
+                  type: list
+                  elements: str
+        orphans:
+          description: Objects a foreign Cilium release made that the takeover kept and that are still live.
+          type: list
+          elements: str
     installer:
       description: The collection's bundle as installed (read only when O(bundle) is given).
       type: dict

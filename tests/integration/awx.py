@@ -79,7 +79,13 @@ class AwxJob:
             os.remove(cmdline_file)
         kwargs = dict(cmdline=cmdline) if cmdline else {}
         done = ansible_runner.run(private_data_dir=self.private, playbook=self.playbook, quiet=True, **kwargs)
+        self.last = done  # its events: what AWX stores of the job (the set_stats artifacts among them)
         return done.rc, done.stdout.read()
+
+    def artifacts(self):
+        """The last job's artifacts, as AWX keeps them: set_stats data of the playbook's stats event."""
+        stats = [e for e in self.last.events if e.get("event") == "playbook_on_stats"]
+        return (stats[-1].get("event_data") or {}).get("artifact_data") or {} if stats else {}
 
     def sweep(self, markers, stdouts=()):
         """[(path, marker head)] for every marker found in a file the jobs left (the injected credentials aside) or

@@ -421,12 +421,12 @@ def test_wait_false_sends_the_reset_and_a_rerun_registers(world):
 
 # --- C9 ---------------------------------------------------------------------------------------
 
-def marked_talosconfig(lab, path, endpoints=None, nodes=None):
-    """The lab's talosconfig with a comment marker, one context, and optionally other endpoints/nodes.
+def marked_talosconfig(lab, path, endpoints=None, nodes=None, source=None):
+    """The lab's talosconfig (or ``source``) with a comment marker, one context, and optionally other endpoints/nodes.
 
     Returns the markers: the comment, and pieces of the key and certificate (base64 and PEM body).
     """
-    data = yaml.safe_load(open(lab.talosconfig))
+    data = yaml.safe_load(open(source or lab.talosconfig))
     ctx = data["contexts"][data["context"]]
     if endpoints is not None:
         ctx["endpoints"] = endpoints

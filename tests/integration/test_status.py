@@ -21,7 +21,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, 
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.client import TalosClient
 
 from tests.integration import test_init
-from tests.integration.ansible_env import ansible_playbook
+from tests.integration.ansible_env import REPO, ansible_playbook
 
 pytestmark = pytest.mark.lab
 
@@ -177,6 +177,29 @@ def test_a_clean_cluster_has_nothing_to_report_and_each_condition_is_found_alone
     kube.replace(role)
     _expect(ctx, 0)
 
+    # the Cilium DaemonSet edited by hand: the diff gate of the deployed revision names it and the path
+    apps = "apps/v1"
+    daemonset = kube.get(apps, "DaemonSet", "cilium", "kube-system")
+    daemonset["spec"]["template"]["metadata"].setdefault("annotations", {})["edited-by"] = "hand"
+    kube.replace(daemonset)
+    _expect(ctx, 0, "warning: cilium DaemonSet kube-system/cilium: differs from what revision ")
+    daemonset = kube.get(apps, "DaemonSet", "cilium", "kube-system")
+    del daemonset["spec"]["template"]["metadata"]["annotations"]["edited-by"]
+    kube.replace(daemonset)
+    _expect(ctx, 0)
+
+    # an object the foreign release made, kept by the takeover (the record lists it): owned by no release while live
+    leftover = kube.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "cilium-leftover", "namespace": "kube-system", "annotations": {
+            "meta.helm.sh/release-name": "cilium", "meta.helm.sh/release-namespace": "kube-system"}}})
+    cluster_record.update(kube, lambda d: d["cilium"].update(orphans=[{
+        "object": "ConfigMap kube-system/cilium-leftover", "apiVersion": "v1", "uid": leftover["metadata"]["uid"],
+        "release": "kube-system/cilium"}]))
+    _expect(ctx, 0, "warning: cilium ConfigMap kube-system/cilium-leftover: owned by no release: the Cilium release "
+            "kube-system/cilium made it")
+    kube.delete("v1", "ConfigMap", "cilium-leftover", "kube-system")
+    _expect(ctx, 0)
+
     # the collection's Cilium release failed
     (newest,) = [s for s in kube.list("v1", "Secret", "ichor-system", label_selector="owner=helm,name=cilium")
                  if s["metadata"]["labels"]["status"] == "deployed"]
@@ -207,3 +230,43 @@ def test_a_clean_cluster_has_nothing_to_report_and_each_condition_is_found_alone
                node=cps[0])
     _expect(ctx, 1, "critical: etcd cp-3: a control plane that is no etcd member")
     talos.close()
+
+
+@pytest.mark.floor
+def test_as_an_awx_schedule_runs_it_the_job_fails_when_a_person_is_needed_and_leaks_no_secret(managed, kube_lab,
+                                                                                              tmp_path):
+    """The job template of docs/awx/job_templates.yml through ansible-runner, the managed-cluster credential injected:
+    a clean cluster's job succeeds with the status as its artifact; a condition that needs a person fails the job (what
+    AWX's failure notification fires on), naming it; no credential in anything the jobs left."""
+    from tests.integration.awx import AwxJob, kubeconfig_markers
+    from tests.integration.test_reclaim import marked_talosconfig
+    lab, inv, keep = managed
+    job = AwxJob(tmp_path / "runner", "status")
+    job.inventory(yaml.safe_load(open(inv)))
+    marked = str(tmp_path / "marked-talosconfig")
+    data = yaml.safe_load(open(inv))["all"]["vars"]
+    markers = marked_talosconfig(lab, marked, source=data["ichor_talosconfig"]) + \
+        kubeconfig_markers(data["ichor_kubeconfig"])
+    with open(marked) as talos, open(data["ichor_kubeconfig"]) as kube:
+        job.credential_of_type("managed_cluster", {"talosconfig": talos.read(), "kubeconfig": kube.read(),
+                                                   "cluster": "lab"})
+    template = yaml.safe_load(open(os.path.join(REPO, "docs", "awx", "job_templates.yml")))["status_schedule"]
+    survey = dict((q["variable"], q["default"]) for q in template["survey_spec"]["spec"])
+    rc, clean = job.run(survey, job_id=1)
+    assert rc == 0 and "status: nothing to report" in clean, clean[-4000:]
+    status = job.artifacts()["ichor_status"]
+    assert status["needs_person"] is False and status["findings"] == [] and len(status["machines"]) == 4, status
+
+    talos = _talos(keep)
+    worker = [m for m in lab.machines if m["role"] == "worker"][0]
+    before = talos.run(machine.get_resource(talos, machine.res.MACHINE_CONFIG, worker["address"]))["spec"]
+    docs = list(yaml.safe_load_all(before))
+    docs[0]["machine"].setdefault("sysctls", {})["vm.max_map_count"] = "262144"
+    machine.apply_config(talos, worker["address"], yaml.safe_dump_all(docs))
+    rc, failed = job.run(survey, job_id=2)
+    assert rc != 0 and "critical: machines worker-1: class A drift: remove v1alpha1:machine.sysctls." in failed, \
+        failed[-4000:]
+    assert job.artifacts()["ichor_status"]["needs_person"] is True
+    machine.apply_config(talos, worker["address"], before)
+    talos.close()
+    assert job.sweep(markers, [clean, failed]) == []

@@ -25,4 +25,4 @@ release kept at the set: values changes and one-minor upgrades, install at init)
 refusals."""
 
 # what another feature package may import from this one (module_utils/__init__.py)
-INTERFACE = ("live", "record", "errors")
+INTERFACE = ("live", "record", "errors", "gate", "helm")

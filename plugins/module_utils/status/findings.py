@@ -125,6 +125,11 @@ def markdown(status):
     lines += ["", "## Cilium", "", "Release %s: %s, chart %s (the release set's: %s)." % (
         _cell(cilium["release"]), cilium.get("state") or "no record", cilium.get("chart") or "unknown", cilium["set"])
         if cilium.get("managed") else "Not managed by the collection (no release in the cluster record)."]
+    if cilium.get("gate"):
+        gate = cilium["gate"]
+        lines[-1] += " Diff gate: %d objects compared, %d differ." % (gate["objects"], len(gate["changed"]))
+    if cilium.get("orphans"):
+        lines[-1] += " Owned by no release: %s." % _cell(", ".join(cilium["orphans"]))
     installer = status.get("installer") or {}
     if installer.get("checked"):
         lines += ["", "## The collection's bundle", "", "%s objects shipped; %s." % (installer["objects"], (

@@ -22,6 +22,8 @@ import calendar
 import datetime
 import time
 
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import gate as cilium_gate
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import helm as cilium_helm
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import live as cilium_live
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record as helm_record
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
@@ -384,7 +386,8 @@ def _etcd(talos, rows, found):
 
 
 def _cilium(kube, record, found):
-    """The collection's Cilium release (managed modes only): its newest record's state and chart."""
+    """The collection's Cilium release (managed modes only): its newest record's state and chart, the diff gate of
+    the deployed revision, and the objects the takeover kept that no release owns."""
     named = (record.get("cilium") or {}).get("release")
     if not named:
         return {"managed": False}
@@ -400,10 +403,63 @@ def _cilium(kube, record, found):
         found.append(fmod.finding(fmod.CRITICAL, "cilium", named, "Helm release revision %d is %s, not deployed; "
                                   "maesh.ichor.upgrade (the cilium step) or helm history tells why" % (
                                       newest.revision, newest.status), key="state %s" % newest.status))
-    elif newest.chart_version != release.CILIUM:
-        found.append(fmod.finding(fmod.INFO, "cilium", named, "chart %s runs; the release set's is %s" % (
-            newest.chart_version, release.CILIUM), key="chart %s" % newest.chart_version))
+    else:
+        if newest.chart_version != release.CILIUM:
+            found.append(fmod.finding(fmod.INFO, "cilium", named, "chart %s runs; the release set's is %s" % (
+                newest.chart_version, release.CILIUM), key="chart %s" % newest.chart_version))
+        out["gate"] = _cilium_gate(kube, newest, namespace, found)
+    out["orphans"] = _orphans(kube, record, found)
     return out
+
+
+def _cilium_gate(kube, deployed, namespace, found):
+    """The diff gate, read only: each object the deployed release rendered (its manifest, as Helm keeps it) against
+    the live one, by server-side apply dry runs; an object changed by hand is a warning naming its paths."""
+    try:
+        gate = cilium_gate.run(kube, cilium_helm.documents(deployed.release.get("manifest") or ""), namespace,
+                               "revision %d" % deployed.revision)
+    except IchorError as exc:
+        found.append(fmod.finding(fmod.WARNING, "cilium", deployed.ref, "its objects could not be compared: %s" % exc,
+                                  key="gate"))
+        return {"objects": 0, "changed": []}
+    by_object = {}
+    for entry in gate.entries:
+        by_object.setdefault(entry["object"], []).append(entry)
+    changed = []
+    for name in sorted(by_object):
+        entries = by_object[name]
+        paths = sorted(set("%s (%s)" % (e["path"], e["change"]) if e["path"] else e["change"] for e in entries))
+        changed.append({"object": name, "paths": paths})
+        found.append(fmod.finding(fmod.WARNING, "cilium", name, "differs from what revision %d of the release "
+                                  "renders: %s; undo the edit, or make it a value of the release so that Helm applies it" % (
+                                      deployed.revision, _some(paths)), key="gate %s" % " ".join(paths)))
+    return {"objects": gate.objects, "changed": changed}
+
+
+def _orphans(kube, record, found):
+    """The objects a foreign Cilium release owned that the takeover kept (the record lists them): still live, they
+    are owned by no release."""
+    out = []
+    for entry in (record.get("cilium") or {}).get("orphans") or []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("object"), str) or " " not in entry["object"]:
+            continue
+        kind, where = entry["object"].split(" ", 1)
+        namespace, name = where.split("/", 1) if "/" in where else (None, where)
+        try:
+            live = kube.get(entry.get("apiVersion") or "v1", kind, name, namespace)
+        except IchorError:
+            live = None  # a kind no longer served: nothing of it is left to own
+        if live is None or (entry.get("uid") and live["metadata"].get("uid") != entry["uid"]):
+            continue
+        out.append(entry["object"])
+        found.append(fmod.finding(fmod.WARNING, "cilium", entry["object"], "owned by no release: the Cilium release "
+                                  "%s made it and the takeover kept it; delete it once nothing needs it" %
+                                  (entry.get("release") or "before the takeover"), key="orphan"))
+    return out
+
+
+def _some(items, shown=5):
+    return ", ".join(items[:shown]) + (" (+%d more)" % (len(items) - shown) if items[shown:] else "")
 
 
 def _installer(kube, params, found):
@@ -427,9 +483,8 @@ def _installer(kube, params, found):
             found.append(fmod.finding(fmod.INFO, "installer", item["object"], "new in this collection's bundle, not "
                                       "installed yet; maesh.ichor.install installs it", key="new"))
     for item in read["changed"]:
-        shown = ", ".join(item["paths"][:5]) + (" (+%d more)" % (len(item["paths"]) - 5) if item["paths"][5:] else "")
         found.append(fmod.finding(fmod.WARNING, "installer", item["object"], "changed out of band at %s; "
-                                  "maesh.ichor.install puts back what the bundle ships" % shown,
+                                  "maesh.ichor.install puts back what the bundle ships" % _some(item["paths"]),
                                   key="changed %s" % " ".join(item["paths"])))
     return out
 
