@@ -5,6 +5,7 @@ nothing else is reported."""
 
 import datetime
 import os
+import random
 import re
 import stat
 import time
@@ -72,6 +73,121 @@ def _expect(ctx, rc, *wanted):
     return found
 
 
+class Env:
+    """What a condition changes: the lab, the API server (as its admin) and the Talos API (init's talosconfig)."""
+
+    def __init__(self, lab, kube, talos):
+        self.lab, self.kube, self.talos = lab, kube, talos
+        self.worker = [m for m in lab.machines if m["role"] == "worker"][0]
+
+
+# Each condition: inject it, return (the findings it makes, each a line's start; whether one is critical; undo).
+def drifted(env):
+    """A sysctl set by hand on the worker (class A drift)."""
+    node = env.worker["address"]
+    before = env.talos.run(machine.get_resource(env.talos, machine.res.MACHINE_CONFIG, node))["spec"]
+    docs = list(yaml.safe_load_all(before))
+    docs[0]["machine"].setdefault("sysctls", {})["vm.max_map_count"] = "262144"
+    machine.apply_config(env.talos, node, yaml.safe_dump_all(docs))
+    return (["critical: machines %s: class A drift: remove v1alpha1:machine.sysctls.vm.max_map_count" %
+             env.worker["name"]], True, lambda: machine.apply_config(env.talos, node, before))
+
+
+def held(env, days=1):
+    """A machine adopt holds: a warning while recent, critical once held longer than ichor_status_hold_days."""
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - days * 86400))
+    cluster_record.update(env.kube, lambda d: d.update(held={"cp-2": "class B needs consent"},
+                                                       adoption=dict(d.get("adoption") or {}, at=at)))
+    line = "machines cp-2: held (class B needs consent); for %.1f days" % days
+    return (["critical: " + line + ", longer than" if days > 14 else "warning: " + line], days > 14,
+            lambda: cluster_record.update(env.kube, lambda d: (d.pop("held"), d.pop("adoption"))))
+
+
+def pending(env):
+    """A machine reclaim registered that has not joined."""
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3 * 86400))
+    cluster_record.update(env.kube, lambda d: d.update(machines=[{"uuid": "u-pending", "address": "127.0.0.99",
+                                                                  "state": "pending", "source": "reclaim", "at": at}]))
+    return (["info: machines 127.0.0.99: pending (registered by reclaim, 3.0 days ago)"], False,
+            lambda: cluster_record.update(env.kube, lambda d: d.pop("machines")))
+
+
+def stranger(env):
+    """A Node the record does not know."""
+    env.kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "stranger-1"}})
+    return (["warning: machines stranger-1: a Node the cluster runs that the cluster record does not"], False,
+            lambda: env.kube.delete("v1", "Node", "stranger-1"))
+
+
+RBAC = "rbac.authorization.k8s.io/v1"
+
+
+def bundle_object_deleted(env):
+    """An object of the collection's bundle deleted (judged by server-side apply dry runs, not writes)."""
+    binding = env.kube.get(RBAC, "RoleBinding", "ichor-installer", "ichor-system")
+    env.kube.delete(RBAC, "RoleBinding", "ichor-installer", "ichor-system")
+    for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
+        binding["metadata"].pop(key, None)
+    return (["warning: installer RoleBinding ichor-system/ichor-installer: missing: deleted out of band"], False,
+            lambda: env.kube.create(binding))
+
+
+def bundle_object_changed(env):
+    """A Role of the bundle changed by hand."""
+    def verbs(value):
+        role = env.kube.get(RBAC, "Role", "ichor-installer", "ichor-system")
+        role["rules"][0]["verbs"] = value
+        env.kube.replace(role)
+    verbs(["get", "create", "delete", "update"])
+    return (["warning: installer Role ichor-system/ichor-installer: changed out of band at rules[0].verbs; "], False,
+            lambda: verbs(["get", "create", "delete"]))
+
+
+def daemonset_edited(env):
+    """The Cilium DaemonSet edited by hand: the diff gate of the deployed revision names it."""
+    def annotate(value):
+        daemonset = env.kube.get("apps/v1", "DaemonSet", "cilium", "kube-system")
+        annotations = daemonset["spec"]["template"]["metadata"].setdefault("annotations", {})
+        if value is None:
+            del annotations["edited-by"]
+        else:
+            annotations["edited-by"] = value
+        env.kube.replace(daemonset)
+    annotate("hand")
+    return (["warning: cilium DaemonSet kube-system/cilium: differs from what revision "], False,
+            lambda: annotate(None))
+
+
+def orphan(env):
+    """An object the foreign release made, kept by the takeover (the record lists it): owned by no release."""
+    leftover = env.kube.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "cilium-leftover", "namespace": "kube-system", "annotations": {
+            "meta.helm.sh/release-name": "cilium", "meta.helm.sh/release-namespace": "kube-system"}}})
+    cluster_record.update(env.kube, lambda d: d["cilium"].update(orphans=[{
+        "object": "ConfigMap kube-system/cilium-leftover", "apiVersion": "v1", "uid": leftover["metadata"]["uid"],
+        "release": "kube-system/cilium"}]))
+    return (["warning: cilium ConfigMap kube-system/cilium-leftover: owned by no release: the Cilium release "
+             "kube-system/cilium made it"], False,
+            lambda: env.kube.delete("v1", "ConfigMap", "cilium-leftover", "kube-system"))
+
+
+def release_failed(env):
+    """The collection's Cilium release failed (its newest record says so)."""
+    def label(value):
+        (newest,) = [s for s in env.kube.list("v1", "Secret", "ichor-system", label_selector="owner=helm,name=cilium")
+                     if s["metadata"]["labels"]["status"] != "superseded"]
+        newest["metadata"]["labels"]["status"] = value
+        env.kube.replace(newest)
+        return helm_record.Record(newest).revision
+    revision = label("failed")
+    return (["critical: cilium ichor-system/cilium: Helm release revision %s is failed" % revision], True,
+            lambda: label("deployed"))
+
+
+CONDITIONS = (drifted, held, pending, stranger, bundle_object_deleted, bundle_object_changed, daemonset_edited,
+              orphan, release_failed)
+
+
 @pytest.fixture
 def managed(talos_kube_lab, kube_lab, cilium_lab, cilium_charts, tmp_path, init_cleanup):
     """A cluster init made, and the inventory status reads it with (init's talosconfig and kubeconfig)."""
@@ -135,81 +251,17 @@ def test_a_clean_cluster_has_nothing_to_report_and_each_condition_is_found_alone
     lock.release(kube, "maesh-ichor-other-run")
     machine.apply_config(talos, worker["address"], before)
     _expect(ctx, 0)
+    # acknowledged again with no drift left: the list is emptied, and the same drift would be critical once more
+    emptied, found, unused_report = _status(ctx, "-e", "ichor_status_acknowledge=true", acknowledging=True)
+    assert emptied.returncode == 0 and found == [] and cluster_record.read(kube).data["status"]["acknowledged"] == []
 
-    # a machine adopt holds: a warning while it is recent, critical once held longer than ichor_status_hold_days
-    def hold(days):
-        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - days * 86400))
-        cluster_record.update(kube, lambda d: d.update(held={"cp-2": "class B needs consent"},
-                                                       adoption=dict(d.get("adoption") or {}, at=at)))
-    hold(1)
-    _expect(ctx, 0, "warning: machines cp-2: held (class B needs consent); for 1.0 days")
-    hold(20)
-    _expect(ctx, 1, "critical: machines cp-2: held (class B needs consent); for 20.0 days, longer than")
-    cluster_record.update(kube, lambda d: (d.pop("held"), d.pop("adoption")))
-
-    # a machine reclaim registered that has not joined
-    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3 * 86400))
-    cluster_record.update(kube, lambda d: d.update(machines=[{"uuid": "u-pending", "address": "127.0.0.99",
-                                                              "state": "pending", "source": "reclaim", "at": at}]))
-    _expect(ctx, 0, "info: machines 127.0.0.99: pending (registered by reclaim, 3.0 days ago)")
-    cluster_record.update(kube, lambda d: d.pop("machines"))
-
-    # a Node the record does not know
-    kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "stranger-1"}})
-    _expect(ctx, 0, "warning: machines stranger-1: a Node the cluster runs that the cluster record does not")
-    kube.delete("v1", "Node", "stranger-1")
-
-    # an object of the collection's bundle deleted, another changed by hand (what the bundle ships, judged by
-    # server-side apply dry runs, which the audit log does not count as writes)
-    rbac = "rbac.authorization.k8s.io/v1"
-    binding = kube.get(rbac, "RoleBinding", "ichor-installer", "ichor-system")
-    kube.delete(rbac, "RoleBinding", "ichor-installer", "ichor-system")
-    _expect(ctx, 0, "warning: installer RoleBinding ichor-system/ichor-installer: missing: deleted out of band")
-    for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
-        binding["metadata"].pop(key, None)
-    kube.create(binding)
-    role = kube.get(rbac, "Role", "ichor-installer", "ichor-system")
-    role["rules"][0]["verbs"] = ["get", "create", "delete", "update"]
-    kube.replace(role)
-    _expect(ctx, 0, "warning: installer Role ichor-system/ichor-installer: changed out of band at rules[0].verbs; ")
-    role = kube.get(rbac, "Role", "ichor-installer", "ichor-system")
-    role["rules"][0]["verbs"] = ["get", "create", "delete"]
-    kube.replace(role)
-    _expect(ctx, 0)
-
-    # the Cilium DaemonSet edited by hand: the diff gate of the deployed revision names it and the path
-    apps = "apps/v1"
-    daemonset = kube.get(apps, "DaemonSet", "cilium", "kube-system")
-    daemonset["spec"]["template"]["metadata"].setdefault("annotations", {})["edited-by"] = "hand"
-    kube.replace(daemonset)
-    _expect(ctx, 0, "warning: cilium DaemonSet kube-system/cilium: differs from what revision ")
-    daemonset = kube.get(apps, "DaemonSet", "cilium", "kube-system")
-    del daemonset["spec"]["template"]["metadata"]["annotations"]["edited-by"]
-    kube.replace(daemonset)
-    _expect(ctx, 0)
-
-    # an object the foreign release made, kept by the takeover (the record lists it): owned by no release while live
-    leftover = kube.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
-        "name": "cilium-leftover", "namespace": "kube-system", "annotations": {
-            "meta.helm.sh/release-name": "cilium", "meta.helm.sh/release-namespace": "kube-system"}}})
-    cluster_record.update(kube, lambda d: d["cilium"].update(orphans=[{
-        "object": "ConfigMap kube-system/cilium-leftover", "apiVersion": "v1", "uid": leftover["metadata"]["uid"],
-        "release": "kube-system/cilium"}]))
-    _expect(ctx, 0, "warning: cilium ConfigMap kube-system/cilium-leftover: owned by no release: the Cilium release "
-            "kube-system/cilium made it")
-    kube.delete("v1", "ConfigMap", "cilium-leftover", "kube-system")
-    _expect(ctx, 0)
-
-    # the collection's Cilium release failed
-    (newest,) = [s for s in kube.list("v1", "Secret", "ichor-system", label_selector="owner=helm,name=cilium")
-                 if s["metadata"]["labels"]["status"] == "deployed"]
-    newest["metadata"]["labels"]["status"] = "failed"
-    kube.replace(newest)
-    _expect(ctx, 1, "critical: cilium ichor-system/cilium: Helm release revision %s is failed" %
-            helm_record.Record(newest).revision)
-    newest = kube.get("v1", "Secret", newest["metadata"]["name"], "ichor-system")
-    newest["metadata"]["labels"]["status"] = "deployed"
-    kube.replace(newest)
+    # each condition alone: found with its severity, and nothing else (a condition not quite taken back would be
+    # found with the next one); all taken back, nothing to report
+    env = Env(lab, kube, talos)
+    for condition in CONDITIONS + (lambda e: held(e, days=20),):  # a hold longer than ichor_status_hold_days
+        wanted, critical, undo = condition(env)
+        _expect(ctx, 1 if critical else 0, *wanted)
+        undo()
     _expect(ctx, 0)
 
     # a talosconfig whose client certificate ends in 10 days
@@ -229,6 +281,27 @@ def test_a_clean_cluster_has_nothing_to_report_and_each_condition_is_found_alone
     talos.call("EtcdRemoveMemberByID", machine.talos_client.request_type("EtcdRemoveMemberByID")(member_id=third.id),
                node=cps[0])
     _expect(ctx, 1, "critical: etcd cp-3: a control plane that is no etcd member")
+    talos.close()
+
+
+def test_conditions_combined_three_at_a_time_in_a_seeded_order_are_each_found(managed, kube_lab, tmp_path):
+    """Three conditions at once, drawn and ordered from a seed (``ICHOR_STATUS_SEED``; ``ICHOR_STATUS_ROUNDS`` rounds,
+    3 by default): the run finds exactly the three, fails when one is critical, and is clean once they are undone."""
+    lab, inv, keep = managed
+    ctx = (lab, inv, tmp_path, kube_lab)
+    seed = int(os.environ.get("ICHOR_STATUS_SEED", "30"))
+    rng = random.Random(seed)
+    talos = _talos(keep)
+    env = Env(lab, KubeClient(kubeconfig=kube_lab.kubeconfig), talos)
+    for unused_round in range(int(os.environ.get("ICHOR_STATUS_ROUNDS", "3"))):
+        drawn = rng.sample(CONDITIONS, 3)
+        injected = [condition(env) for condition in drawn]
+        wanted = [line for lines, unused_critical, unused_undo in injected for line in lines]
+        critical = any(c for unused_lines, c, unused_undo in injected)
+        _expect(ctx, 1 if critical else 0, *wanted)
+        for unused_lines, unused_critical, undo in reversed(injected):
+            undo()
+        _expect(ctx, 0)
     talos.close()
 
 
@@ -258,15 +331,10 @@ def test_as_an_awx_schedule_runs_it_the_job_fails_when_a_person_is_needed_and_le
     assert status["needs_person"] is False and status["findings"] == [] and len(status["machines"]) == 4, status
 
     talos = _talos(keep)
-    worker = [m for m in lab.machines if m["role"] == "worker"][0]
-    before = talos.run(machine.get_resource(talos, machine.res.MACHINE_CONFIG, worker["address"]))["spec"]
-    docs = list(yaml.safe_load_all(before))
-    docs[0]["machine"].setdefault("sysctls", {})["vm.max_map_count"] = "262144"
-    machine.apply_config(talos, worker["address"], yaml.safe_dump_all(docs))
+    (wanted,), unused_critical, undo = drifted(Env(lab, KubeClient(kubeconfig=kube_lab.kubeconfig), talos))
     rc, failed = job.run(survey, job_id=2)
-    assert rc != 0 and "critical: machines worker-1: class A drift: remove v1alpha1:machine.sysctls." in failed, \
-        failed[-4000:]
+    assert rc != 0 and wanted in failed, failed[-4000:]
     assert job.artifacts()["ichor_status"]["needs_person"] is True
-    machine.apply_config(talos, worker["address"], before)
+    undo()
     talos.close()
     assert job.sweep(markers, [clean, failed]) == []
