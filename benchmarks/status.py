@@ -4,7 +4,7 @@ record adopt writes, its holds released), the way an AWX schedule runs it. Measu
 the module's own time between the Talos reads (every machine at once), the drift (a render and a comparison per
 machine) and the rest (the release position, etcd, the record, the Nodes, the certificates), and states the growth
 per machine from the module's time at 3 + 10, 3 + 50 and 3 + 100 machines (the record and the inventory cut to each
-size). Run by hand:
+size). The collection's bundle is installed first, so that its objects are judged too (a dry run each). Run by hand:
 
     ~/.cache/maesh-ichor/env-2.19/bin/python -m benchmarks.status
 
@@ -29,6 +29,7 @@ collection_path.ensure()
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import inspection  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import write as adopt_write  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module.runner import Connections  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.installer import stages as installer_stages  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.status import flow  # noqa: E402
@@ -41,6 +42,7 @@ CASE = "v1.14/v1.14.1/k8s-older"
 CONTROLPLANES, WORKERS, LATENCY_MS = 3, report.size(100, 4), 20
 SIZES = report.size((10, 50, 100), (2, 4))  # workers, for the growth per machine
 GOAL_S = 10.0
+BUNDLE = os.path.join(collection_path.REPO, "roles", "installer", "files", "bundle")
 
 
 def _params(lab, kube, machines, **extra):
@@ -67,10 +69,23 @@ def _adopt(lab, kube, machines):
     cluster_record.update(client, settled)
 
 
+def _install(lab, kube):
+    """The collection's bundle installed, as maesh.ichor.install leaves it (so that the status judges it)."""
+    params = _params(lab, kube, [], bundle=[BUNDLE], network_policies=[], namespace="ichor-system",
+                     snapshot_file=None, holder=None)
+    conn = Connections(params)
+    try:
+        applied = installer_stages.run_stage(installer_stages.apply_run, params, conn, False)
+        installer_stages.run_stage(installer_stages.prune_run, dict(params, run_id=applied["run_id"]), conn, False)
+    finally:
+        conn.close()
+
+
 def _module(lab, kube, machines):
     """(seconds, the result, the Talos read's seconds, the drift's seconds) of one in-process run."""
     reads, drift = Timed(flow, "_read"), Timed(flow, "_drift")
-    params = _params(lab, kube, machines, expiry_days=30, hold_days=14, acknowledge=False, requested_by=None)
+    params = _params(lab, kube, machines, expiry_days=30, hold_days=14, acknowledge=False, requested_by=None,
+                     bundle=[BUNDLE], network_policies=[], installer_namespace="ichor-system")
     conn = Connections(params)
     start = time.perf_counter()
     try:
@@ -101,6 +116,7 @@ def main():
         agent.sync_once()
         for m in lab.machines:
             lab.control.set_faults(m["name"], latency_ms=LATENCY_MS)
+        _install(lab, kube)
         every = [{"name": m["name"], "node": m["address"], "role": m["role"]} for m in lab.machines]
         cps = [m for m in every if m["role"] == "controlplane"]
         for workers in SIZES:
