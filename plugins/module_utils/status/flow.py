@@ -65,8 +65,9 @@ def options():
 
 
 def run(params, conn, check_mode=True):
-    """The result: ``status`` (release, machines, etcd, cilium, credentials, findings, needs_person) and ``plan``.
-    Reads only, in every mode."""
+    """The result: ``status`` (release, machines, pending, etcd, cilium, installer, credentials, acknowledged,
+    findings, needs_person), ``plan`` and ``report``. Reads only, in every mode, but for an acknowledgement outside
+    check mode."""
     now = time.time()
     result = dict(changed=False, plan=[])
     kube = conn.kube()
