@@ -11,11 +11,8 @@ The last line is one JSON object: {"benchmark", "figures", "ratio", "goal"}.
 
 import json
 import os
-import subprocess
 import sys
 import time
-
-import yaml
 
 from benchmarks import report
 from tests import collection_path
@@ -29,7 +26,6 @@ from ansible_collections.maesh.ichor.plugins.module_utils.adopt import inspectio
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module.runner import Connections  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.cluster import facts as cluster_facts  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.machine import cluster_read  # noqa: E402
-from tests.integration.ansible_env import ansible_env, write_inventory  # noqa: E402
 from tests.lab.agent import LabAgent  # noqa: E402
 from tests.lab.kube.cluster import KubeLab, binaries  # noqa: E402
 from tests.lab.process import LabProcess  # noqa: E402
@@ -97,19 +93,8 @@ def main():
             kube_read.restore()
         assert len(result["machines"]) == CONTROLPLANES + WORKERS and all(m["drift"]["zero"] for m in result["machines"])
         # the playbook, as users run it
-        inventory = write_inventory(lab.control.state(), os.path.join(work, "inventory.yml"))
-        data = yaml.safe_load(open(inventory))
-        data["all"]["vars"]["ichor_kubeconfig"] = kube.kubeconfig
-        with open(inventory, "w") as handle:
-            yaml.safe_dump(data, handle)
-        exe = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
-        start = time.perf_counter()
-        proc = subprocess.run([exe, "-i", inventory, "maesh.ichor.adopt", "--check", "-e", "ichor_cni_unmanaged=true",
-                               "-e", "ichor_adopt_recover_from=cp-1"], env=ansible_env(), capture_output=True,
-                              text=True, check=False)
-        playbook_s = time.perf_counter() - start
-        if proc.returncode != 0:
-            raise SystemExit(proc.stdout[-3000:] + proc.stderr[-2000:])
+        playbook_s = report.timed_playbook(lab, kube, work, "maesh.ichor.adopt", "--check", "-e",
+                                           "ichor_cni_unmanaged=true", "-e", "ichor_adopt_recover_from=cp-1")
     finally:
         agent.stop()
         lab.stop()

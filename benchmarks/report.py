@@ -4,10 +4,15 @@ import atexit
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
+
+import yaml
 
 from tests import collection_path
+from tests.integration.ansible_env import ansible_env, write_inventory
 
 
 # ``--quick``: every benchmark at its smallest size, as CI's smoke run does (it must finish and print its JSON line);
@@ -39,3 +44,22 @@ def workdir(prefix):
     if os.environ.get("ICHOR_BENCH_KEEP") != "1":
         atexit.register(shutil.rmtree, work, True)
     return work
+
+
+def timed_playbook(lab, kube, work, playbook, *args):
+    """Seconds of one ``ansible-playbook -i <the lab's inventory> <playbook> <args>`` as users run it (the lab's
+    machines, talosconfig and the API server's kubeconfig); a failed run ends the benchmark with its output."""
+    inventory = write_inventory(lab.control.state(), os.path.join(work, "inventory.yml"))
+    with open(inventory) as handle:
+        data = yaml.safe_load(handle)
+    data["all"]["vars"]["ichor_kubeconfig"] = kube.kubeconfig
+    with open(inventory, "w") as handle:
+        yaml.safe_dump(data, handle)
+    exe = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+    start = time.perf_counter()
+    proc = subprocess.run([exe, "-i", inventory, playbook] + list(args), env=ansible_env(), capture_output=True,
+                          text=True, check=False)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(proc.stdout[-3000:] + proc.stderr[-2000:])
+    return seconds
