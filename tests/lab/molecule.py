@@ -10,7 +10,7 @@ answers. The process serves until SIGTERM. ``down`` stops it and removes DIR and
 
 - ``adopt``: 1 control plane + 1 worker from machinery v1.13.9's configs (case v1.13/v1.13.9/k8s-older, Kubernetes
   1.35.4, Talos's flannel), with the flannel and kube-proxy DaemonSets Talos deploys;
-- ``upgrade``: the same cluster, behind the release set;
+- ``upgrade`` and ``status``: the same cluster, behind the release set;
 - ``init``: 1 control plane + 1 worker in maintenance mode at the release set's Talos, the lab's Cilium chart and helm;
 - ``installer``: the API server alone.
 
@@ -42,7 +42,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common import release 
 from tests.integration.ansible_env import write_inventory  # noqa: E402  pylint: disable=wrong-import-position
 from tests.lab.process import REPO  # noqa: E402  pylint: disable=wrong-import-position
 
-SCENARIOS = ("adopt", "init", "installer", "upgrade")
+SCENARIOS = ("adopt", "init", "installer", "status", "upgrade")
 # The cluster adopt and upgrade start from: machinery v1.13.9's configs (contract v1.13, Kubernetes 1.35.4, flannel).
 CASE = "v1.13/v1.13.9/k8s-older"
 CASE_TALOS = "v1.13.9"
