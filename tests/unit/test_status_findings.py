@@ -3,6 +3,7 @@
 import random
 
 from ansible_collections.maesh.ichor.plugins.module_utils.status import findings as f
+from ansible_collections.maesh.ichor.plugins.module_utils.status import flow
 
 NOW = 2_000_000_000.0
 DAY = 86400
@@ -84,3 +85,20 @@ def test_only_class_a_or_b_drift_can_be_acknowledged_and_then_it_is_a_warning():
     assert a["severity"] == f.WARNING and a["what"].endswith(" (acknowledged)")
     f.acknowledge(a)  # once only
     assert a["what"].count("(acknowledged)") == 1
+
+
+class _Secrets:
+    """A Kubernetes client that holds one Helm record Secret, whose release data is not a release."""
+
+    def list(self, api_version, kind, namespace, label_selector=None):
+        return [{"metadata": {"name": "sh.helm.release.v1.cilium.v1", "namespace": namespace,
+                              "labels": {"owner": "helm", "name": "cilium", "status": "deployed", "version": "1"}},
+                 "data": {"release": "bm90IGEgcmVsZWFzZQ=="}}]
+
+
+def test_an_unreadable_helm_record_is_a_finding_not_a_failure():
+    found = []
+    out = flow._cilium(_Secrets(), {"cilium": {"release": "ichor-system/cilium"}}, found)  # pylint: disable=protected-access
+    assert out["managed"] is True and out["state"] is None
+    assert [(x["severity"], x["subject"]) for x in found] == [("critical", "ichor-system/cilium")]
+    assert found[0]["what"].startswith("its newest Helm record cannot be read: ")

@@ -399,7 +399,12 @@ def _cilium(kube, record, found):
         found.append(fmod.finding(fmod.CRITICAL, "cilium", named, "the Helm release the cluster record names has no "
                                   "record: Helm no longer knows it", key="missing"))
         return out
-    out.update(state=newest.status, chart=newest.chart_version, revision=newest.revision)
+    try:
+        out.update(state=newest.status, chart=newest.chart_version, revision=newest.revision)
+    except IchorError as exc:  # a record Helm itself could not read either: say so, judge the rest
+        found.append(fmod.finding(fmod.CRITICAL, "cilium", named, "its newest Helm record cannot be read: %s" % exc,
+                                  key="unreadable"))
+        return out
     if newest.status != "deployed":
         found.append(fmod.finding(fmod.CRITICAL, "cilium", named, "Helm release revision %d is %s, not deployed; "
                                   "maesh.ichor.upgrade (the cilium step) or helm history tells why" % (
