@@ -39,8 +39,10 @@ MACHINE_DISRUPTIONS = frozenset(("Reset", "Reboot", "Upgrade"))
 
 class Adopt(Scenario):
     playbook = "adopt"
-    # adopt writes nothing to a machine of this lab (zero drift): no lose_reply; its machine reads are not faulted
-    faults = RUN_FAULTS + OTHER_FAULTS + API_FAULTS + ("helm_kill",)
+    # adopt writes nothing to a machine of this lab (zero drift): no lose_reply; its machine reads are not faulted.
+    # second_upgrade: a second operator upgrades the cluster meanwhile; sigkill_upgrade: once the killed run's lock
+    # expired. Neither may touch a machine adopt holds
+    faults = RUN_FAULTS + OTHER_FAULTS + API_FAULTS + ("helm_kill", "second_upgrade", "sigkill_upgrade")
     # the write phase, the installer's stages and each release renew the lock; the takeover (helm, its wait, the
     # retirement) does not, so the lock must outlast phase 3 on a busy lab
     lock_duration = 30
@@ -84,7 +86,8 @@ class Adopt(Scenario):
         self.lab.write_inventory(self.lab.inventory, ichor_adopt_recover_from="cp-1",
                                  ichor_adopt_cilium_chart=cilium.chart("1.20"), ichor_adopt_helm=kube.bins["helm"],
                                  ichor_adopt_etcd_snapshot_dir=os.path.join(self.work, "etcd"),
-                                 ichor_adopt_wait_timeout=120)
+                                 ichor_adopt_wait_timeout=120, ichor_upgrade_cilium_chart=cilium.chart("1.20"),
+                                 ichor_upgrade_helm=kube.bins["helm"])
         self.configs = dict((m["name"], m["machine_config"]) for m in self.lab.talos.state(full=True)["machines"])
         self.mark = kube.audit_mark()
         self.watch = DeployedWatch(kube.kubeconfig)
@@ -114,7 +117,10 @@ class Adopt(Scenario):
         if complete:
             self._handed_over(releases, backups)
         self._record_true(releases)
-        self._machines_untouched()
+        if self.second_exit == 0:  # the second operator's upgrade ran, after adopt: its machine writes are its own
+            figures.update(upgraded_after_adopt=True)
+        else:
+            self._machines_untouched()
         return figures
 
     def _objects_kept(self, backups):

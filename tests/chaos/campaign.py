@@ -21,9 +21,11 @@ import time
 
 from tests.chaos import adopt, init, install, reclaim, upgrade
 from tests.chaos.scenario import (REFUSE_WRITES, TALOS_WRITES, Violation, check_lock_free, check_lock_history,
-                                  run_writes, wait_lock_free)
+                                  check_not_applied_while_held, run_writes, wait_lock_free)
 from tests.integration.ansible_env import REPO, ansible_env
 
+# the faults that start a second run while the first goes on: the same playbook, an install, an upgrade
+SECOND_RUNS = ("second_run", "second_other", "second_upgrade")
 # every playbook the campaign drives, by name; a schedule draws one
 SCENARIOS = dict((scenario.playbook, scenario) for scenario in (
     adopt.Adopt, init.Init, install.Install, reclaim.Reclaim, upgrade.Upgrade))
@@ -43,7 +45,7 @@ class Schedule:
         # nothing); some strike at any moment from the start
         self.after_first_write = rng.random() < 0.8
         self.delay = round(rng.uniform(0.0, 12.0) if self.after_first_write else rng.uniform(0.5, 8.0), 2)
-        if self.fault in ("second_run", "second_other"):  # two runs overlap where it matters: while the first writes
+        if self.fault in SECOND_RUNS:  # two runs overlap where it matters: while the first writes
             self.delay = round(self.delay / 4.0, 2)
         self.machine_index = rng.randrange(1000)  # which machine, among the scenario's, a machine fault strikes
         self.hold = round(rng.uniform(2.0, 8.0), 2)  # how long a machine or the API server stays away
@@ -66,6 +68,10 @@ class Schedule:
             what = "the API server refusing writes for %s s" % self.hold
         elif self.fault == "second_other":
             what = "an install run started"
+        elif self.fault == "second_upgrade":
+            what = "an upgrade run started"
+        elif self.fault == "sigkill_upgrade":
+            what = "SIGKILL, then (its lock expired) an upgrade run,"
         elif self.fault == "lose_reply":  # armed from the start: the machine's next write loses its reply
             return "%s: %s loses the reply to its next write (carried out)" % (self.playbook, machine)
         return "%s: %s %s s after %s" % (self.playbook, what, self.delay,
@@ -273,13 +279,14 @@ def _faulted_run(schedule, scenario, log_path):
             refuse_writes(lab, True)
             _wait(proc, schedule.hold)
             refuse_writes(lab, False)
-        elif schedule.fault in ("second_run", "second_other"):  # a second operator starts a job: both run to their end
-            args = scenario.args("second") if schedule.fault == "second_run" else scenario.other_args()
+        elif schedule.fault in SECOND_RUNS:  # a second operator starts a job: both run to their end
+            args = scenario.args("second") if schedule.fault == "second_run" else \
+                scenario.upgrade_args() if schedule.fault == "second_upgrade" else scenario.other_args()
             with open(log_path + ".second", "w") as second_log:
                 second = _start(args, second_log)
-                second.wait(RUN_TIMEOUT)
-        elif schedule.fault in ("sigkill", "sigterm"):
-            if schedule.fault == "sigkill":  # the host or the job's container dies: every process of the run
+                scenario.second_exit = second.wait(RUN_TIMEOUT)
+        elif schedule.fault in ("sigkill", "sigterm", "sigkill_upgrade"):
+            if schedule.fault in ("sigkill", "sigkill_upgrade"):  # the host or the job's container dies: every process
                 _kill_run(proc)
             else:  # AWX's cancel: SIGTERM to ansible-playbook, then, after a grace, SIGKILL to what is left
                 proc.send_signal(signal.SIGTERM)
@@ -289,6 +296,10 @@ def _faulted_run(schedule, scenario, log_path):
                     pass
                 if not _gone(proc, 30):
                     _kill_run(proc)
+            if schedule.fault == "sigkill_upgrade":  # another operator upgrades once the dead run's lock expired
+                wait_lock_free(lab, scenario.lock_duration + 10)
+                with open(log_path + ".second", "w") as second_log:
+                    scenario.second_exit = _start(scenario.upgrade_args(), second_log).wait(RUN_TIMEOUT)
             return -1, landed, time.monotonic() - began
         else:
             raise ValueError("unknown fault %r" % schedule.fault)
@@ -303,6 +314,7 @@ def run_schedule(schedule, work):
     os.makedirs(work)
     began = time.monotonic()
     scenario = SCENARIOS[schedule.playbook](work)
+    scenario.fault = schedule.fault
     try:
         lab = scenario.start()
         report["schedule"] = schedule.describe(scenario.fault_machines())
@@ -310,7 +322,10 @@ def run_schedule(schedule, work):
             lab.talos.control.reset_timeline()
         code, landed, took = _faulted_run(schedule, scenario, os.path.join(work, "faulted.log"))
         report.update(faulted_exit=code, landed_after_first_write=landed, faulted_s=round(took, 1))
+        if scenario.second_exit is not None:
+            report.update(second_exit=scenario.second_exit, second=_last_error(_read(work, "faulted.log.second")))
         scenario.check(complete=False)
+        check_not_applied_while_held(lab)
         scenario.settle()
         # what an operator does after a killed run: waits for its lock to expire (the refusal says until when)
         wait_lock_free(lab, scenario.lock_duration + 10)
@@ -319,6 +334,7 @@ def run_schedule(schedule, work):
         if not scenario.calm_ok(code, out):
             raise Violation("the calm rerun failed (exit %d): %s" % (code, _last_error(out)))
         report.update(scenario.check(complete=True))
+        report.update(holds=check_not_applied_while_held(lab))
         check_lock_free(lab)
         scenario.converged()
         before = len(lab.timeline())
@@ -331,6 +347,7 @@ def run_schedule(schedule, work):
             raise Violation("the third run changed something (exit %d, Talos writes %s, API writes %s)" % (
                 code, talos[:5], api[:5]))
         check_lock_history(lab.kube.audit_events(lab.audit_start))
+        check_not_applied_while_held(lab)
         report.update(converged=True, violation=None)
     except Violation as exc:
         report.update(converged=False, violation=str(exc))
@@ -343,6 +360,11 @@ def run_schedule(schedule, work):
         scenario.stop()
     report["seconds"] = round(time.monotonic() - began, 1)
     return report
+
+
+def _read(work, name):
+    with open(os.path.join(work, name)) as handle:
+        return handle.read()
 
 
 def _last_error(out):

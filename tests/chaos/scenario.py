@@ -18,6 +18,8 @@ from tests.lab.process import LabProcess
 # the calls that change a machine (as the simulator's timeline names them); the rest read
 TALOS_WRITES = frozenset(("ApplyConfiguration", "Upgrade", "Reboot", "Reset", "Bootstrap", "EtcdLeaveCluster",
                           "EtcdRemoveMemberByID", "Shutdown", "Pull"))
+# what changes a machine's config or takes it down: none of it may reach a machine while adopt holds it
+HOLD_BREAKERS = frozenset(("ApplyConfiguration", "Upgrade", "Reboot", "Reset", "Shutdown"))
 # the lab agent mirrors the simulated machines into Nodes: its writes are the lab's, not a run's
 AGENT_USER_AGENT = "ichor-chaos-lab-agent"
 # what a run writes to the API server that is only bookkeeping (the lock) or noise (Events)
@@ -145,6 +147,69 @@ def _epoch(stamp):
     return value.timestamp()
 
 
+def hold_windows(events):
+    """{machine: [(from, until)]}, epoch seconds: when the cluster record surely held each machine (adopt's hold), from
+    the record's writes as the audit log has them with their objects. A window opens when the write that holds the
+    machine completed and closes when the write that lifts it was received (or never: ``inf``)."""
+    windows, since = {}, {}
+    for event in events:
+        ref = event.get("objectRef") or {}
+        if (ref.get("resource"), ref.get("namespace"), ref.get("name")) != (
+                "configmaps", cluster_record.NAMESPACE, cluster_record.NAME):
+            continue
+        if event.get("verb") not in MUTATING_VERBS or is_dry_run(event) or \
+                (event.get("responseStatus") or {}).get("code", 200) >= 300:
+            continue
+        if event["verb"] in ("delete", "deletecollection"):
+            held = set()
+        else:
+            body = event.get("responseObject")
+            if not isinstance(body, dict):  # not audited with its object: nothing to judge by
+                continue
+            try:
+                held = set(json.loads((body.get("data") or {}).get(cluster_record.KEY) or "{}").get("held") or {})
+            except (ValueError, AttributeError):
+                continue
+        for name in held - set(since):
+            since[name] = _epoch(event.get("stageTimestamp") or event["requestReceivedTimestamp"])
+        for name in set(since) - held:
+            windows.setdefault(name, []).append((since.pop(name), _epoch(event["requestReceivedTimestamp"])))
+    for name, start in since.items():
+        windows.setdefault(name, []).append((start, float("inf")))
+    return windows
+
+
+def applied_while_held(windows, timeline):
+    """The first (machine, what, at, held since) of the timeline's ``(machine, what, epoch)`` entries that changed a
+    machine inside one of its hold ``windows``, or None."""
+    for machine, what, at in timeline:
+        if what not in HOLD_BREAKERS:
+            continue
+        for start, until in windows.get(machine, ()):
+            if start < at < until:
+                return machine, what, at, start
+    return None
+
+
+def check_not_applied_while_held(lab):
+    """No run applied a config to, upgraded, rebooted or reset a machine while the cluster record held it (adopt's
+    hold), judged from the simulator's timeline beside the record's history in the audit log. Returns how many holds
+    there were (the invariant's material)."""
+    if lab.talos is None:
+        return 0
+    windows = hold_windows(lab.kube.audit_events(lab.audit_start))
+    found = applied_while_held(windows, lab.talos.control.timeline(at=True))
+    if found:
+        machine, what, at, start = found
+        raise Violation("%s: %s at %s while the cluster record held it (held since %s)" % (
+            machine, what, _stamp(at), _stamp(start)))
+    return sum(len(spans) for spans in windows.values())
+
+
+def _stamp(epoch):
+    return time.strftime("%H:%M:%S", time.gmtime(epoch)) + ("%.2f" % (epoch % 1))[1:]
+
+
 def check_lock_free(lab, wait_s=0.0):
     """No run holds the cluster lock once every run has ended (a dead run's lock has expired by its own duration:
     ``wait_s`` is how long to let it)."""
@@ -185,6 +250,8 @@ class Scenario:
     def __init__(self, work):
         self.work = work
         self.lab = None
+        self.fault = None  # the schedule's fault (set by the campaign)
+        self.second_exit = None  # a second run's exit code, once it ended (the second_* faults)
 
     def start(self):
         """Build the lab as the playbook finds a cluster in use; returns it."""
@@ -215,6 +282,11 @@ class Scenario:
         return ["maesh.ichor.install", "-e", json.dumps({
             "ichor_kubeconfig": self.lab.kube.kubeconfig, "ichor_installer_extra_bundles": [path],
             "ichor_installer_namespace": OTHER_NAMESPACE, "ichor_installer_lock_duration": self.lock_duration})]
+
+    def upgrade_args(self):
+        """ansible-playbook's arguments for an upgrade with follow of this cluster (fault ``second_upgrade``)."""
+        return ["-i", self.lab.inventory, "maesh.ichor.upgrade", "-e", "ichor_upgrade_follow=true",
+                "-e", "ichor_upgrade_lock_duration=%d" % self.lock_duration]
 
     def settle(self, timeout=60.0):
         """Before the calm rerun, what an operator waits for: every machine up again after the fault (a machine

@@ -42,8 +42,7 @@ class Upgrade(Scenario):
         return self.lab
 
     def args(self, run):
-        return ["-i", self.lab.inventory, "maesh.ichor.upgrade", "-e", "ichor_upgrade_follow=true",
-                "-e", "ichor_upgrade_lock_duration=%d" % self.lock_duration]
+        return self.upgrade_args()
 
     def check(self, complete):
         figures = dict(machine_downs=check_machines(self.lab, complete))

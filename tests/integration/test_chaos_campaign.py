@@ -60,3 +60,38 @@ def test_an_adopt_killed_while_helm_writes_the_collections_release_is_finished_b
     finally:
         campaign._kill_left()  # pylint: disable=protected-access
         scenario.stop()
+
+
+def test_an_upgrade_after_a_killed_adopt_touches_no_machine_adopt_holds(tmp_path):
+    """The adopt scenario's fault sigkill_upgrade, made certain: the adopt is killed (every process) once the record
+    holds every machine; after its lock expired another operator runs the upgrade with follow, which must refuse
+    before writing, naming the held machines. The hold invariant (no machine applied, upgraded, rebooted or reset
+    while the record holds it; the simulator's timeline beside the record's audited writes) then has five holds to
+    judge; the calm rerun of adopt releases them."""
+    from tests.chaos import adopt
+    from tests.chaos.scenario import check_not_applied_while_held, record, wait_lock_free
+    scenario = adopt.Adopt(str(tmp_path))
+    lab = scenario.start()
+    try:
+        with open(str(tmp_path / "faulted.log"), "w") as log:
+            proc = campaign._start(scenario.args("faulted"), log)  # pylint: disable=protected-access
+            held = []
+            while proc.poll() is None and len(held) < 5:
+                held = sorted(record(lab).get("held") or {})
+                time.sleep(0.05)
+            campaign._kill_run(proc)  # pylint: disable=protected-access
+        assert held == ["cp-1", "cp-2", "cp-3", "worker-1", "worker-2"], open(str(tmp_path / "faulted.log")).read()[-3000:]
+        wait_lock_free(lab, scenario.lock_duration + 10)
+        code, out = campaign._run(scenario.upgrade_args(), str(tmp_path / "upgrade.log"))  # pylint: disable=protected-access
+        assert code != 0, out[-4000:]
+        assert "cp-1, cp-2, cp-3, worker-1, worker-2 held by adopt" in out and "nothing was written" in out, out[-4000:]
+        assert check_not_applied_while_held(lab) == 5
+        scenario.check(complete=False)
+        code, out = campaign._run(scenario.args("calm"), str(tmp_path / "calm.log"))  # pylint: disable=protected-access
+        assert code == 0, out[-4000:]
+        scenario.check(complete=True)
+        scenario.converged()
+        assert check_not_applied_while_held(lab) == 5
+    finally:
+        campaign._kill_left()  # pylint: disable=protected-access
+        scenario.stop()

@@ -43,10 +43,11 @@ class LabControl:
     def reset_calls(self, name):
         return self._call("DELETE", "/machines/%s/calls" % name)
 
-    def timeline(self):
+    def timeline(self, at=False):
         """[(machine, what), ...] in the order they happened across the lab: each call that reached a machine
-        (``ApplyConfiguration``, ...), ``down:<stage>`` when it went down (``down:rebooting``), ``boot``."""
-        return [tuple(e) for e in self._call("GET", "/timeline")]
+        (``ApplyConfiguration``, ...), ``down:<stage>`` when it went down (``down:rebooting``), ``boot``; with
+        ``at``, (machine, what, epoch seconds)."""
+        return [tuple(e) for e in self._call("GET", "/timeline?at=1" if at else "/timeline")]
 
     def reset_timeline(self):
         return self._call("DELETE", "/timeline")

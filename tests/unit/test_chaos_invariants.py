@@ -1,10 +1,14 @@
 """The fault campaign's invariants judge what they are given: each one fails on the history it must refuse (a test of
 the judge, on made-up audit events and simulator timelines; the campaign runs them on real ones)."""
 
+import datetime
+import json
+
 import pytest
 
 from tests.chaos import upgrade
-from tests.chaos.scenario import Violation, check_lock_history, run_writes
+from tests.chaos.scenario import (HOLD_BREAKERS, Violation, applied_while_held, check_lock_history, hold_windows,
+                                  run_writes)
 
 
 def _lease_event(verb, holder, renewed, duration=30, code=200, at=None):
@@ -94,3 +98,47 @@ def test_a_machine_never_rolled_is_found_once_the_calm_rerun_ended():
     with pytest.raises(Violation, match="never went down.*worker-2"):
         upgrade.check_machines(_Lab(_rolled(ALL[:-1])), complete=True)
     assert upgrade.check_machines(_Lab(_rolled(ALL[:-1]))) == 4  # after the faulted run it may be left
+
+
+def _record_event(verb, held, received, done=None, code=200, audited=True):
+    """An audited write of the cluster record holding ``held`` (adopt's hold, by machine name)."""
+    body = {"data": {"record": json.dumps({"talos": "v1.14.1", "held": dict((name, "adopt") for name in held)})}}
+    return {"verb": verb, "objectRef": {"resource": "configmaps", "namespace": "ichor-system", "name": "ichor-cluster"},
+            "responseStatus": {"code": code}, "responseObject": body if audited and verb != "delete" else None,
+            "requestReceivedTimestamp": received, "stageTimestamp": done or received}
+
+
+def _epoch(stamp):
+    return datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+T5, T20, T30 = "2026-12-03T10:00:05.000000Z", "2026-12-03T10:00:20.000000Z", "2026-12-03T10:00:30.000000Z"
+
+
+def test_hold_windows_open_when_the_hold_is_written_and_close_when_its_lift_is_received():
+    events = [_record_event("create", ["cp-1", "worker-1"], T0, done="2026-12-03T10:00:00.500000Z"),
+              _record_event("update", ["cp-1", "worker-1"], T5, code=409),  # refused: nothing changed
+              _record_event("update", ["worker-1"], T10, done="2026-12-03T10:00:10.900000Z"),
+              _record_event("patch", ["worker-1"], T20, audited=False),  # not audited with its object: not judged
+              _record_event("update", [], T30)]
+    windows = hold_windows(events)
+    assert windows == {"cp-1": [(_epoch(T0) + 0.5, _epoch(T10))], "worker-1": [(_epoch(T0) + 0.5, _epoch(T30))]}
+    # a hold never lifted lasts; a record deleted holds nothing
+    assert hold_windows([_record_event("create", ["cp-2"], T0)]) == {"cp-2": [(_epoch(T0), float("inf"))]}
+    assert hold_windows([_record_event("create", ["cp-2"], T0), _record_event("delete", [], T10)]) == {
+        "cp-2": [(_epoch(T0), _epoch(T10))]}
+
+
+@pytest.mark.parametrize("what", sorted(HOLD_BREAKERS))
+def test_a_machine_changed_while_held_is_found(what):
+    windows = hold_windows([_record_event("create", ["cp-1"], T0), _record_event("update", [], T30)])
+    assert applied_while_held(windows, [("cp-1", what, _epoch(T10))]) == ("cp-1", what, _epoch(T10), _epoch(T0))
+
+
+def test_reads_other_machines_and_writes_outside_the_hold_are_not():
+    windows = hold_windows([_record_event("create", ["cp-1"], T10), _record_event("update", [], T20)])
+    timeline = [("cp-1", "ApplyConfiguration", _epoch(T5)),  # before the hold
+                ("cp-1", "Version", _epoch(T10) + 1),  # a read
+                ("cp-2", "Upgrade", _epoch(T10) + 1),  # another machine
+                ("cp-1", "ApplyConfiguration", _epoch(T30))]  # after adopt lifted it
+    assert applied_while_held(windows, timeline) is None

@@ -75,6 +75,22 @@ rules:
   resources:
   - group: coordination.k8s.io
     resources: ["leases"]
+# the cluster record's writes with what they made of it: which machines adopt held when (the campaign's hold
+# invariant); the record holds versions, modes and holds, no credential. A create names no object in its request,
+# so the ConfigMaps created in ichor-system are all audited so (a few: the record, the installer's inventory)
+- level: RequestResponse
+  namespaces: ["ichor-system"]
+  verbs: ["update", "patch", "delete"]
+  resources:
+  - group: ""
+    resources: ["configmaps"]
+    resourceNames: ["ichor-cluster"]
+- level: RequestResponse
+  namespaces: ["ichor-system"]
+  verbs: ["create"]
+  resources:
+  - group: ""
+    resources: ["configmaps"]
 - level: Metadata
 """
 

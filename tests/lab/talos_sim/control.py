@@ -7,7 +7,8 @@ GET  /machines/<name>/calls       {"Reset": 1, "Version": 3, ...}: calls that re
                                   to its etcd peer port; DELETE clears them
 GET  /timeline                    [[machine, what], ...] in order, across machines: each call a
                                   machine served (its method; a proxying endpoint is not named),
-                                  "down:<stage>" and "boot"; DELETE clears it
+                                  "down:<stage>" and "boot"; ``?at=1`` adds each one's epoch
+                                  seconds; DELETE clears it
 GET  /machines/<name>/requests    {"/machine.ImageService/Pull": base64, ...}: the last request of
                                   each method that reached the machine, serialized; DELETE clears
 POST /machines/<name>/faults      {"unreachable", "latency_ms", "fail_call", "fail_code",
@@ -100,7 +101,8 @@ class ControlServer:
             if parts == ["timeline"] and method in ("GET", "DELETE"):
                 if method == "DELETE":
                     self.lab.timeline.clear()
-                return 200, [list(e) for e in self.lab.timeline]
+                at = query.get("at", ["0"])[0] not in ("0", "false", "")
+                return 200, [list(e) if at else list(e[:2]) for e in self.lab.timeline]
             if len(parts) == 3 and parts[0] == "machines" and parts[2] == "calls" and \
                     method in ("GET", "DELETE"):
                 m = self.lab.machine(parts[1])

@@ -296,11 +296,12 @@ class Lab:
         self._used = set()
         self.default_timing = {}
         self.default_latency_ms = 0
-        # (machine, what) in the order it happened: calls that reached a machine, "down:<stage>", "boot"
+        # (machine, what, epoch seconds) in the order it happened: calls that reached a machine, "down:<stage>",
+        # "boot"; the time lets an outside check set a call beside the API server's audit log (adopt's hold)
         self.timeline = collections.deque(maxlen=200000)
 
     def event(self, machine, what):
-        self.timeline.append((machine, what))
+        self.timeline.append((machine, what, time.time()))
 
     # --- CAs ---------------------------------------------------------------------------
     @staticmethod
