@@ -324,8 +324,8 @@ def run_schedule(schedule, work):
         report.update(faulted_exit=code, landed_after_first_write=landed, faulted_s=round(took, 1))
         if scenario.second_exit is not None:
             report.update(second_exit=scenario.second_exit, second=_last_error(_read(work, "faulted.log.second")))
-        scenario.check(complete=False)
         check_not_applied_while_held(lab)
+        scenario.check(complete=False)
         scenario.settle()
         # what an operator does after a killed run: waits for its lock to expire (the refusal says until when)
         wait_lock_free(lab, scenario.lock_duration + 10)
