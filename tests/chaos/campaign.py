@@ -227,6 +227,19 @@ def refuse_writes(lab, on):
         lab.client.delete("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", REFUSE_WRITES)
 
 
+def _reboot_unasked(lab, proc, machine, seconds, patience=20.0):
+    """Reboot the machine unasked as soon as it can be: one down or busy already (the run's own reboot or reset) is
+    tried again until it is up, while the run goes on, for ``patience`` seconds. Returns whether it rebooted."""
+    deadline = time.monotonic() + patience
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            lab.talos.control.reboot(machine, seconds=seconds)
+            return True
+        except Exception:  # pylint: disable=broad-except  # down or busy (409): try again in a moment
+            time.sleep(0.25)
+    return False
+
+
 def _faulted_run(schedule, scenario, log_path):
     """The run with its fault; returns (its exit code, -1 when killed; whether the fault struck after the run's first
     write; seconds)."""
@@ -269,10 +282,7 @@ def _faulted_run(schedule, scenario, log_path):
             _wait(proc, schedule.hold)
             lab.talos.control.clear_faults(machine)
         elif schedule.fault == "reboot":  # a machine down on its own: a control plane's etcd member with it
-            try:
-                lab.talos.control.reboot(machine, seconds=schedule.hold)
-            except Exception:  # pylint: disable=broad-except  # down or busy already (the run's own reboot)
-                landed = False
+            landed = landed and _reboot_unasked(lab, proc, machine, schedule.hold)
         elif schedule.fault == "apiserver_restart":
             lab.kube.restart_apiserver(down_s=schedule.hold)
         elif schedule.fault == "refuse_writes":
