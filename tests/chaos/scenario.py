@@ -25,6 +25,8 @@ AGENT_USER_AGENT = "ichor-chaos-lab-agent"
 # what a run writes to the API server that is only bookkeeping (the lock) or noise (Events)
 BOOKKEEPING = frozenset(("leases", "events"))
 
+# the stages of a machine that is done with what it was doing (not installing, rebooting, resetting)
+SETTLED = ("running", "maintenance")
 # the admission policy of the refuse_writes fault: the campaign's own write, never a run's
 REFUSE_WRITES = "ichor-chaos-refuse-writes"
 
@@ -289,12 +291,14 @@ class Scenario:
                 "-e", "ichor_upgrade_lock_duration=%d" % self.lock_duration]
 
     def settle(self, timeout=60.0):
-        """Before the calm rerun, what an operator waits for: every machine up again after the fault (a machine
-        rebooted or unreachable comes back; the rerun is not the place to meet the fault a second time)."""
+        """Before the calm rerun, what an operator waits for: every machine up again after the fault and settled,
+        running or in maintenance mode (a machine rebooted or unreachable comes back; one whose config was applied
+        though the reply was lost finishes its install and reboot; the rerun is not the place to meet the fault a
+        second time)."""
         if self.lab.talos is None:
             return
         for name in self.lab.machine_names():
-            self.lab.talos.wait_for(name, lambda m: m["up"], timeout=timeout)
+            self.lab.talos.wait_for(name, lambda m: m["up"] and m["stage"] in SETTLED, timeout=timeout)
 
     def fault_machines(self):
         """The machines a machine fault may strike."""

@@ -95,3 +95,15 @@ def test_an_upgrade_after_a_killed_adopt_touches_no_machine_adopt_holds(tmp_path
     finally:
         campaign._kill_left()  # pylint: disable=protected-access
         scenario.stop()
+
+
+def test_a_join_whose_reply_was_lost_is_finished_by_a_rerun_once_the_machine_settled(tmp_path):
+    """The soak's one violation, seed 3067 (init: worker-2's ApplyConfiguration carried out and its reply lost): the
+    calm rerun began while worker-2 still installed and rebooted, and init refused ("worker-2 ... does not answer ...
+    nothing was sent to any machine"). The refusal was right; the campaign's rerun came before an operator's would:
+    it waited for the machine to be up, not for it to be done installing. It now waits for every machine running or in
+    maintenance mode, and the schedule converges."""
+    report = campaign.run_schedule(campaign.Schedule(3067), str(tmp_path))
+    assert report["schedule"] == "init: worker-2 loses the reply to its next write (carried out)", report
+    assert report["landed_after_first_write"] and report["faulted_exit"] != 0, report
+    assert report["converged"] and report["violation"] is None and not report.get("error"), report
