@@ -11,27 +11,6 @@ class ModuleDocFragment:
     # What adopt's inspection reads a cluster with: adopt_plan and adopt_write (adopt.inspection.options()).
     DOCUMENTATION = r"""
 options:
-  machines:
-    description:
-      - The cluster's machines; usually built from the inventory groups with the C(maesh.ichor.machines) filter (the
-        C(maesh.ichor.talos) inventory plugin reads them from the cluster's discovery membership).
-    type: list
-    elements: dict
-    required: true
-    suboptions:
-      name:
-        description: The machine's name (its Kubernetes Node name).
-        type: str
-        required: true
-      node:
-        description: The machine's Talos API address (its C(ansible_host)).
-        type: str
-        required: true
-      role:
-        description: The machine's role as the inventory says it; the discovery membership's is what counts.
-        type: str
-        required: true
-        choices: [controlplane, worker]
   secrets:
     description:
       - Path of the cluster's secrets bundle (C(talosctl gen secrets) form). Exactly one of O(secrets) and

@@ -11,26 +11,6 @@ class ModuleDocFragment:
     # The cluster as the rollout's modules see it: its machines, and what the config engine renders from.
     DOCUMENTATION = r"""
 options:
-  machines:
-    description:
-      - The cluster's machines; usually built from the inventory groups with the C(maesh.ichor.machines) filter.
-    type: list
-    elements: dict
-    required: true
-    suboptions:
-      name:
-        description: The machine's name (its Kubernetes Node name).
-        type: str
-        required: true
-      node:
-        description: The machine's Talos API address (its C(ansible_host)).
-        type: str
-        required: true
-      role:
-        description: The machine's role.
-        type: str
-        required: true
-        choices: [controlplane, worker]
   cluster:
     description:
       - The cluster spec (see M(maesh.ichor.talos_machine_config)), usually the inventory's C(ichor_cluster), whole

@@ -32,6 +32,7 @@ extends_documentation_fragment:
   - maesh.ichor.talos
   - maesh.ichor.kubernetes
   - maesh.ichor.adopt
+  - maesh.ichor.machines
 attributes:
   check_mode:
     support: full

@@ -76,6 +76,7 @@ extends_documentation_fragment:
   - maesh.ichor.kubernetes
   - maesh.ichor.cilium_chart
   - maesh.ichor.talos
+  - maesh.ichor.machines
 attributes:
   check_mode:
     support: full
@@ -92,22 +93,7 @@ options:
         given, their Talos API is read (the Talos connection options); the control planes' configs for the Cilium
         inline manifest and every machine's KubePrism. The talosconfig needs the C(os:admin) role (a machine config is
         a sensitive resource).
-    type: list
-    elements: dict
-    suboptions:
-      name:
-        description: The machine's name (its Kubernetes Node name).
-        type: str
-        required: true
-      node:
-        description: The machine's Talos API address (its C(ansible_host)).
-        type: str
-        required: true
-      role:
-        description: The machine's role.
-        type: str
-        required: true
-        choices: [controlplane, worker]
+    required: false
   kube_proxy:
     description:
       - The kube-proxy mode the cluster is meant to run, usually the cluster spec's C(cni.kubeProxy) (C(ichor_cluster)).

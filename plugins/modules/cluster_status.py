@@ -40,6 +40,7 @@ author:
 extends_documentation_fragment:
   - maesh.ichor.talos
   - maesh.ichor.kubernetes
+  - maesh.ichor.machines
 attributes:
   check_mode:
     support: full
@@ -52,23 +53,6 @@ options:
     description:
       - The cluster's machines; usually built from the inventory groups with the C(maesh.ichor.machines) filter.
         Those the cluster record names and this list does not are read too, at the address the record keeps.
-    type: list
-    elements: dict
-    required: true
-    suboptions:
-      name:
-        description: The machine's name (its Kubernetes Node name).
-        type: str
-        required: true
-      node:
-        description: The machine's Talos API address (its C(ansible_host)).
-        type: str
-        required: true
-      role:
-        description: The machine's role.
-        type: str
-        required: true
-        choices: [controlplane, worker]
   expiry_days:
     description: A certificate that ends within this many days is critical.
     type: int

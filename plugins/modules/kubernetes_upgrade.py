@@ -30,6 +30,7 @@ extends_documentation_fragment:
   - maesh.ichor.talos
   - maesh.ichor.kubernetes
   - maesh.ichor.rollout
+  - maesh.ichor.machines
   - maesh.ichor.cluster_spec
 attributes:
   check_mode:

@@ -166,7 +166,7 @@ def wait(timeout):
 
 
 def machines():
-    """The rollout's machines (doc fragment maesh.ichor.rollout), validated by their suboptions."""
+    """The cluster's machines (doc fragment maesh.ichor.machines), validated by their suboptions."""
     return dict(type="list", elements="dict", required=True, options=dict(
         name=dict(type="str", required=True),
         node=dict(type="str", required=True),
