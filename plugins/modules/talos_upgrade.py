@@ -14,7 +14,9 @@ version_added: 0.1.0
 description:
   - "The rollout's C(talos) step for one machine (run it with C(serial: 1), control planes first)."
   - A machine already at the target is skipped (C(changed=false)), so a failed run resumes where it stopped.
-  - A control plane is not started while etcd is unhealthy.
+  - A control plane is not started while etcd is unhealthy or would lose its quorum while the machine reboots, and is
+    not rebooted when that became so while its installer ran (etcd is judged again between the installer and the
+    reboot; the task fails, the new Talos installed and not booted, and a rerun once etcd is healthy finishes it).
   - Talos v1.13+ machines are upgraded with ImageService Pull, LifecycleService Upgrade and a reboot (as
     C(talosctl) 1.14 does, in the C(system) namespace of the CRI containerd); v1.12 machines with the legacy
     Upgrade call.

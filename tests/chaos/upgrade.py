@@ -18,6 +18,8 @@ CASE_VERSIONS = dict(talos="v1.13.9", contract="v1.13", kubernetes="v1.35.4")
 CONTROLPLANES, WORKERS = 3, 2
 # what a playbook may do to a machine: a reset is never the upgrade's
 RESETS = frozenset(("Reset",))
+# the first call of the rollout's etcd check of a control plane (etcd.health through the machine)
+ETCD_LOOK = "EtcdMemberList"
 
 
 CILIUM_VALUES = {"cluster": {"name": "chaos"}}
@@ -70,10 +72,16 @@ def check_machines(lab, complete=False):
     down (the invariant's material)."""
     control_planes = set(m["name"] for m in lab.talos.machines if m["role"] == "controlplane")
     down, unasked, downs = set(), set(), {}
-    asked_while = {}  # machine: the control planes down when a run last wrote to it (what the run could see)
+    # machine: the control planes down when a run last wrote to it (what the run could see), or, when the run looked
+    # at etcd through the machine just before that write (no other write between), when it looked: a member gone
+    # down between the look and the write is the fault's. A look followed by a pull and an install is no look at the
+    # reboot's moment
+    asked_while, looked = {}, {}
     for machine, what in lab.timeline():
-        if what in TALOS_WRITES:
-            asked_while[machine] = set(down)
+        if what == ETCD_LOOK:
+            looked[machine] = set(down)
+        elif what in TALOS_WRITES:
+            asked_while[machine] = looked.pop(machine, set(down))
         if what.startswith("down:"):
             if what == "down:unasked":
                 unasked.add(machine)

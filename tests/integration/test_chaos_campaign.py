@@ -107,3 +107,13 @@ def test_a_join_whose_reply_was_lost_is_finished_by_a_rerun_once_the_machine_set
     assert report["schedule"] == "init: worker-2 loses the reply to its next write (carried out)", report
     assert report["landed_after_first_write"] and report["faulted_exit"] != 0, report
     assert report["converged"] and report["violation"] is None and not report.get("error"), report
+
+
+def test_a_control_plane_rebooted_unasked_as_the_rollout_moves_on_stops_the_next_ones_reboot(tmp_path):
+    """The soak's violation of 2026-12-05, seed 2939 (upgrade: cp-2 rebooting unasked the moment it was back from its
+    own upgrade): cp-3's etcd was judged before its pull and installer and cp-3 rebooted after them, while cp-2 was
+    down. etcd is now judged again just before the reboot, and the invariant judges a run by what it saw at that last
+    look. The schedule made certain is test_upgrade's ``..._when_another_went_down_while_its_installer_ran``."""
+    report = campaign.run_schedule(campaign.Schedule(2939), str(tmp_path))
+    assert report["schedule"] == "upgrade: cp-2 rebooting unasked (down 7.99 s) 3.79 s after the start", report
+    assert report["converged"] and report["violation"] is None and not report.get("error"), report

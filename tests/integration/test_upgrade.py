@@ -285,6 +285,49 @@ def test_a_control_plane_down_on_its_own_stops_the_rollout_before_the_next_one(t
     assert set(_versions(lab).values()) == {release.TALOS}
 
 
+def test_a_control_plane_is_not_rebooted_when_another_went_down_while_its_installer_ran(talos_kube_lab, tmp_path):
+    """Found by the soak of 2026-12-05 (seed 2939: cp-2 rebooting unasked the moment it was back from its upgrade):
+    the rollout judged cp-3's etcd before the pull and the installer, and rebooted it after them, while cp-2 was down;
+    etcd kept 1 of 3. On a real machine the pull and the installer take minutes: etcd is now judged again between the
+    installer and the reboot. Here cp-2's installer runs 3 s, cp-3 goes down meanwhile; cp-2 is not rebooted, the run
+    says so, and the rerun (cp-3 back) finishes."""
+    import subprocess
+    import sys
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=3, workers=0, version="v1.13.9")
+    _record(lab, V113_K8S_135)
+    inv = _inventory(lab, tmp_path)
+    lab.control.set_faults("cp-2", installer_seconds=3)
+    lab.control.reset_timeline()
+    exe = sys.executable.rsplit("/", 1)[0] + "/ansible-playbook"
+    with open(str(tmp_path / "run.log"), "w+") as log:
+        run = subprocess.Popen([exe, "-i", inv, "maesh.ichor.upgrade"], env=ansible_env(), cwd=REPO, stdout=log,
+                               stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while ("cp-2", "Upgrade") not in [tuple(e) for e in lab.control.timeline()]:  # cp-2's installer runs
+                assert time.monotonic() < deadline and run.poll() is None, "the run never upgraded cp-2"
+                time.sleep(0.02)
+            lab.control.reboot("cp-3", seconds=8)
+            assert run.wait(300) != 0
+        finally:
+            if run.poll() is None:
+                run.kill()
+        log.seek(0)
+        out = log.read()
+    assert "cp-2 is a control plane and etcd is no longer healthy (only 1 of the 2 other etcd members are healthy: " \
+           "etcd would lose its quorum of 2 while %s is down); Talos %s is installed but the machine was not rebooted " \
+           "and still runs Talos v1.13.9; rerun once etcd is healthy" % (lab.address("cp-2"), release.TALOS) in out, \
+        out[-3000:]
+    timeline = [tuple(e) for e in lab.control.timeline()]
+    assert ("cp-2", "Reboot") not in timeline and ("cp-2", "down:rebooting") not in timeline, timeline
+    assert _versions(lab) == {"cp-1": release.TALOS, "cp-2": "v1.13.9", "cp-3": "v1.13.9"}
+    lab.control.clear_faults("cp-2")
+    lab.wait_for("cp-3", lambda m: m["up"], timeout=30)
+    proc = _upgrade(inv)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert set(_versions(lab).values()) == {release.TALOS}
+
+
 def test_talos_step_stops_at_a_failed_installer_without_a_reboot(talos_kube_lab, tmp_path):
     """Issue 11: an installer that exits non-zero is not followed by a Reboot nor reported as success."""
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=2, version="v1.13.9")

@@ -68,7 +68,8 @@ class LabControl:
         with it, after an error line; the machine keeps its version), kubeprism_unhealthy (its
         KubePrismStatuses says healthy: false, as when no API server answers through the balancer), lose_reply (a
         method: the next such call is carried out and its reply lost, once; the caller sees DEADLINE_EXCEEDED),
-        etcd_snapshot_file (a file EtcdSnapshot streams instead of the lab's own bytes: a real etcd's snapshot)."""
+        etcd_snapshot_file (a file EtcdSnapshot streams instead of the lab's own bytes: a real etcd's snapshot),
+        installer_seconds (LifecycleService.Upgrade's installer runs that much longer before it ends)."""
         return self._call("POST", "/machines/%s/faults" % name, faults)["faults"]
 
     def clear_faults(self, name):

@@ -94,6 +94,28 @@ def test_a_control_plane_that_went_down_on_its_own_after_the_runs_request_is_the
     assert upgrade.check_machines(_Lab(timeline), complete=True) == 5
 
 
+LOOK, PULL, INSTALL, REBOOT, DOWN = "EtcdMemberList", "Pull", "Upgrade", "Reboot", "down:rebooting"
+
+
+@pytest.mark.parametrize("timeline, judged", [
+    # seed 2939: cp-3 went down unasked after the run's last look at etcd through cp-2, just before its reboot
+    ([("cp-2", LOOK), ("cp-2", PULL), ("cp-2", INSTALL), ("cp-2", LOOK), ("cp-3", "down:unasked"), ("cp-2", REBOOT),
+      ("cp-2", DOWN)], None),
+    # a look before the pull and the install is stale at the reboot: cp-3 went down meanwhile
+    ([("cp-2", LOOK), ("cp-2", PULL), ("cp-3", "down:unasked"), ("cp-2", INSTALL), ("cp-2", REBOOT), ("cp-2", DOWN)],
+     "cp-2 went down .rebooting. while control plane cp-3 was down"),
+    # cp-3 was down when the run looked
+    ([("cp-3", "down:unasked"), ("cp-2", LOOK), ("cp-2", REBOOT), ("cp-2", DOWN)],
+     "cp-2 went down .rebooting. while control plane cp-3 was down"),
+])
+def test_a_control_plane_is_judged_by_what_the_run_saw_at_its_last_look_before_the_reboot(timeline, judged):
+    if judged is None:
+        upgrade.check_machines(_Lab(timeline))
+    else:
+        with pytest.raises(Violation, match=judged):
+            upgrade.check_machines(_Lab(timeline))
+
+
 def test_a_machine_never_rolled_is_found_once_the_calm_rerun_ended():
     with pytest.raises(Violation, match="never went down.*worker-2"):
         upgrade.check_machines(_Lab(_rolled(ALL[:-1])), complete=True)

@@ -104,6 +104,7 @@ class World:
         self.metrics = ""
         self.metrics_error = None
         self.kube_writes = []
+        self.while_installing = None
         names = [("cp-1", "controlplane")] + [("worker-%d" % i, "worker") for i in range(1, workers + 1)]
         for i, (name, role) in enumerate(names):
             with open(os.path.join(CONFIGS, case, "controlplane.conf" if role == "controlplane" else "worker.conf")) as f:
@@ -148,6 +149,8 @@ class World:
             m.pulled[_pulled_name(request.image_ref)] = request.image_ref
             return [machine_image_pb2.ImageServicePullResponse(name=_pulled_name(request.image_ref))]
         if call == "LifecycleUpgrade":
+            if self.while_installing is not None:  # what happens elsewhere while the installer runs
+                self.while_installing()
             replies = [_progress(message=line) for line in m.installer_output]
             if m.installer_exit_code is not None:
                 replies.append(_progress(exit_code=m.installer_exit_code))
@@ -435,6 +438,28 @@ def test_talos_step_sends_the_containerd_instance_talosctl_sends(conns):
     assert sent["LifecycleUpgrade"].source.image_name == (
         "ghcr.io/siderolabs/installer@sha256:" + hashlib.sha256(b"ghcr.io/siderolabs/installer:v1.14.5").hexdigest())
     assert world.machine("worker-1").version == release.TALOS
+
+
+def test_talos_step_does_not_reboot_a_control_plane_whose_etcd_failed_while_its_installer_ran(conns):
+    # the soak's seed 2939: another control plane went down unasked between the check and the reboot
+    world = World(V113, {"*": "v1.13.9"})
+    cp = world.machine("cp-1")
+    world.while_installing = lambda: cp.etcd_errors.append("NOSPACE")
+    with pytest.raises(UpgradeFailed) as exc:
+        talos_step.run(_talos_params(world, "cp-1", hostname="cp-1"), conns(world), False, clock=world.clock)
+    assert exc.value.message == (
+        "cp-1 is a control plane and etcd is no longer healthy (etcd on 10.5.0.2 reports errors); Talos v1.14.5 is "
+        "installed but the machine was not rebooted and still runs Talos v1.13.9; rerun once etcd is healthy")
+    assert exc.value.result == {"plan": [], "before": "v1.13.9", "after": "v1.13.9"}
+    assert world.writes == [("ImagePull", "cp-1"), ("LifecycleUpgrade", "cp-1")]  # no Reboot
+    assert cp.up and cp.version == "v1.13.9"
+
+
+def test_talos_step_judges_no_etcd_before_a_workers_reboot(conns):
+    world = World(V113, {"*": "v1.13.9"})
+    world.while_installing = lambda: world.machine("cp-1").etcd_errors.append("NOSPACE")
+    talos_step.run(_talos_params(world, "worker-1"), conns(world), False, clock=world.clock)
+    assert world.writes == [("ImagePull", "worker-1"), ("LifecycleUpgrade", "worker-1"), ("Reboot", "worker-1")]
 
 
 PEM = "-----BEGIN ED25519 PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIHx1\n-----END ED25519 PRIVATE KEY-----"

@@ -99,11 +99,13 @@ def _said(output):
     return text
 
 
-def start_upgrade(client, node, running, image, hostname=None):
+def start_upgrade(client, node, running, image, hostname=None, before_reboot=None):
     """Send the upgrade the machine's Talos version takes.
 
     v1.13+: Pull, then Upgrade with the name the pull reported, then Reboot only when the installer
     reported exit code 0; otherwise UpgradeFailed (the machine keeps running its Talos, nothing rebooted).
+    ``before_reboot`` is called between the installer and the Reboot (a pull and an install take minutes on a real
+    machine: a control plane's etcd is judged again there, at the last moment, and may stop the reboot).
     """
     if release.minor(running) >= (1, 13):
         pulled = client.call("ImagePull", tc.request_type("ImagePull")(containerd=_containerd(), image_ref=image), node=node)
@@ -119,6 +121,8 @@ def start_upgrade(client, node, running, image, hostname=None):
                                     hostname or node, node, image, what,
                                     ", it said: \"%s\"" % said if said else " and said nothing", running),
                                 result=dict(plan=[], before=running, after=running))
+        if before_reboot is not None:
+            before_reboot()
         client.first(client.call("Reboot", node=node), node, call="Reboot")
     else:
         client.first(client.call("Upgrade", tc.request_type("Upgrade")(image=image), node=node), node, call="Upgrade")
@@ -168,7 +172,8 @@ def run(params, conn, check_mode, clock=None):
     """Upgrade the machine ``params["node"]`` unless it runs the target already; the result dict.
 
     A control plane is not started while etcd is unhealthy, or would lose its quorum while the machine reboots
-    (another member already down: UpgradeFailed, nothing sent). With
+    (another member already down: UpgradeFailed, nothing sent), and is not rebooted when that became so while its
+    installer ran (UpgradeFailed, the new Talos installed and not booted). With
     ``wait`` the machine is waited for (``wait_back``); without it the run returns once the upgrade
     is sent. Without a kubeconfig there is no Node to wait for.
     """
@@ -208,7 +213,16 @@ def run(params, conn, check_mode, clock=None):
                                                           params["wait"])])
         if check_mode:
             return result
-        start_upgrade(client, node, before, image, hostname)
+
+        def before_reboot():  # another member may have gone down while the installer ran
+            healthy, detail = etcd.health(client, node, going_down=True)
+            if not healthy:
+                raise UpgradeFailed(
+                    "%s is a control plane and etcd is no longer healthy (%s); Talos %s is installed but the machine "
+                    "was not rebooted and still runs Talos %s; rerun once etcd is healthy" % (
+                        hostname, detail, target, before), result=dict(plan=[], before=before, after=before))
+
+        start_upgrade(client, node, before, image, hostname, before_reboot=before_reboot if controlplane else None)
         if params["wait"]:
             wait_back(client, kube, node, hostname, params["role"], target, params["wait_timeout"], clock=clock)
     except IchorError as exc:

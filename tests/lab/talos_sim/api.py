@@ -936,6 +936,8 @@ async def lifecycle_upgrade(node, req, caller):
             yield lc.LifecycleServiceUpgradeResponse(
                 progress=lc.LifecycleServiceInstallProgress(message=line))
             await asyncio.sleep(0.01)
+        # a real installer writes the disk for tens of seconds: a test can stretch it to act meanwhile
+        await asyncio.sleep(float(m.faults.get("installer_seconds") or 0))
         if new and not exit_code:
             m.pending_version = new
         node.lab.changed()

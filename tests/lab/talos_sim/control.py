@@ -15,7 +15,8 @@ POST /machines/<name>/faults      {"unreachable", "latency_ms", "fail_call", "fa
                                    "fail_message", "fail_count", "new_address_on_reboot",
                                    "interrupt_reset", "apply_needs_reboot",
                                    "installer_exit_code", "kubeprism_unhealthy",
-                                   "lose_reply"}; ``{}`` clears all
+                                   "lose_reply", "etcd_snapshot_file", "installer_seconds"}; ``{}``
+                                   clears all
 POST /machines/<name>/cni_files   {"files": {name: content} | null}: /etc/cni/net.d (null: what
                                    the machine's CNI writes), for MachineService/List
 POST /machines/<name>/timing      {"reboot_seconds", "upgrade_seconds", "install_seconds"}

@@ -490,7 +490,8 @@ class Lab:
         m = self.machine(name)
         allowed = {"unreachable", "latency_ms", "fail_call", "fail_code", "fail_message",
                    "fail_count", "new_address_on_reboot", "interrupt_reset", "apply_needs_reboot",
-                   "installer_exit_code", "kubeprism_unhealthy", "lose_reply", "etcd_snapshot_file"}
+                   "installer_exit_code", "kubeprism_unhealthy", "lose_reply", "etcd_snapshot_file",
+                   "installer_seconds"}
         unknown = set(faults) - allowed
         if unknown:
             raise ValueError("unknown faults: %s" % ", ".join(sorted(unknown)))
