@@ -4,8 +4,6 @@ Cilium 1.19 installed and upgraded once by the real helm into kube-system (two r
 Job that chart 1.20 no longer renders). Adopt upgrades it to the release set's Cilium as the Helm release
 ichor-system/cilium, deletes the orphan Job (consented) and retires the foreign records, each backed up first."""
 
-import base64
-import gzip
 import json
 import os
 import threading
@@ -15,7 +13,8 @@ import yaml
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
-from tests.chaos.scenario import API_FAULTS, OTHER_FAULTS, RUN_FAULTS, Lab, Scenario, Violation, record, run_writes
+from tests.chaos.scenario import (API_FAULTS, OTHER_FAULTS, RUN_FAULTS, Lab, Scenario, Violation, helm_release,
+                                  helm_status, record, run_writes)
 from tests.chaos.upgrade import check_record as check_versions
 from tests.integration.ansible_env import REPO
 from tests.lab.cilium import charts as cilium_charts
@@ -178,7 +177,7 @@ class Adopt(Scenario):
         for secret in self.lab.client.list("v1", "Secret", label_selector=HELM_OWNED):
             meta = secret["metadata"]
             out.setdefault((meta["namespace"], "cilium"), []).append(dict(
-                revision=int(meta["labels"]["version"]), status=meta["labels"]["status"],
+                revision=int(meta["labels"]["version"]), status=helm_status(secret),
                 chart=_chart_version(secret)))
         return dict((key, sorted(recs, key=lambda r: r["revision"])) for key, recs in out.items())
 
@@ -326,12 +325,8 @@ def helm_list(lab):
 
 
 def _chart_version(secret):
-    """The chart version of a Helm record Secret, read as Helm stores it (base64 of gzipped JSON, in the Secret's
-    own base64)."""
-    raw = base64.b64decode(base64.b64decode(secret["data"]["release"]))
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    return ((json.loads(raw).get("chart") or {}).get("metadata") or {}).get("version")
+    """The chart version of a Helm record Secret."""
+    return ((helm_release(secret).get("chart") or {}).get("metadata") or {}).get("version")
 
 
 def _names(backup, namespace, name):

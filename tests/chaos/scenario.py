@@ -2,6 +2,8 @@
 its runs write, and the invariants that must hold after a fault and after the calm rerun (checked from outside: the
 simulator's timeline and state, the API server and its audit log, Helm's records; never the playbook's output)."""
 
+import base64
+import gzip
 import json
 import os
 import time
@@ -147,6 +149,21 @@ def _epoch(stamp):
     import datetime  # pylint: disable=import-outside-toplevel
     value = datetime.datetime.strptime(stamp.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z")
     return value.timestamp()
+
+
+def helm_release(secret):
+    """The release a Helm record Secret holds, read as Helm stores it (base64 of gzipped JSON, in the Secret's own
+    base64): the campaign's own reading, not the collection's."""
+    raw = base64.b64decode(base64.b64decode(secret["data"]["release"]))
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    return json.loads(raw)
+
+
+def helm_status(secret):
+    """A Helm record's status as helm list says it: its release's own (the label can differ: a helm interrupted as
+    it wrote left ``deployed`` on a release it recorded ``failed``)."""
+    return (helm_release(secret).get("info") or {}).get("status") or secret["metadata"]["labels"].get("status")
 
 
 def hold_windows(events):

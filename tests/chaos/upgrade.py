@@ -10,7 +10,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_rec
 from tests.lab.cilium import charts as cilium_charts
 from tests.lab.cilium.fixtures import CiliumLab
 from tests.chaos.scenario import (API_FAULTS, OTHER_FAULTS, RUN_FAULTS, TALOS_FAULTS, TALOS_WRITES, Lab, Scenario, Violation,
-                                  record)
+                                  helm_status, record)
 from tests.integration.ansible_env import REPO
 
 CASE = os.path.join(REPO, "tests", "fixtures", "configs", "v1.13", "v1.13.9", "k8s-older")
@@ -131,7 +131,7 @@ def check_cilium(lab):
     never states a chart that is not the deployed one (a record ahead of a killed helm). Returns (revision, status,
     chart) of each record, oldest first."""
     secrets = lab.client.list("v1", "Secret", "ichor-system", label_selector="owner=helm,name=cilium")
-    revisions = sorted((int(s["metadata"]["labels"]["version"]), s["metadata"]["labels"]["status"],
+    revisions = sorted((int(s["metadata"]["labels"]["version"]), helm_status(s),
                         helm_record.decode(s["data"]["release"])["chart"]["metadata"]["version"]) for s in secrets)
     deployed = [chart for _revision, status, chart in revisions if status == "deployed"]
     if len(deployed) > 1:

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record as record_mod
 from tests.chaos import campaign
 from tests.chaos.__main__ import DEFAULT_SEED
 
@@ -55,6 +56,49 @@ def test_an_adopt_killed_while_helm_writes_the_collections_release_is_finished_b
         code, out = campaign._run(scenario.args("calm"), str(tmp_path / "calm.log"))  # pylint: disable=protected-access
         assert code == 0, out[-4000:]
         assert "the takeover an earlier run began is not finished" in out, out[-4000:]
+        scenario.check(complete=True)
+        scenario.converged()
+    finally:
+        campaign._kill_left()  # pylint: disable=protected-access
+        scenario.stop()
+
+
+def test_an_adopt_cancelled_as_helm_recorded_a_failed_release_under_a_deployed_label_is_finished_by_the_rerun(
+        tmp_path):
+    """The soak's violation of 2026-12-05, seed 2963 (adopt: SIGTERM, AWX's cancel, 4.72 s after the first write,
+    as the takeover's helm wrote the collection's release): the interrupted helm 3.21 left its record of
+    ichor-system/cilium labelled deployed, holding a release it recorded failed ("context canceled"); helm list says
+    failed. The rerun trusted the label, took the takeover for done, retired the foreign records, and no Cilium
+    release was deployed. A record's status is now the one Helm reports (its release's own); the rerun takes the
+    Cilium over again. The schedule made certain: the run killed once the record is labelled deployed, before the
+    foreign records are retired, and the record made what helm left."""
+    from tests import helm_record
+    from tests.chaos import adopt
+    from tests.chaos.scenario import wait_lock_free
+    scenario = adopt.Adopt(str(tmp_path))
+    lab = scenario.start()
+    try:
+        with open(str(tmp_path / "faulted.log"), "w") as log:
+            proc = campaign._start(scenario.args("faulted"), log)  # pylint: disable=protected-access
+            ours = []
+            while proc.poll() is None and not ours:
+                ours = [s for s in lab.client.list("v1", "Secret", "ichor-system", label_selector="owner=helm,name=cilium")
+                        if s["metadata"]["labels"].get("status") == "deployed"]
+                time.sleep(0.02)
+            campaign._kill_run(proc)  # pylint: disable=protected-access
+        assert ours, open(str(tmp_path / "faulted.log")).read()[-3000:]
+        assert lab.client.list("v1", "Secret", "kube-system", label_selector="owner=helm,name=cilium"), \
+            "the foreign records were retired before the kill"
+        secret = lab.client.get("v1", "Secret", ours[0]["metadata"]["name"], "ichor-system")
+        release = record_mod.decode(secret["data"]["release"])
+        release["info"].update(status="failed", description='Release "cilium" failed: context canceled')
+        secret["data"]["release"] = helm_record.encode(release)
+        lab.client.replace(secret)
+        assert [(r["name"], r["status"]) for r in adopt.helm_list(lab) if r["namespace"] == "ichor-system"] == [
+            ("cilium", "failed")]
+        wait_lock_free(lab, scenario.lock_duration + 10)
+        code, out = campaign._run(scenario.args("calm"), str(tmp_path / "calm.log"))  # pylint: disable=protected-access
+        assert code == 0, out[-4000:]
         scenario.check(complete=True)
         scenario.converged()
     finally:

@@ -11,7 +11,6 @@ import signal
 import stat
 import subprocess
 import tarfile
-import tempfile
 import time
 
 import pytest
@@ -288,7 +287,10 @@ def _playbook(tmp_path, check, **args):
              "vars": {"ansible_python_interpreter": "{{ ansible_playbook_python }}"}}]
     path = tmp_path / "play.yml"
     path.write_text(yaml.safe_dump(play))
-    proc = ansible_playbook(str(path), "-i", "localhost,", "-c", "local", *(["--check", "--diff"] if check else []))
+    temp = tmp_path / "tmp"  # the run's own temp dir: what helm's files leave behind is this run's alone
+    temp.mkdir(exist_ok=True)
+    proc = ansible_playbook(str(path), "-i", "localhost,", "-c", "local", *(["--check", "--diff"] if check else []),
+                            env={"TMPDIR": str(temp)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads((tmp_path / "result.json").read_text()), proc.stdout
 
@@ -309,7 +311,7 @@ def test_the_module_plans_applies_and_reruns_without_change(cilium_lab, cilium_c
     assert _config(lab)["debug"] == "false"
     second = _playbook(tmp_path, False, **args)[0]
     assert second["changed"] is False and not second.get("failed")
-    assert not [name for name in os.listdir(tempfile.gettempdir()) if name.startswith("ichor-helm-")]
+    assert not [name for name in os.listdir(str(tmp_path / "tmp")) if name.startswith("ichor-helm-")]
 
 
 def test_the_rollouts_cilium_step_upgrades_1_19_to_1_20_after_a_kubernetes_step(

@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import threading
 
 import pytest
@@ -305,7 +304,10 @@ def playbook(tmp_path, check, **args):
              "vars": {"ansible_python_interpreter": "{{ ansible_playbook_python }}"}}]
     path = tmp_path / "play.yml"
     path.write_text(yaml.safe_dump(play))
-    proc = ansible_playbook(str(path), "-i", "localhost,", "-c", "local", *(["--check", "--diff"] if check else []))
+    temp = tmp_path / "tmp"  # the run's own temp dir: what helm's files leave behind is this run's alone
+    temp.mkdir(exist_ok=True)
+    proc = ansible_playbook(str(path), "-i", "localhost,", "-c", "local", *(["--check", "--diff"] if check else []),
+                            env={"TMPDIR": str(temp)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads((tmp_path / "result.json").read_text()), proc.stdout
 
@@ -330,7 +332,7 @@ def test_the_module_in_check_mode_prints_the_gate_with_diff_and_writes_nothing(c
     assert "example.com/x: y" in out  # --diff shows the object
     user = "system:serviceaccount:%s:takeover" % kube_namespace
     assert kube_lab.mutating_requests(since=mark, user=user) == []
-    assert not [name for name in os.listdir(tempfile.gettempdir()) if name.startswith("ichor-helm-")]
+    assert not [name for name in os.listdir(str(tmp_path / "tmp")) if name.startswith("ichor-helm-")]
 
 
 def test_the_chart_is_pulled_from_a_chart_repository_mirror_with_its_digest(cilium_lab, cilium_charts, kube_lab, tmp_path):

@@ -21,6 +21,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, talosconfig
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.client import TalosClient
 
+from tests.helm_record import encode as encoded_record
 from tests.integration import test_init
 from tests.integration.ansible_env import REPO, ansible_playbook
 
@@ -172,11 +173,15 @@ def orphan(env):
 
 
 def release_failed(env):
-    """The collection's Cilium release failed (its newest record says so)."""
+    """The collection's Cilium release failed (its newest record says so, in its label and its release, as Helm
+    writes it)."""
     def label(value):
         (newest,) = [s for s in env.kube.list("v1", "Secret", "ichor-system", label_selector="owner=helm,name=cilium")
                      if s["metadata"]["labels"]["status"] != "superseded"]
         newest["metadata"]["labels"]["status"] = value
+        release = helm_record.decode(newest["data"]["release"])
+        release["info"]["status"] = value
+        newest["data"]["release"] = encoded_record(release)
         env.kube.replace(newest)
         return helm_record.Record(newest).revision
     revision = label("failed")

@@ -75,6 +75,23 @@ def test_the_record_codec_is_base64_twice_gzip_json():
         record.decode(base64.b64encode(b"not base64 !!").decode())
 
 
+def test_a_records_status_is_the_one_helm_reports_from_the_release_it_holds():
+    # the soak's seed 2963: a helm stopped by AWX's cancel left the label deployed on a release it recorded failed;
+    # helm list and helm status say failed, and so do we
+    release = {"name": "cilium", "info": {"status": "failed", "description": 'Release "cilium" failed: context '
+                                                                           'canceled'},
+               "chart": {"metadata": {"name": "cilium", "version": "1.20.4"}}}
+    rec = record.Record(_secret(release, revision=1, status="deployed"))
+    assert (rec.status, rec.label_status) == ("failed", "deployed")
+    assert rec.summary()["status"] == "failed"
+    # a record that cannot be read (or says no known status) keeps its label's
+    unreadable = _secret(release, revision=1, status="deployed")
+    unreadable["data"]["release"] = base64.b64encode(b"not a release").decode()
+    assert record.Record(unreadable).status == "deployed"
+    assert record.Record(_secret(dict(release, info={"status": 7}), revision=1, status="superseded")).status == \
+        "superseded"
+
+
 # -- the gate's comparison ----------------------------------------------------------------
 PEM = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
 PEM2 = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----\n").decode()

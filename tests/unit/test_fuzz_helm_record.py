@@ -49,6 +49,7 @@ def use(given):
     assert isinstance(rec.config, dict)
     assert rec.chart_version is None or isinstance(rec.chart_version, str)
     rec.summary()
+    assert rec.status in record.STATUSES or rec.status == rec.label_status
     return release
 
 

@@ -95,12 +95,27 @@ class Record:
         self.uid = meta.get("uid")
         self.resource_version = meta.get("resourceVersion")
         self.release_name = labels.get("name")
-        self.status = labels.get("status")
+        self.label_status = labels.get("status")
+        self._status = None
         try:
             self.revision = int(labels.get("version") or 0)
         except (TypeError, ValueError):
             self.revision = 0
         self._release = None
+
+    @property
+    def status(self):
+        """The release's status as Helm reports it (``helm list``, ``helm status``): the record's own
+        ``info.status``, or its label when the record cannot be read. The two can differ: a helm stopped while it
+        wrote (AWX's cancel) was seen to leave the label ``deployed`` on a release it recorded ``failed``."""
+        if self._status is None:
+            try:
+                info = self.release.get("info")
+                said = info.get("status") if isinstance(info, dict) else None
+            except CiliumError:
+                said = None
+            self._status = said if said in STATUSES else self.label_status
+        return self._status
 
     @property
     def ref(self):
