@@ -78,8 +78,8 @@ def test_the_record_codec_is_base64_twice_gzip_json():
 def test_a_records_status_is_the_one_helm_reports_from_the_release_it_holds():
     # the soak's seed 2963: a helm stopped by AWX's cancel left the label deployed on a release it recorded failed;
     # helm list and helm status say failed, and so do we
-    release = {"name": "cilium", "info": {"status": "failed", "description": 'Release "cilium" failed: context '
-                                                                           'canceled'},
+    said = 'Release "cilium" failed: context canceled'
+    release = {"name": "cilium", "info": {"status": "failed", "description": said},
                "chart": {"metadata": {"name": "cilium", "version": "1.20.4"}}}
     rec = record.Record(_secret(release, revision=1, status="deployed"))
     assert (rec.status, rec.label_status) == ("failed", "deployed")
