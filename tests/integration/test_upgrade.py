@@ -241,24 +241,19 @@ def test_a_run_holds_the_cluster_lock_from_before_its_first_write_to_its_end(tal
     check_lock_history(lab.kube.audit_events(mark))  # never two holders at once, from the API server's audit log
 
 
-def test_a_control_plane_down_on_its_own_stops_the_rollout_before_the_next_one(talos_kube_lab, tmp_path):
-    """Found by the fault campaign (seed 3251 when it drove only the upgrade: cp-3 rebooting unasked for 7.75 s just
-    after the first write): the rollout took cp-2 down while cp-3 was down, since 2 of 3 etcd members answered; etcd
-    kept 1 of 3. A control plane is now upgraded only when etcd keeps its quorum without it."""
+def _upgrade_rebooting_cp3_once(lab, inv, tmp_path, seen, what):
+    """Run the upgrade and, once the timeline shows ``seen`` (``what`` it means), reboot cp-3 unasked for 8 s; the run
+    must fail. Returns its output."""
     import subprocess
     import sys
-    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=3, workers=0, version="v1.13.9")
-    _record(lab, V113_K8S_135)
-    inv = _inventory(lab, tmp_path)
-    lab.control.reset_timeline()
     exe = sys.executable.rsplit("/", 1)[0] + "/ansible-playbook"
     with open(str(tmp_path / "run.log"), "w+") as log:
         run = subprocess.Popen([exe, "-i", inv, "maesh.ichor.upgrade"], env=ansible_env(), cwd=REPO, stdout=log,
                                stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 120
-            while ("cp-1", "boot") not in [tuple(e) for e in lab.control.timeline()]:  # cp-1 upgraded, back
-                assert time.monotonic() < deadline and run.poll() is None, "the run never upgraded cp-1"
+            while seen not in [tuple(e) for e in lab.control.timeline()]:
+                assert time.monotonic() < deadline and run.poll() is None, "the run never reached: " + what
                 time.sleep(0.02)
             lab.control.reboot("cp-3", seconds=8)
             assert run.wait(300) != 0
@@ -266,7 +261,18 @@ def test_a_control_plane_down_on_its_own_stops_the_rollout_before_the_next_one(t
             if run.poll() is None:
                 run.kill()
         log.seek(0)
-        out = log.read()
+        return log.read()
+
+
+def test_a_control_plane_down_on_its_own_stops_the_rollout_before_the_next_one(talos_kube_lab, tmp_path):
+    """Found by the fault campaign (seed 3251 when it drove only the upgrade: cp-3 rebooting unasked for 7.75 s just
+    after the first write): the rollout took cp-2 down while cp-3 was down, since 2 of 3 etcd members answered; etcd
+    kept 1 of 3. A control plane is now upgraded only when etcd keeps its quorum without it."""
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=3, workers=0, version="v1.13.9")
+    _record(lab, V113_K8S_135)
+    inv = _inventory(lab, tmp_path)
+    lab.control.reset_timeline()
+    out = _upgrade_rebooting_cp3_once(lab, inv, tmp_path, ("cp-1", "boot"), "cp-1 upgraded and back")
     assert "cp-2 is a control plane and etcd is not healthy (only 1 of the 2 other etcd members are healthy: etcd " \
            "would lose its quorum of 2 while %s is down); no upgrade was started" % lab.address("cp-2") in out, out[-3000:]
     down = set()
@@ -291,29 +297,12 @@ def test_a_control_plane_is_not_rebooted_when_another_went_down_while_its_instal
     etcd kept 1 of 3. On a real machine the pull and the installer take minutes: etcd is now judged again between the
     installer and the reboot. Here cp-2's installer runs 3 s, cp-3 goes down meanwhile; cp-2 is not rebooted, the run
     says so, and the rerun (cp-3 back) finishes."""
-    import subprocess
-    import sys
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=3, workers=0, version="v1.13.9")
     _record(lab, V113_K8S_135)
     inv = _inventory(lab, tmp_path)
     lab.control.set_faults("cp-2", installer_seconds=3)
     lab.control.reset_timeline()
-    exe = sys.executable.rsplit("/", 1)[0] + "/ansible-playbook"
-    with open(str(tmp_path / "run.log"), "w+") as log:
-        run = subprocess.Popen([exe, "-i", inv, "maesh.ichor.upgrade"], env=ansible_env(), cwd=REPO, stdout=log,
-                               stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 120
-            while ("cp-2", "Upgrade") not in [tuple(e) for e in lab.control.timeline()]:  # cp-2's installer runs
-                assert time.monotonic() < deadline and run.poll() is None, "the run never upgraded cp-2"
-                time.sleep(0.02)
-            lab.control.reboot("cp-3", seconds=8)
-            assert run.wait(300) != 0
-        finally:
-            if run.poll() is None:
-                run.kill()
-        log.seek(0)
-        out = log.read()
+    out = _upgrade_rebooting_cp3_once(lab, inv, tmp_path, ("cp-2", "Upgrade"), "cp-2's installer")
     assert "cp-2 is a control plane and etcd is no longer healthy (only 1 of the 2 other etcd members are healthy: " \
            "etcd would lose its quorum of 2 while %s is down); Talos %s is installed but the machine was not rebooted " \
            "and still runs Talos v1.13.9; rerun once etcd is healthy" % (lab.address("cp-2"), release.TALOS) in out, \
