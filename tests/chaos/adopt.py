@@ -14,7 +14,7 @@ import yaml
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 from tests.chaos.scenario import (API_FAULTS, OTHER_FAULTS, RUN_FAULTS, Lab, Scenario, Violation, helm_release,
-                                  helm_status, record, run_writes)
+                                  helm_status, may_have_landed, record, run_writes)
 from tests.chaos.upgrade import check_record as check_versions
 from tests.integration.ansible_env import REPO
 from tests.lab.cilium import charts as cilium_charts
@@ -140,32 +140,7 @@ class Adopt(Scenario):
         return gone
 
     def _deletes_backed_up(self, backups):
-        """Every delete a run made: first its backup written, then that backup read back, then the delete (in the
-        audit log's order); the collection's own run state aside (_own_working_copy)."""
-        events = self.lab.kube.audit_events(self.mark)
-        deletes = 0
-        for index, event in enumerate(events):
-            if event not in run_writes([event]) or event["verb"] != "delete":
-                continue
-            ref = event.get("objectRef") or {}
-            namespace, name = ref.get("namespace"), ref.get("name")
-            if _own_working_copy(ref):
-                continue
-            deletes += 1
-            what = "%s %s/%s" % (ref.get("resource"), namespace, name)
-            backup = [b["metadata"]["name"] for b in backups.values() if _names(b, namespace, name)]
-            if not backup:
-                raise Violation("%s was deleted at %s with no backup of it in ichor-system" % (
-                    what, event.get("stageTimestamp")))
-            written = [i for i, e in enumerate(events[:index]) if _is(e, backup[0]) and e["verb"] in (
-                "create", "update", "patch") and _ok(e)]
-            if not written:
-                raise Violation("%s was deleted at %s before its backup %s was written" % (
-                    what, event.get("stageTimestamp"), backup[0]))
-            if not [e for e in events[written[0] + 1:index] if _is(e, backup[0]) and e["verb"] == "get" and _ok(e)]:
-                raise Violation("%s was deleted at %s without its backup %s read back after it was written" % (
-                    what, event.get("stageTimestamp"), backup[0]))
-        return deletes
+        return deletes_backed_up(self.lab.kube.audit_events(self.mark), backups)
 
     def _backups(self):
         return dict((s["metadata"]["name"], s) for s in self.lab.client.list(
@@ -322,6 +297,36 @@ class DeployedWatch:
 def helm_list(lab):
     """Every release helm knows of, in every namespace, whatever its status."""
     return json.loads(lab.kube.helm("list", "-A", "-a", "-o", "json").stdout or "[]")
+
+
+def deletes_backed_up(events, backups):
+    """Every delete a run made (the audit ``events`` in order; ``backups``: adopt's backup Secrets by name): first its
+    backup written, then that backup read back, then the delete; the collection's own run state aside
+    (_own_working_copy). A write of the backup that may have landed (a 5xx: a run killed as it wrote) counts once a
+    read after it found the backup. Returns how many deletes were judged."""
+    deletes = 0
+    for index, event in enumerate(events):
+        if event not in run_writes([event]) or event["verb"] != "delete":
+            continue
+        ref = event.get("objectRef") or {}
+        namespace, name = ref.get("namespace"), ref.get("name")
+        if _own_working_copy(ref):
+            continue
+        deletes += 1
+        what = "%s %s/%s" % (ref.get("resource"), namespace, name)
+        backup = [b["metadata"]["name"] for b in backups.values() if _names(b, namespace, name)]
+        if not backup:
+            raise Violation("%s was deleted at %s with no backup of it in ichor-system" % (
+                what, event.get("stageTimestamp")))
+        written = [i for i, e in enumerate(events[:index]) if _is(e, backup[0]) and e["verb"] in (
+            "create", "update", "patch") and may_have_landed(e)]
+        if not written:
+            raise Violation("%s was deleted at %s before its backup %s was written" % (
+                what, event.get("stageTimestamp"), backup[0]))
+        if not [e for e in events[written[0] + 1:index] if _is(e, backup[0]) and e["verb"] == "get" and _ok(e)]:
+            raise Violation("%s was deleted at %s without its backup %s read back after it was written" % (
+                what, event.get("stageTimestamp"), backup[0]))
+    return deletes
 
 
 def _chart_version(secret):

@@ -112,6 +112,16 @@ def run_writes(events):
     return out
 
 
+def may_have_landed(event):
+    """Whether a write may have changed what is stored: answered 2xx, or 5xx, or a create answered 409. The
+    kube-apiserver answers 504 ("context canceled") to a write whose client went away mid-request (its run killed) and
+    may have stored the object all the same (seed 2992: a backup created "504", then read back by the rerun); in the
+    lab, such a create was once answered 409 AlreadyExists for a name nobody else wrote (its storage write retried
+    after it had landed). Only a read after such a write says what is stored; the runs compare what they read."""
+    code = (event.get("responseStatus") or {}).get("code", 200)
+    return code < 300 or code >= 500 or (event.get("verb") == "create" and code == 409)
+
+
 def lease_holders(events):
     """Every successful write of the cluster lock, in order: (verb, holder written or None for a delete, the holder
     and expiry the Lease had just before (from the last write seen), time)."""

@@ -5,14 +5,20 @@ tests.chaos --count 200`` is the soak before a release. And the lab tests of wha
 meets only by chance."""
 
 import json
+import os
+import socket
+import ssl
 import sys
 import time
+import urllib.parse
 
 import pytest
 
-from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record as record_mod
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record as record_mod, takeover
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 from tests.chaos import campaign
 from tests.chaos.__main__ import DEFAULT_SEED
+from tests.chaos.scenario import AGENT_USER_AGENT
 
 pytestmark = pytest.mark.lab
 
@@ -100,6 +106,91 @@ def test_an_adopt_cancelled_as_helm_recorded_a_failed_release_under_a_deployed_l
         code, out = campaign._run(scenario.args("calm"), str(tmp_path / "calm.log"))  # pylint: disable=protected-access
         assert code == 0, out[-4000:]
         scenario.check(complete=True)
+        scenario.converged()
+    finally:
+        campaign._kill_left()  # pylint: disable=protected-access
+        scenario.stop()
+
+
+def _create_as_a_killed_run(kube, obj, tries=120):
+    """POST ``obj`` as a run killed mid-request leaves it: the request sent whole, the connection closed before the
+    answer. The kube-apiserver then logs the create 504 ("context canceled") or 409, and sometimes has stored the object
+    all the same (seed 2992). Tried with a growing wait before the close until it stored the object under such an
+    answer; an attempt answered 201 is undone (as the lab's write, which no invariant judges). Returns the code the
+    audit log gives the create that stored it."""
+    url = urllib.parse.urlparse(kube.server)
+    context = ssl.create_default_context(cafile=kube.ca_file)
+    pki = os.path.join(kube.workdir, "pki")
+    context.load_cert_chain(os.path.join(pki, "admin.crt"), os.path.join(pki, "admin.key"))
+    meta = obj["metadata"]
+    path = "/api/v1/namespaces/%s/secrets" % meta["namespace"]
+    body = json.dumps(obj).encode()
+    request = ("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (
+        path, url.netloc, len(body))).encode() + body
+    client = KubeClient(kubeconfig=kube.kubeconfig)
+    mark = kube.audit_mark()
+    for attempt in range(tries):
+        with context.wrap_socket(socket.create_connection((url.hostname, url.port)), server_hostname=url.hostname) as conn:
+            conn.sendall(request)
+            time.sleep(0.001 * (attempt % 60))
+        creates = []
+        deadline = time.monotonic() + 10
+        while len(creates) <= attempt and time.monotonic() < deadline:  # each attempt's create, once logged
+            time.sleep(0.1)
+            creates = [e for e in kube.audit_events(mark) if e.get("verb") == "create" and
+                       e.get("requestURI") == path and e.get("stage") == "ResponseComplete"]  # a body cut short: no name
+        named = [e for e in creates if (e.get("objectRef") or {}).get("name") == meta["name"]]
+        code = (named[-1].get("responseStatus") or {}).get("code") if len(creates) > attempt and named else None
+        if client.get("v1", "Secret", meta["name"], meta["namespace"]) is None:
+            continue
+        if code is not None and code >= 300:
+            return code
+        undo = ("DELETE %s/%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: %s\r\nConnection: close\r\n\r\n" % (
+            path, meta["name"], url.netloc, AGENT_USER_AGENT)).encode()  # the lab's write, not a run's delete
+        with context.wrap_socket(socket.create_connection((url.hostname, url.port)), server_hostname=url.hostname) as conn:
+            conn.sendall(undo)
+            assert b" 200 " in conn.recv(4096).split(b"\r\n")[0]
+    raise AssertionError("no create of %s/%s closed mid-request was stored under an error in %d tries" % (
+        meta["namespace"], meta["name"], tries))
+
+
+def test_an_adopt_killed_as_the_api_server_stored_a_backup_it_answered_504_is_judged_by_the_read_back(tmp_path):
+    """The soak's violation of 2026-12-05, seed 2992, the campaign's own (adopt: SIGKILL 3.71 s after the first write,
+    as the takeover created the backup of the first foreign record): the kube-apiserver logged that create 504
+    (context canceled) and stored the backup; the calm rerun read it, compared it byte for byte and retired the record.
+    The delete invariant counted only a 2xx write as the backup's and reported the delete as done before its backup was
+    written. A write answered 5xx (or a create answered 409) may have landed; the read after it says so
+    (``scenario.may_have_landed``). The schedule made certain: the run killed as helm writes the collection's
+    release, before any backup; the killed request played by a client closed mid-request until the server stored the
+    backup under an error."""
+    from tests.chaos import adopt
+    from tests.chaos.scenario import wait_lock_free
+    scenario = adopt.Adopt(str(tmp_path))
+    lab = scenario.start()
+    try:
+        with open(str(tmp_path / "faulted.log"), "w") as log:
+            proc = campaign._start(scenario.args("faulted"), log)  # pylint: disable=protected-access
+            ours = []
+            while proc.poll() is None and not ours:
+                ours = lab.client.list("v1", "Secret", "ichor-system", label_selector="owner=helm,name=cilium")
+                time.sleep(0.02)
+            campaign._kill_run(proc)  # pylint: disable=protected-access
+        assert ours, open(str(tmp_path / "faulted.log")).read()[-3000:]
+        assert not [s for s in lab.client.list("v1", "Secret", "ichor-system", label_selector=adopt.BACKUP_OF)
+                    if s["metadata"]["name"].startswith(takeover.BACKUP_PREFIX)], "a record was backed up before the kill"
+        foreign = lab.client.list("v1", "Secret", "kube-system", label_selector="owner=helm,name=cilium")
+        first = min((record_mod.Record(s) for s in foreign), key=lambda rec: rec.revision)
+        backup = takeover.backup_secret(first)
+        code = _create_as_a_killed_run(lab.kube, backup)
+        assert code >= 500 or code == 409, code
+        stored = lab.client.get("v1", "Secret", backup["metadata"]["name"], "ichor-system")
+        assert stored["data"] == backup["data"]
+        wait_lock_free(lab, scenario.lock_duration + 10)
+        code, out = campaign._run(scenario.args("calm"), str(tmp_path / "calm.log"))  # pylint: disable=protected-access
+        assert code == 0, out[-4000:]
+        assert "backed up: kube-system/%s into ichor-system/%s" % (first.name, backup["metadata"]["name"]) in out
+        figures = scenario.check(complete=True)
+        assert figures["deletes"] >= 2, figures  # both foreign records, each judged by its backup's read back
         scenario.converged()
     finally:
         campaign._kill_left()  # pylint: disable=protected-access

@@ -6,7 +6,10 @@ import json
 
 import pytest
 
+from ansible_collections.maesh.ichor.plugins.module_utils.installer import snapshot
 from tests.chaos import upgrade
+from tests.chaos.adopt import BACKUP_OF, deletes_backed_up
+from tests.chaos.install import NAMESPACE, check_backups
 from tests.chaos.scenario import (HOLD_BREAKERS, Violation, applied_while_held, check_lock_history, hold_windows,
                                   run_writes)
 
@@ -164,3 +167,71 @@ def test_reads_other_machines_and_writes_outside_the_hold_are_not():
                 ("cp-2", "Upgrade", _epoch(T10) + 1),  # another machine
                 ("cp-1", "ApplyConfiguration", _epoch(T30))]  # after adopt lifted it
     assert applied_while_held(windows, timeline) is None
+
+
+# -- nothing deleted without a backup read back first ------------------------------------------------------------------
+FOREIGN_RECORD = "sh.helm.release.v1.cilium.v1"
+ADOPT_BACKUP = "ichor-cilium-prior.kube-system." + FOREIGN_RECORD
+
+
+def _secret_event(verb, namespace, name, code=200):
+    return {"verb": verb, "objectRef": {"resource": "secrets", "namespace": namespace, "name": name},
+            "user": {"username": "lab-admin"}, "userAgent": "OpenAPI-Generator/37.0.2/python",
+            "responseStatus": {"code": code}, "stageTimestamp": T10}
+
+
+def _adopt_backups():
+    return {ADOPT_BACKUP: {"metadata": {"name": ADOPT_BACKUP, "annotations": {
+        BACKUP_OF: "kube-system/" + FOREIGN_RECORD}}}}
+
+
+def _adopt_history(create_code, read=True):
+    """Seed 2992: the faulted adopt killed as it created the backup (the API server answered 504 and stored it), the
+    calm rerun finding the backup, comparing it and retiring the record."""
+    events = [_secret_event("get", "ichor-system", ADOPT_BACKUP, code=404),
+              _secret_event("create", "ichor-system", ADOPT_BACKUP, code=create_code)]
+    if read:
+        events.append(_secret_event("get", "ichor-system", ADOPT_BACKUP))
+    return events + [_secret_event("delete", "kube-system", FOREIGN_RECORD)]
+
+
+@pytest.mark.parametrize("create_code", [201, 504, 500, 409])
+def test_a_delete_after_its_backup_was_written_or_maybe_written_and_read_back_passes(create_code):
+    assert deletes_backed_up(_adopt_history(create_code), _adopt_backups()) == 1
+
+
+@pytest.mark.parametrize("create_code,read,message", [
+    (201, False, "without its backup .* read back after it was written"),
+    (504, False, "without its backup .* read back after it was written"),
+    (403, True, "before its backup .* was written"),
+    (422, True, "before its backup .* was written"),
+])
+def test_a_delete_without_its_backup_landed_and_read_back_is_a_violation(create_code, read, message):
+    with pytest.raises(Violation, match=message):
+        deletes_backed_up(_adopt_history(create_code, read), _adopt_backups())
+    with pytest.raises(Violation, match="with no backup of it"):
+        deletes_backed_up(_adopt_history(create_code, read), {})
+
+
+def _install_history(write_code, read=True):
+    events = [_secret_event("create", NAMESPACE, snapshot.SNAPSHOT_NAME, code=write_code)]
+    if read:
+        events.append(_secret_event("get", NAMESPACE, snapshot.SNAPSHOT_NAME))
+    event = _secret_event("delete", "default", "dropped")
+    event["objectRef"]["resource"] = "configmaps"
+    return events + [event]
+
+
+@pytest.mark.parametrize("write_code", [201, 504, 409])
+def test_the_installer_deletes_after_its_snapshot_was_written_or_maybe_written_and_read_back(write_code):
+    assert check_backups(_install_history(write_code)) == 1
+
+
+@pytest.mark.parametrize("write_code,read,message", [
+    (201, False, "without reading it back"),
+    (504, False, "without reading it back"),
+    (403, True, "with no snapshot .* written before it"),
+])
+def test_the_installer_deleting_without_its_snapshot_landed_and_read_back_is_a_violation(write_code, read, message):
+    with pytest.raises(Violation, match=message):
+        check_backups(_install_history(write_code, read))
