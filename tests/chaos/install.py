@@ -69,8 +69,7 @@ def default_bundle():
 def check_backups(events, namespace=NAMESPACE, shipped=None, lab_objects=()):
     """Invariant 1 on the audit events, in order: every successful delete of a run (the snapshot itself, the lock and
     Events aside) comes after a write of the snapshot Secret that may have landed (scenario.may_have_landed) and a
-    successful GET of it after that write,
-    with no delete of the snapshot in between. ``shipped``: (resource, namespace, name) of every object a bundle
+    successful GET of it after that write, with no delete of the snapshot in between. ``shipped``: (resource, namespace, name) of every object a bundle
     ships; a delete of anything else is a violation too. ``lab_objects``: the same of what the lab itself writes as
     the runs' user (a fault's admission policy), left out. Returns how many deletes were judged."""
     written = read = None

@@ -38,6 +38,23 @@ def test_a_seeded_slice_of_the_campaign_finds_no_violation_and_converges(tmp_pat
     assert summary["enough_landed"], brief  # at least half of each playbook's faults struck after its first write
 
 
+def _faulted_run_killed_when(scenario, tmp_path, seen):
+    """The scenario's faulted run, killed (every process) the moment ``seen()`` returns something true, or once the run
+    ended; returns what ``seen()`` returned last."""
+    found = None
+    with open(str(tmp_path / "faulted.log"), "w") as log:
+        proc = campaign._start(scenario.args("faulted"), log)  # pylint: disable=protected-access
+        while proc.poll() is None and not found:
+            found = seen()
+            time.sleep(0.02)
+        campaign._kill_run(proc)  # pylint: disable=protected-access
+    return found
+
+
+def _cilium_records(lab, namespace):
+    return lab.client.list("v1", "Secret", namespace, label_selector="owner=helm,name=cilium")
+
+
 def test_an_adopt_killed_while_helm_writes_the_collections_release_is_finished_by_the_rerun(tmp_path):
     """The adopt scenario's schedules of seeds 2 and 36 (SIGKILL of every process of the run while its takeover's helm
     wrote the collection's release): the next run saw the release, skipped the takeover, and every machine stayed
@@ -48,14 +65,8 @@ def test_an_adopt_killed_while_helm_writes_the_collections_release_is_finished_b
     scenario = adopt.Adopt(str(tmp_path))
     lab = scenario.start()
     try:
-        with open(str(tmp_path / "faulted.log"), "w") as log:
-            proc = campaign._start(scenario.args("faulted"), log)  # pylint: disable=protected-access
-            pending = False
-            while proc.poll() is None and not pending:
-                pending = any(s["metadata"]["labels"].get("status", "").startswith("pending") for s in lab.client.list(
-                    "v1", "Secret", "ichor-system", label_selector="owner=helm,name=cilium"))
-                time.sleep(0.02)
-            campaign._kill_run(proc)  # pylint: disable=protected-access
+        pending = _faulted_run_killed_when(scenario, tmp_path, lambda: any(
+            s["metadata"]["labels"].get("status", "").startswith("pending") for s in _cilium_records(lab, "ichor-system")))
         assert pending, open(str(tmp_path / "faulted.log")).read()[-3000:]
         scenario.check(complete=False)
         wait_lock_free(lab, scenario.lock_duration + 10)
@@ -84,16 +95,10 @@ def test_an_adopt_cancelled_as_helm_recorded_a_failed_release_under_a_deployed_l
     scenario = adopt.Adopt(str(tmp_path))
     lab = scenario.start()
     try:
-        with open(str(tmp_path / "faulted.log"), "w") as log:
-            proc = campaign._start(scenario.args("faulted"), log)  # pylint: disable=protected-access
-            ours = []
-            while proc.poll() is None and not ours:
-                ours = [s for s in lab.client.list("v1", "Secret", "ichor-system", label_selector="owner=helm,name=cilium")
-                        if s["metadata"]["labels"].get("status") == "deployed"]
-                time.sleep(0.02)
-            campaign._kill_run(proc)  # pylint: disable=protected-access
+        ours = _faulted_run_killed_when(scenario, tmp_path, lambda: [
+            s for s in _cilium_records(lab, "ichor-system") if s["metadata"]["labels"].get("status") == "deployed"])
         assert ours, open(str(tmp_path / "faulted.log")).read()[-3000:]
-        assert lab.client.list("v1", "Secret", "kube-system", label_selector="owner=helm,name=cilium"), \
+        assert _cilium_records(lab, "kube-system"), \
             "the foreign records were retired before the kill"
         secret = lab.client.get("v1", "Secret", ours[0]["metadata"]["name"], "ichor-system")
         release = record_mod.decode(secret["data"]["release"])
@@ -127,10 +132,13 @@ def _create_as_a_killed_run(kube, obj, tries=120):
     body = json.dumps(obj).encode()
     request = ("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (
         path, url.netloc, len(body))).encode() + body
+
+    def connect():
+        return context.wrap_socket(socket.create_connection((url.hostname, url.port)), server_hostname=url.hostname)
     client = KubeClient(kubeconfig=kube.kubeconfig)
     mark = kube.audit_mark()
     for attempt in range(tries):
-        with context.wrap_socket(socket.create_connection((url.hostname, url.port)), server_hostname=url.hostname) as conn:
+        with connect() as conn:
             conn.sendall(request)
             time.sleep(0.001 * (attempt % 60))
         creates = []
@@ -147,7 +155,7 @@ def _create_as_a_killed_run(kube, obj, tries=120):
             return code
         undo = ("DELETE %s/%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: %s\r\nConnection: close\r\n\r\n" % (
             path, meta["name"], url.netloc, AGENT_USER_AGENT)).encode()  # the lab's write, not a run's delete
-        with context.wrap_socket(socket.create_connection((url.hostname, url.port)), server_hostname=url.hostname) as conn:
+        with connect() as conn:
             conn.sendall(undo)
             assert b" 200 " in conn.recv(4096).split(b"\r\n")[0]
     raise AssertionError("no create of %s/%s closed mid-request was stored under an error in %d tries" % (
@@ -168,18 +176,11 @@ def test_an_adopt_killed_as_the_api_server_stored_a_backup_it_answered_504_is_ju
     scenario = adopt.Adopt(str(tmp_path))
     lab = scenario.start()
     try:
-        with open(str(tmp_path / "faulted.log"), "w") as log:
-            proc = campaign._start(scenario.args("faulted"), log)  # pylint: disable=protected-access
-            ours = []
-            while proc.poll() is None and not ours:
-                ours = lab.client.list("v1", "Secret", "ichor-system", label_selector="owner=helm,name=cilium")
-                time.sleep(0.02)
-            campaign._kill_run(proc)  # pylint: disable=protected-access
+        ours = _faulted_run_killed_when(scenario, tmp_path, lambda: _cilium_records(lab, "ichor-system"))
         assert ours, open(str(tmp_path / "faulted.log")).read()[-3000:]
         assert not [s for s in lab.client.list("v1", "Secret", "ichor-system", label_selector=adopt.BACKUP_OF)
                     if s["metadata"]["name"].startswith(takeover.BACKUP_PREFIX)], "a record was backed up before the kill"
-        foreign = lab.client.list("v1", "Secret", "kube-system", label_selector="owner=helm,name=cilium")
-        first = min((record_mod.Record(s) for s in foreign), key=lambda rec: rec.revision)
+        first = min((record_mod.Record(s) for s in _cilium_records(lab, "kube-system")), key=lambda rec: rec.revision)
         backup = takeover.backup_secret(first)
         code = _create_as_a_killed_run(lab.kube, backup)
         assert code >= 500 or code == 409, code
