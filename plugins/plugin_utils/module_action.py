@@ -19,6 +19,7 @@ from ansible.module_utils.common.parameters import remove_values
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import catalog, runner, specs
+from ansible_collections.maesh.ichor.plugins.module_utils.common import keyfiles
 
 ASYNC = ("%s runs in the controller's own process and returns when it is done: async is not supported; remove "
          "async and poll from the task (each module bounds its own waits with wait_timeout)")
@@ -44,8 +45,11 @@ class ModuleAction(ActionBase):
             result.update(failed=True, changed=False, msg="maesh.ichor.%s: %s" % (self.MODULE, problem))
         else:
             check_mode = bool(self._task.check_mode)
-            result.update(runner.result_of(lambda conn: entry.run(params, conn, check_mode), params,
-                                           diff=bool(self._task.diff)))
+            try:
+                result.update(runner.result_of(lambda conn: entry.run(params, conn, check_mode), params,
+                                               diff=bool(self._task.diff)))
+            finally:
+                keyfiles.forget()  # the task's key files: gone with it (in memory they would be with its process)
         # the options as the flow got them, shown from -vvv as a module's are (no_log values masked below)
         result["invocation"] = dict(module_args=params)
         return remove_values(result, no_log)

@@ -5,7 +5,6 @@ import base64
 import gzip
 import json
 import os
-import stat
 
 import pytest
 
@@ -223,12 +222,11 @@ class FakeHelm:
         self.chart_version = chart_version
         self.kubeconfig_seen = None
 
-    def __call__(self, argv, env, timeout):
+    def __call__(self, argv, env, timeout, pass_fds=()):
         self.calls.append(argv)
         kubeconfig = env.get("KUBECONFIG")
         if kubeconfig and os.path.exists(kubeconfig):
-            self.kubeconfig_seen = (open(kubeconfig).read(), stat.S_IMODE(os.stat(kubeconfig).st_mode),
-                                    stat.S_IMODE(os.stat(os.path.dirname(kubeconfig)).st_mode))
+            self.kubeconfig_seen = (open(kubeconfig).read(), kubeconfig, pass_fds)
         if argv[1] == "version":
             return 0, self.version, ""
         if argv[1] == "show":
@@ -242,12 +240,15 @@ class FakeHelm:
         return 0, "", ""
 
 
-def test_the_kubeconfig_content_is_written_0600_in_a_private_directory_removed_afterwards(tmp_path):
+def test_the_kubeconfig_content_is_an_in_memory_file_helm_inherits_and_gone_afterwards(tmp_path):
     fake = FakeHelm()
     with helm.Helm("helm", kubeconfig_content="apiVersion: v1\n", run_process=fake) as h:
         directory = h.dir
         assert h.version() == (3, 21, 4)
-    assert fake.kubeconfig_seen == ("apiVersion: v1\n", 0o600, 0o700)
+    text, path, inherited = fake.kubeconfig_seen
+    assert text == "apiVersion: v1\n"
+    assert path.startswith("/proc/self/fd/") and inherited == (int(path.rsplit("/", 1)[1]),)
+    assert not os.path.exists(path) or not os.readlink(path).startswith("/memfd:maesh-ichor-helm")  # closed
     assert not os.path.exists(directory)
 
 

@@ -3,15 +3,17 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The real helm binary, run with the run's kubeconfig, and the chart it is given.
 
-The kubeconfig given as content, and every values file, are written 0600 into a private temporary
-directory (``mkdtemp``: 0700) that also holds helm's cache, and the directory is removed when the
-``Helm`` context ends. helm's output is quoted in errors only after redaction.
+The kubeconfig given as content, and every values file (values may hold secrets), are in-memory files
+(common.keyfiles) that helm reads through ``/proc/self/fd/N``, closed when the ``Helm`` context ends; they never
+reach a file system, even when the run is killed. helm's cache and the charts it pulls go to a private temporary
+directory (``mkdtemp``: 0700) removed then too. helm's output is quoted in errors only after redaction.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import hashlib
 import json
 import os
@@ -25,6 +27,7 @@ try:
 except ImportError:  # the module fails with missing_required_lib-like words when it needs it
     yaml = None
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import keyfiles
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common import versions
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError, HelmError
@@ -38,10 +41,10 @@ CHART_NAME = "cilium"
 MESSAGE_LIMIT = 600
 
 
-def _run_process(argv, env, timeout):
+def _run_process(argv, env, timeout, pass_fds=()):
     try:
         proc = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
-                              check=False, universal_newlines=True)
+                              check=False, universal_newlines=True, pass_fds=pass_fds)
     except OSError as exc:
         raise CiliumError("cannot run %s: %s; install Helm %s or later 3.x, or set the option helm" % (
             argv[0], exc.strerror or exc, ".".join(str(p) for p in MINIMUM)))
@@ -50,17 +53,10 @@ def _run_process(argv, env, timeout):
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def _write_private(path, text):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    return path
-
-
 class Helm:
     """``with Helm(...) as helm:`` one run's helm: its kubeconfig, its private directory, its calls.
 
-    ``run_process(argv, env, timeout) -> (rc, stdout, stderr)`` is replaced by unit tests.
+    ``run_process(argv, env, timeout, pass_fds) -> (rc, stdout, stderr)`` is replaced by unit tests.
     """
 
     def __init__(self, binary="helm", kubeconfig=None, kubeconfig_content=None, kube_context=None, timeout=600,
@@ -73,22 +69,28 @@ class Helm:
         self.run_process = run_process or _run_process
         self.dir = None
         self._kubeconfig_path = None
-        self._files = 0
+        self._files = None
+        self._inherited = []
 
     def __enter__(self):
         if yaml is None:
             raise CiliumError("PyYAML is required to read helm's output (pip install pyyaml)")
         self.dir = tempfile.mkdtemp(prefix="ichor-helm-")
+        self._files = contextlib.ExitStack()
+        self._inherited = []  # the in-memory files' descriptors: helm reads them by their /proc/self/fd paths
         if self.kubeconfig_content is not None:
             content = self.kubeconfig_content
             if not isinstance(content, str):
                 content = yaml.safe_dump(content)
-            self._kubeconfig_path = _write_private(os.path.join(self.dir, "kubeconfig"), content)
+            self._kubeconfig_path = self.file("kubeconfig", content)
         elif self.kubeconfig:
             self._kubeconfig_path = os.path.expanduser(self.kubeconfig)
         return self
 
     def __exit__(self, *exc):
+        if self._files:
+            self._files.close()
+            self._files = None
         if self.dir:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
@@ -101,17 +103,21 @@ class Helm:
         return env
 
     def file(self, name, data):
-        """A 0600 file in the private directory (values may hold secrets); JSON is YAML to helm."""
-        self._files += 1
+        """The path of an in-memory file holding ``data`` (values may hold secrets), until the context ends; JSON is
+        YAML to helm."""
         text = data if isinstance(data, str) else json.dumps(data, sort_keys=True)
-        return _write_private(os.path.join(self.dir, "%02d-%s" % (self._files, name)), text)
+        path = self._files.enter_context(keyfiles.reading(text, "helm-" + name))
+        if keyfiles.descriptor(path) is not None:
+            self._inherited.append(keyfiles.descriptor(path))
+        return path
 
     def run(self, *args, **kwargs):
         """helm ARGS; stdout. A non-zero exit raises HelmError with its last lines."""
         argv = [self.binary] + [str(a) for a in args]
         if kwargs.get("cluster") and self.kube_context:
             argv += ["--kube-context", self.kube_context]
-        rc, out, err = self.run_process(argv, self.env(), kwargs.get("timeout") or self.timeout)
+        rc, out, err = self.run_process(argv, self.env(), kwargs.get("timeout") or self.timeout,
+                                        pass_fds=tuple(self._inherited))
         if rc != 0:
             said = excerpt(" ".join((err or out or "").strip().splitlines()[-5:]), MESSAGE_LIMIT)
             raise HelmError("helm %s failed (exit %s): %s" % (args[0] if args else "", rc, said))

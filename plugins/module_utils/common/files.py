@@ -10,10 +10,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import shutil
 import stat
 import tempfile
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import keyfiles
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 
 
@@ -66,17 +66,7 @@ def write_private(path, chunks):
 def load_cert_chain(ctx, crt_pem, key_pem):
     """Load a client certificate and key held in memory (PEM bytes) into the ssl context ``ctx``.
 
-    ssl only loads a certificate chain from files: they are written into a private directory (0700, files 0600)
-    that is removed as soon as OpenSSL has read them. Raises ssl.SSLError when they do not match or do not load."""
-    tmp = tempfile.mkdtemp(prefix="ichor-tls-")
-    try:
-        paths = []
-        for name, data in (("crt.pem", crt_pem), ("key.pem", key_pem)):
-            path = os.path.join(tmp, name)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            paths.append(path)
-        ctx.load_cert_chain(paths[0], paths[1])
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    ssl only loads a certificate chain from files: they are in-memory files (common.keyfiles), gone as soon as
+    OpenSSL has read them. Raises ssl.SSLError when they do not match or do not load."""
+    with keyfiles.reading(crt_pem, "crt") as crt, keyfiles.reading(key_pem, "key") as key:
+        ctx.load_cert_chain(crt, key)

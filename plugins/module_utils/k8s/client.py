@@ -17,6 +17,7 @@ __metaclass__ = type
 try:
     import urllib3
     from kubernetes import config as k8s_config
+    from kubernetes.config import kube_config as _kube_config
     from kubernetes.client.rest import ApiException
     from kubernetes.config.config_exception import ConfigException
     from kubernetes.dynamic import DynamicClient
@@ -29,6 +30,7 @@ except ImportError as _exc:
 
 import contextlib
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import keyfiles
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import excerpt
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.kubeconfig import load as load_kubeconfig, without_userinfo
 # Conflict and NotFound: what its callers catch, given beside the client that raises them
@@ -75,6 +77,22 @@ def _bound_requests(rest_client, timeout):
     rest_client.request = bounded
 
 
+def _key_file(content, *_args, **_kwargs):
+    """The kubernetes client's one way to turn a kubeconfig's ``*-data`` (or an exec plugin's key) into the path it
+    hands to urllib3: an in-memory file here, where the library would write a temporary file it removes only at
+    interpreter exit (which Ansible's forked workers never reach)."""
+    return keyfiles.path(content, "kubeconfig")
+
+
+def _keep_key_material_in_memory():
+    if getattr(_kube_config, "_create_temp_file_with_content", None) is not _key_file:
+        if not hasattr(_kube_config, "_create_temp_file_with_content"):
+            # a library that writes its files some other way could leave a key on disk: refuse rather than guess
+            raise KubeError("this version of the kubernetes Python package keeps kubeconfig keys in files in ways "
+                            "this collection does not know; install a version in requirements.txt's range")
+        _kube_config._create_temp_file_with_content = _key_file
+
+
 class KubeClient:
     """The cluster's API through a kubeconfig."""
 
@@ -83,6 +101,7 @@ class KubeClient:
         if not HAS_KUBERNETES:
             raise KubeError("the kubernetes Python package is required (%s)" % IMPORT_ERROR)
         loaded = loaded or load_kubeconfig(kubeconfig, kubeconfig_content, context, environ)
+        _keep_key_material_in_memory()
         self.source = loaded.source
         if loaded.path is None and not loaded.merged:
             loader, args = k8s_config.new_client_from_config_dict, {"config_dict": loaded.data}
