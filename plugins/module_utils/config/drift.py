@@ -46,6 +46,9 @@ REGISTRIES = "registries"
 
 HINT_SECRETS = ("the secrets bundle is not this cluster's: recover it from one of its control planes "
                 "(maesh.ichor.talos_secrets) and render again; nothing is applied with another cluster's secrets")
+HINT_ENCRYPTION = ("the keys kube-apiserver encrypts Secrets with are the cluster's, exactly: a changed, dropped or reordered "
+                   "key makes every Secret in etcd unreadable; recover the bundle from one of its control planes "
+                   "(maesh.ichor.talos_secrets); nothing is applied")
 HINT_INSTALL = "spec.install (disk, image, wipe); other install options and disk selectors have no field"
 HINT_REGISTRIES = "spec.registries (host, endpoints, overridePath, skipFallback)"
 HINT_MIRROR_MIXED = "a registry mirror whose endpoints mix overridePath, or with fields spec.registries has not, cannot be represented"
@@ -108,6 +111,8 @@ _INLINE = re.compile(r"^(v1alpha1:cluster\.inlineManifests\[([^\]]+)\]|KubeInlin
 _EXTRA = re.compile(r"^(v1alpha1:cluster\.extraManifests|KubeExternalManifestConfig/)")
 _REG_AUTH = re.compile(r"^(v1alpha1:machine\.registries\.config|RegistryAuthConfig/|RegistryTLSConfig/)")
 _MIRROR = re.compile(r"^registries/(.+):([^:]*)$")  # a host may have a port
+# The Secrets encryption keys wherever a contract states them (secrets.ENCRYPTION_KEYS): never changed by an apply.
+_ENCRYPTION = re.compile(r"^(v1alpha1:cluster\.(secretbox|aescbc)EncryptionSecret$|KubeEtcdEncryptionConfig:)")
 _SANS = re.compile(r"^(v1alpha1:machine\.certSANs|v1alpha1:cluster\.apiServer\.certSANs|KubeAPIServerConfig:certExtraSANs)$")
 
 
@@ -354,6 +359,8 @@ def _classify_one(diff, managed, cilium_entries, unmapped=(), mixed_hosts=(), sp
     path = diff.path
     if is_secret_path(path):
         return "C", HINT_SECRETS
+    if _ENCRYPTION.match(path):  # a key's provider, name or place: what the bundle's secrets do not say
+        return "C", HINT_ENCRYPTION
     field = _field_of(path)
     if field in unmapped:
         return "C", HINT_DISAGREE % ("spec." + field)

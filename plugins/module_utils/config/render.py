@@ -158,7 +158,8 @@ def _render_legacy(bundle, cluster, machine, contract, versions):
         "token": bundle.bootstrap_token.reveal(),
     }
     if controlplane:
-        clus["secretboxEncryptionSecret"] = bundle.secretbox_secret.reveal()
+        for key, secret in bundle.encryption_keys():  # each the bundle holds, none dropped (see _encryption_config)
+            clus[key.legacy_field] = secret
     clus["ca"] = _legacy_ca(bundle, "k8s", controlplane)
     if controlplane:
         clus["aggregatorCA"] = _legacy_ca(bundle, "k8saggregator", True)
@@ -189,6 +190,15 @@ def _render_legacy(bundle, cluster, machine, contract, versions):
     docs.append(_hostname(machine))
     docs.extend(flagged)
     return docs
+
+
+def _encryption_config(bundle):
+    """KubeEtcdEncryptionConfig: the providers kube-apiserver runs with at the legacy contracts (Talos's own
+    encryption configuration: secretbox key2, then aescbc key1, each the bundle holds), so that moving a cluster to
+    contract v1.14 keeps every key it reads Secrets with. Machinery v1.14.1's generator writes a bundle's aescbc
+    secret as a secretbox key key1, with which kube-apiserver cannot read a Secret aescbc encrypted: not followed."""
+    providers = [{key.provider: {"keys": [{"name": key.name, "secret": secret}]}} for key, secret in bundle.encryption_keys()]
+    return typed("KubeEtcdEncryptionConfig", {"config": {"resources": [{"providers": providers, "resources": ["secrets"]}]}})
 
 
 def _render_typed(bundle, cluster, machine, versions):
@@ -250,10 +260,7 @@ def _render_typed(bundle, cluster, machine, versions):
         }}))
         docs.append(typed("KubeAuthorizerConfig", {"type": "Node"}, name="node"))
         docs.append(typed("KubeAuthorizerConfig", {"type": "RBAC"}, name="rbac"))
-        docs.append(typed("KubeEtcdEncryptionConfig", {"config": {"resources": [{
-            "providers": [{"secretbox": {"keys": [{"name": "key2", "secret": bundle.secretbox_secret.reveal()}]}}],
-            "resources": ["secrets"],
-        }]}}))
+        docs.append(_encryption_config(bundle))
         docs.append(typed("KubeServiceAccountConfig", {"issuer": {"privateKey": bundle.key("k8sserviceaccount"), "issuerURL": cluster["endpoint"]}}))
         api = {"image": _image("kube-apiserver", versions["kube-apiserver"])}
         if cluster["certSANs"]:

@@ -35,8 +35,7 @@ OURS = "ours"  # machinery does not redact it, we mask it
 FIELDS = (
     ("v1alpha1", r"machine\.token", BUNDLE),
     ("v1alpha1", r"machine\.ca\.(crt|key)", BUNDLE),
-    ("v1alpha1", r"cluster\.(id|secret|token|secretboxEncryptionSecret)", BUNDLE),
-    ("v1alpha1", r"cluster\.aescbcEncryptionSecret", SECRET),
+    ("v1alpha1", r"cluster\.(id|secret|token|secretboxEncryptionSecret|aescbcEncryptionSecret)", BUNDLE),
     ("v1alpha1", r"cluster\.(ca|aggregatorCA|etcd\.ca)\.(crt|key)", BUNDLE),
     ("v1alpha1", r"cluster\.serviceAccount\.key", BUNDLE),
     ("v1alpha1", r"machine\.registries\.config\..+\.auth\.(password|auth|identityToken)", SECRET),

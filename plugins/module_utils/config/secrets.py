@@ -48,8 +48,40 @@ TOKEN = re.compile(r"^[a-z0-9]{6}\.[a-z0-9]{16}$")
 CA_NAMES = ("os", "etcd", "k8s", "k8saggregator")
 CERT_ORDER = ("etcd", "k8s", "k8saggregator", "k8sserviceaccount", "os")
 SUBJECTS = {"os": "talos", "etcd": "etcd", "k8s": "kubernetes", "k8saggregator": None}
-KEY_TYPES = {"os": "Ed25519", "etcd": "ECDSA", "k8s": "ECDSA", "k8saggregator": "ECDSA", "k8sserviceaccount": "RSA"}
+# The key types each key may have. The service account key is RSA since Talos 1.7 and ECDSA in clusters made
+# before (machinery's UseRSAServiceAccountKey, WithECDSAServiceAccountKey): both sign Kubernetes tokens.
+KEY_TYPES = {"os": ("Ed25519",), "etcd": ("ECDSA",), "k8s": ("ECDSA",), "k8saggregator": ("ECDSA",),
+             "k8sserviceaccount": ("RSA", "ECDSA")}
 CA_VALIDITY = datetime.timedelta(days=3650)
+
+
+class EncryptionKey:
+    """One key kube-apiserver encrypts Secrets in etcd with, as a bundle holds it and a config states it.
+
+    Both are optional in machinery's bundle: clusters made before Talos 1.3 have the aescbc secret only, later ones
+    the secretbox secret, and a cluster may hold both. Talos gives kube-apiserver the secretbox key first (it
+    encrypts what is written) and the aescbc key after it (it still reads what was written before): the order, the
+    providers and the key names of Talos's own encryption configuration (machined's k8stemplates
+    APIServerEncryptionConfig), which a render must keep exactly, since a changed, dropped or reordered key makes
+    every Secret in etcd unreadable.
+    """
+
+    __slots__ = ("attr", "field", "legacy_field", "provider", "name")
+
+    def __init__(self, attr, field, legacy_field, provider, name):
+        self.attr = attr  # the Bundle attribute
+        self.field = field  # under secrets: in the bundle file
+        self.legacy_field = legacy_field  # under cluster: in the v1alpha1 document
+        self.provider = provider  # the EncryptionConfiguration provider
+        self.name = name  # the provider's key name
+
+
+ENCRYPTION_KEYS = (
+    EncryptionKey("secretbox_secret", "secretboxencryptionsecret", "secretboxEncryptionSecret", "secretbox", "key2"),
+    EncryptionKey("aescbc_secret", "aescbcencryptionsecret", "aescbcEncryptionSecret", "aescbc", "key1"),
+)
+# The order talosctl's secrets.yaml lists them in (machinery's Secrets struct).
+_FILE_ORDER = ("aescbcencryptionsecret", "secretboxencryptionsecret")
 # A bundle file is about 10 KB; anything far bigger is not one (read no further than this).
 MAX_FILE = 1024 * 1024
 _MACHINE_TYPE = re.compile(r"^[a-z]{1,32}$")
@@ -78,11 +110,13 @@ def _reveal(value):
 class Bundle:
     """The secrets bundle. Certificates are PEM text; everything secret is a Secret."""
 
-    def __init__(self, cluster_id, cluster_secret, bootstrap_token, secretbox_secret, trustd_token, certs):
+    def __init__(self, cluster_id, cluster_secret, bootstrap_token, secretbox_secret, trustd_token, certs, aescbc_secret=None):
         self.cluster_id = Secret(_reveal(cluster_id))
         self.cluster_secret = Secret(_reveal(cluster_secret))
         self.bootstrap_token = Secret(_reveal(bootstrap_token))
-        self.secretbox_secret = Secret(_reveal(secretbox_secret))
+        # the Secrets encryption keys (ENCRYPTION_KEYS): either may be absent ("" or None), not both (validate())
+        self.secretbox_secret = Secret(_reveal(secretbox_secret) or None)
+        self.aescbc_secret = Secret(_reveal(aescbc_secret) or None)
         self.trustd_token = Secret(_reveal(trustd_token))
         # certs: name -> {"crt": PEM or None, "key": Secret(PEM)}
         self.certs = {}
@@ -101,6 +135,10 @@ class Bundle:
     def key(self, name):
         return self.certs[name]["key"].reveal()
 
+    def encryption_keys(self):
+        """[(EncryptionKey, secret text)] of the keys the bundle holds, in the order kube-apiserver is given them."""
+        return [(key, getattr(self, key.attr).reveal()) for key in ENCRYPTION_KEYS if getattr(self, key.attr).reveal()]
+
     def to_object(self):
         """The bundle as ``talosctl gen secrets`` writes it (base64 PEM), secrets revealed."""
         certs = {}
@@ -110,12 +148,11 @@ class Bundle:
                 pair["crt"] = b64(self.crt(name))
             pair["key"] = b64(self.key(name))
             certs[name] = pair
+        held = dict((key.field, secret) for key, secret in self.encryption_keys())
         return {
             "cluster": {"id": self.cluster_id.reveal(), "secret": self.cluster_secret.reveal()},
-            "secrets": {
-                "bootstraptoken": self.bootstrap_token.reveal(),
-                "secretboxencryptionsecret": self.secretbox_secret.reveal(),
-            },
+            "secrets": dict([("bootstraptoken", self.bootstrap_token.reveal())]
+                            + [(field, held[field]) for field in _FILE_ORDER if field in held]),
             "trustdinfo": {"token": self.trustd_token.reveal()},
             "certs": certs,
         }
@@ -153,9 +190,13 @@ def from_object(obj):
         if name != "k8sserviceaccount":
             pair["crt"] = unb64(need("certs.%s.crt" % name), "certs.%s.crt" % name)
         certs[name] = pair
+    held = dict((key.attr, documents.get_path(obj, "secrets." + key.field)) for key in ENCRYPTION_KEYS)
+    if all(value in (None, "") for value in held.values()):
+        raise ConfigError("the secrets bundle has neither secrets.secretboxencryptionsecret nor secrets.aescbcencryptionsecret")
+    held = dict((attr, str(value) if value not in (None, "") else None) for attr, value in held.items())
     return Bundle(
         str(need("cluster.id")), str(need("cluster.secret")), str(need("secrets.bootstraptoken")),
-        str(need("secrets.secretboxencryptionsecret")), str(need("trustdinfo.token")), certs,
+        held["secretbox_secret"], str(need("trustdinfo.token")), certs, held["aescbc_secret"],
     )
 
 
@@ -240,7 +281,8 @@ def _new_ca(name, key, now):
 
 
 def generate(now=None):
-    """A new bundle with fresh CAs, keys, cluster ID and secret, tokens and the secretbox secret."""
+    """A new bundle with fresh CAs, keys, cluster ID and secret, tokens and the secretbox secret (as machinery makes
+    one for every contract since Talos 1.3: no aescbc secret)."""
     _require_crypto()
     now = now or datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     certs = {}
@@ -352,8 +394,10 @@ def validate(bundle, contract=None):
     for attr, what in (("bootstrap_token", "secrets.bootstraptoken"), ("trustd_token", "trustdinfo.token")):
         if not TOKEN.match(getattr(bundle, attr).reveal() or ""):
             raise ConfigError("the secrets bundle field %s is not a token of the form <6>.<16>" % what)
-    for attr, what in (("cluster_id", "cluster.id"), ("cluster_secret", "cluster.secret"),
-                       ("secretbox_secret", "secrets.secretboxencryptionsecret")):
+    if not bundle.encryption_keys():
+        raise ConfigError("the secrets bundle has neither secrets.secretboxencryptionsecret nor secrets.aescbcencryptionsecret")
+    held = [(key.attr, "secrets." + key.field) for key, unused in bundle.encryption_keys()]
+    for attr, what in [("cluster_id", "cluster.id"), ("cluster_secret", "cluster.secret")] + held:
         value = getattr(bundle, attr).reveal() or ""
         try:
             raw = base64.b64decode(value, validate=True)
@@ -369,8 +413,8 @@ def validate(bundle, contract=None):
         if not key_pem:
             raise ConfigError("the secrets bundle has no certs.%s.key" % name)
         key = _load_key(name, key_pem)
-        if _key_type(key) != KEY_TYPES[name]:
-            raise ConfigError("the secrets bundle key certs.%s.key is %s, expected %s" % (name, _key_type(key), KEY_TYPES[name]))
+        if _key_type(key) not in KEY_TYPES[name]:
+            raise ConfigError("the secrets bundle key certs.%s.key is %s, expected %s" % (name, _key_type(key), " or ".join(KEY_TYPES[name])))
         if name == "k8sserviceaccount":
             continue
         public, constraints = _load_ca(name, bundle.crt(name))
@@ -435,17 +479,27 @@ def from_config(docs):
         path = "cluster.serviceAccount.key"
         certs["k8sserviceaccount"] = {"key": unb64(need(documents.get_path(body, path), path), path)}
     enc_doc = documents.find(docs, "KubeEtcdEncryptionConfig")
-    if enc_doc is not None:
-        secretbox = _secretbox_from_encryption(enc_doc.body)
-    else:
-        secretbox = need(documents.get_path(body, "cluster.secretboxEncryptionSecret"), "cluster.secretboxEncryptionSecret")
+    held = _keys_from_encryption(enc_doc.body) if enc_doc is not None else _keys_from_legacy(body, need)
     return Bundle(
         str(cluster_id), str(cluster_secret),
         str(need(documents.get_path(body, "cluster.token"), "cluster.token")),
-        str(secretbox),
+        held.get("secretbox_secret"),
         str(need(documents.get_path(body, "machine.token"), "machine.token")),
-        certs,
+        certs, held.get("aescbc_secret"),
     )
+
+
+def _keys_from_legacy(body, need):
+    """{Bundle attribute: secret} of the encryption secrets a v1alpha1 cluster section states (either may be absent)."""
+    held = {}
+    for key in ENCRYPTION_KEYS:
+        path = "cluster." + key.legacy_field
+        if documents.get_path(body, path) not in (None, ""):
+            held[key.attr] = need(documents.get_path(body, path), path)
+    if not held:
+        raise ConfigError("the control plane config has neither cluster.secretboxEncryptionSecret nor cluster.aescbcEncryptionSecret, "
+                          "so the secrets bundle cannot be recovered")
+    return held
 
 
 def _items(value):
@@ -453,13 +507,22 @@ def _items(value):
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
-def _secretbox_from_encryption(body):
-    for resource in _items(documents.get_path(body, "config.resources")):
-        for provider in _items(resource.get("providers")):
-            for key in _items(documents.get_path(provider, "secretbox.keys")):
-                if key.get("name") == "key2" and key.get("secret") and isinstance(key["secret"], str):
-                    return key["secret"]
-    raise ConfigError("the KubeEtcdEncryptionConfig has no secretbox key key2, so the secrets bundle cannot be recovered")
+def _keys_from_encryption(body):
+    """{Bundle attribute: secret} of the keys a KubeEtcdEncryptionConfig gives the first block that encrypts secrets
+    (as machinery reads it), in the providers and names a bundle renders (ENCRYPTION_KEYS). Anything else it states
+    is left to the drift, which blocks on it."""
+    blocks = [item for item in _items(documents.get_path(body, "config.resources"))
+              if isinstance(item.get("resources"), list) and "secrets" in item["resources"]]
+    held = {}
+    for provider in _items(blocks[0].get("providers")) if blocks else []:
+        for key in ENCRYPTION_KEYS:
+            for item in _items(documents.get_path(provider, key.provider + ".keys")):
+                if item.get("name") == key.name and item.get("secret") and isinstance(item["secret"], str):
+                    held.setdefault(key.attr, item["secret"])
+    if not held:
+        raise ConfigError("the KubeEtcdEncryptionConfig has neither a secretbox key key2 nor an aescbc key key1 for secrets "
+                          "(the keys a secrets bundle holds), so the secrets bundle cannot be recovered")
+    return held
 
 
 def same_cluster(bundle, docs):

@@ -125,12 +125,42 @@ func generateCase(c Case, contract string, vc *config.VersionContract, dir strin
 	}
 
 	// talosctl gen config --with-secrets
-	genOptions, optionNames, err := caseGenOptions(&c, vc, secretsBundle)
+	configBundle, err := configBundleFor(&c, vc, secretsBundle)
 	if err != nil {
 		return err
 	}
 
-	patches := casePatches(&c, vc)
+	if err = os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+
+	if err = os.WriteFile(filepath.Join(dir, "secrets.yaml"), secretsBytes, 0o600); err != nil {
+		return err
+	}
+
+	for _, mt := range []machine.Type{machine.TypeControlPlane, machine.TypeWorker} {
+		data, err := configBundle.Serialize(encoder.CommentsAll, mt)
+		if err != nil {
+			return err
+		}
+
+		if err = os.WriteFile(filepath.Join(dir, mt.String()+".conf"), data, 0o644); err != nil {
+			return err
+		}
+	}
+
+	return writeCaseJSON(dir, &c)
+}
+
+// configBundleFor runs `talosctl gen config --with-secrets` for the case: machinery's bundle.NewBundle with the
+// case's generate options and patches (recorded in c.GenOptions and c.Patches).
+func configBundleFor(c *Case, vc *config.VersionContract, secretsBundle *secrets.Bundle) (*bundle.Bundle, error) {
+	genOptions, optionNames, err := caseGenOptions(c, vc, secretsBundle)
+	if err != nil {
+		return nil, err
+	}
+
+	patches := casePatches(c, vc)
 	c.GenOptions = optionNames
 	c.Patches = patches
 
@@ -159,7 +189,7 @@ func generateCase(c Case, contract string, vc *config.VersionContract, dir strin
 
 		loaded, err := configpatcher.LoadPatches(raw)
 		if err != nil {
-			return fmt.Errorf("loading %s patches: %w", target, err)
+			return nil, fmt.Errorf("loading %s patches: %w", target, err)
 		}
 
 		switch target {
@@ -174,29 +204,10 @@ func generateCase(c Case, contract string, vc *config.VersionContract, dir strin
 
 	configBundle, err := bundle.NewBundle(bundleOpts...)
 	if err != nil {
-		return fmt.Errorf("config bundle: %w", err)
+		return nil, fmt.Errorf("config bundle: %w", err)
 	}
 
-	if err = os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-
-	if err = os.WriteFile(filepath.Join(dir, "secrets.yaml"), secretsBytes, 0o600); err != nil {
-		return err
-	}
-
-	for _, mt := range []machine.Type{machine.TypeControlPlane, machine.TypeWorker} {
-		data, err := configBundle.Serialize(encoder.CommentsAll, mt)
-		if err != nil {
-			return err
-		}
-
-		if err = os.WriteFile(filepath.Join(dir, mt.String()+".conf"), data, 0o644); err != nil {
-			return err
-		}
-	}
-
-	return writeCaseJSON(dir, &c)
+	return configBundle, nil
 }
 
 func writeCaseJSON(dir string, c *Case) error {

@@ -19,6 +19,9 @@ const usage = `usage:
       print the machinery version this binary is built with and the contracts it generates
   configgen generate --out DIR --contract v1.X [--case NAME]...
       write DIR/<case>/{secrets.yaml,controlplane.conf,worker.conf,case.json} for the case matrix
+  configgen bundles --out DIR --contract v1.X
+      write DIR/<variant>/{secrets.yaml,controlplane.conf,worker.conf,variant.json}: a machinery bundle with each
+      optional secret present or absent (secretbox, aescbc or both; RSA or ECDSA service account key) and its configs
   configgen reencode --in DIR --out DIR
       load DIR/<case>/*.yaml (as written by an older generator) and write them re-encoded by this
       machinery (no comments), i.e. the legacy form a machine upgraded in place keeps
@@ -50,6 +53,8 @@ func main() {
 		fmt.Printf("machinery %s\ncontracts %s\n", machineryVersion(), strings.Join(supportedContracts, " "))
 	case "generate":
 		err = cmdGenerate(args)
+	case "bundles":
+		err = cmdBundles(args)
 	case "reencode":
 		err = cmdReencode(args)
 	case "validate":

@@ -21,3 +21,13 @@ func customCNIOption(string) (generate.Option, error) {
 func validateConfig(cfg config.Provider, mode validation.RuntimeMode, opts ...validation.Option) ([]string, error) {
 	return cfg.Validate(mode, opts...)
 }
+
+// encryptionProviders: the legacy contracts have no KubeEtcdEncryptionConfig (machinery >= v1.14).
+func encryptionProviders(config.Provider) (any, error) {
+	return nil, errors.New("KubeEtcdEncryptionConfig is contract v1.14")
+}
+
+// withEncryptionProviders: the legacy contracts have no KubeEtcdEncryptionConfig (machinery >= v1.14).
+func withEncryptionProviders(config.Provider, []any) (config.Provider, error) {
+	return nil, errors.New("KubeEtcdEncryptionConfig is contract v1.14")
+}
