@@ -5,10 +5,14 @@
 writes to a cluster's machines (adopt's write phases first), so that two runs never write to one cluster at once.
 
 A run takes the lock under an id of its own (``holder``), keeps it (renewed) before each stage, and gives it back at
-its end. A lock whose holder stopped without giving it back (a killed run) expires ``duration`` seconds after it was
-last taken or renewed; the next run takes it over then, and until then is refused with the holder and the time it
-expires. Every write is
-conditional on what was read (resourceVersion, UID), so two runs racing for a free lock cannot both win.
+its end. It is a lease, as Kubernetes' own leader election is one: short (``DURATION``), renewed by a heartbeat
+(``k8s.heartbeat``) every third of it for as long as the playbook's process lives, so a lock whose run was killed
+(SIGKILL, a cancelled AWX job, an OOM kill) is free within ``DURATION`` seconds. The Lease names the holder's process
+(annotation ``PROCESS``): a run on the same controller whose holder's process has ended takes the lock over at once.
+An operator who knows a holder is gone breaks its lock deliberately by typing its id back (``break_holder``, the
+playbooks' ``ichor_lock_break``, as ``terraform force-unlock LOCK_ID``): shown in the plan, recorded on the Lease
+(annotation ``BROKEN``) and in the run's audit. Every write is conditional on what was read (resourceVersion, UID), so
+two runs racing for a free lock cannot both win.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -19,13 +23,18 @@ import datetime
 import time
 import uuid
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import processes
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import Conflict
 
 API_VERSION = "coordination.k8s.io/v1"
 NAME = "ichor-cluster-lock"
 NAMESPACE = "ichor-system"
-DURATION = 1800  # seconds: longer than a playbook's longest step; a killed run's lock is free after it
+# seconds: the heartbeat renews the lock every third of it, so a renewal may miss twice before the lock lapses; a
+# killed run's lock is free within it
+DURATION = 45
+PROCESS = "maesh.ichor/process"  # the holder's playbook process: processes.playbook()
+BROKEN = "maesh.ichor/broken"  # the last deliberate break: whose lock, by whom, when
 _FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # the Lease's MicroTime
 
 
@@ -52,9 +61,16 @@ def _when(text):
     return None
 
 
-def _lease(holder, duration, now, acquired=None, meta=None):
+def _lease(holder, duration, now, acquired=None, meta=None, process=None, broken=None):
     metadata = dict(meta or {}, name=NAME, namespace=NAMESPACE)
     metadata.setdefault("labels", {})["app.kubernetes.io/managed-by"] = "maesh.ichor"
+    annotations = dict(metadata.get("annotations") or {})
+    if process:
+        annotations[PROCESS] = process
+    if broken:
+        annotations[BROKEN] = broken
+    if annotations:
+        metadata["annotations"] = annotations
     return {"apiVersion": API_VERSION, "kind": "Lease", "metadata": metadata, "spec": {
         "holderIdentity": holder, "leaseDurationSeconds": int(duration),
         "acquireTime": acquired or _stamp(now), "renewTime": _stamp(now)}}
@@ -72,8 +88,16 @@ def state(lease, now):
     return holder, expires, expires <= now
 
 
-def acquire(client, holder, duration=DURATION, check=False, now=None):
-    """Take (or renew) the lock for ``holder``. Returns plan lines; LockError when another run holds it."""
+def _kept(meta):
+    """What a write keeps of the Lease read: its version and UID (the write's preconditions), labels, annotations."""
+    return {"resourceVersion": meta.get("resourceVersion"), "uid": meta.get("uid"), "labels": meta.get("labels") or {},
+            "annotations": meta.get("annotations") or {}}
+
+
+def acquire(client, holder, duration=DURATION, check=False, now=None, process=None, break_holder=None, by=None):
+    """Take (or renew) the lock for ``holder``, whose playbook runs as ``process`` (processes.playbook()). Returns
+    plan lines; LockError when another live run holds it. ``break_holder``, the id of the run that holds it typed
+    back, takes it from that run whatever its state (``by``: who breaks it, for the record)."""
     now = time.time() if now is None else now
     lease = client.get(API_VERSION, "Lease", NAME, NAMESPACE)
     where = "%s/%s" % (NAMESPACE, NAME)
@@ -84,24 +108,51 @@ def acquire(client, holder, duration=DURATION, check=False, now=None):
                     client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
                 except Conflict:
                     pass  # another run made it at the same moment
-            _write(client.create, _lease(holder, duration, now))
-        return ["cluster lock %s: %s by %s for %ds" % (where, "would be taken" if check else "taken", holder, duration)]
+            _write(client.create, _lease(holder, duration, now, process=process))
+        return ["cluster lock %s: %s by %s for %ds" % (where, "would be taken" if check else "taken", holder, duration)
+                ] + _nothing_to_break(break_holder, None)
     current, expires, expired = state(lease, now)
     meta = lease["metadata"]
-    keep = {"resourceVersion": meta.get("resourceVersion"), "uid": meta.get("uid"), "labels": meta.get("labels") or {}}
     if current == holder:
         if not check:
-            _write(client.replace, _lease(holder, duration, now, lease["spec"].get("acquireTime"), keep))
+            _write(client.replace, _lease(holder, duration, now, lease["spec"].get("acquireTime"), _kept(meta),
+                                          process=process))
         return ["cluster lock %s: renewed by %s for %ds" % (where, holder, duration)]
+    holder_process = (meta.get("annotations") or {}).get(PROCESS)
+    if break_holder and current and break_holder == current:
+        broken = "%s, broken by %s at %s" % (current, by or "an operator", _stamp(now))
+        if not check:
+            _write(client.replace, _lease(holder, duration, now, None, _kept(meta), process=process, broken=broken))
+        return ["cluster lock %s: %s: held by %s%s, broken as asked (ichor_lock_break), taken by %s for %ds" % (
+            where, "would be broken" if check else "broken", current,
+            " until %s" % _stamp(expires) if not expired and expires else "", holder, duration)]
     if not expired:
-        raise LockError("the cluster lock %s is held by %s until %s: another run is writing to this cluster; wait for "
-                        "it to end (or, if it was stopped, for the lock to expire) and run again" % (
-                            where, current, _stamp(expires)))
+        if break_holder:
+            raise LockError("ichor_lock_break names %s, but the cluster lock %s is held by %s: nothing was broken; "
+                            "type back the holder's id exactly" % (break_holder, where, current))
+        if not processes.ended(holder_process):
+            raise LockError(
+                "the cluster lock %s is held by %s until %s: another run is writing to this cluster; wait for it to "
+                "end (a stopped run's lock is free within %ss), or, if you know that run is stopped, break its lock "
+                "with -e ichor_lock_break=%s" % (where, current, _stamp(expires), lease["spec"].get(
+                    "leaseDurationSeconds"), current))
+        left = "left by %s, whose playbook (process %s on this controller) has ended" % (
+            current, processes.parse(holder_process)[1])
+    else:
+        left = "left by %s, expired %s" % (current or "nobody", _stamp(expires) if expires else "long ago")
     if not check:
-        _write(client.replace, _lease(holder, duration, now, None, keep))
-    return ["cluster lock %s: %s by %s for %ds (left by %s, expired %s)" % (
-        where, "would be taken over" if check else "taken over", holder, duration, current or "nobody",
-        _stamp(expires) if expires else "long ago")]
+        _write(client.replace, _lease(holder, duration, now, None, _kept(meta), process=process))
+    return ["cluster lock %s: %s by %s for %ds (%s)" % (
+        where, "would be taken over" if check else "taken over", holder, duration, left)
+    ] + _nothing_to_break(break_holder, current)
+
+
+def _nothing_to_break(break_holder, current):
+    """The plan's word on an ichor_lock_break that found no live lock of that run to break."""
+    if not break_holder:
+        return []
+    return ["cluster lock: nothing to break for ichor_lock_break=%s (%s)" % (
+        break_holder, "the lock was free" if current is None else "the lock of %s had lapsed" % current)]
 
 
 def release(client, holder, check=False):
@@ -133,10 +184,9 @@ def keep(client, holder, now=None):
     if current != holder:
         raise LockError("this run (%s) does not hold the cluster lock %s/%s (%s): take it first (maesh.ichor.cluster_lock)"
                         % (holder, NAMESPACE, NAME, "held by %s" % current if current else "free"))
-    spec, meta = lease["spec"], lease["metadata"]
+    spec = lease["spec"]
     duration = spec.get("leaseDurationSeconds") if isinstance(spec.get("leaseDurationSeconds"), int) else DURATION
-    _write(client.replace, _lease(holder, duration, now, spec.get("acquireTime"), {
-        "resourceVersion": meta.get("resourceVersion"), "uid": meta.get("uid"), "labels": meta.get("labels") or {}}))
+    _write(client.replace, _lease(holder, duration, now, spec.get("acquireTime"), _kept(lease["metadata"])))
 
 
 def _write(call, body):
