@@ -5,9 +5,10 @@
 for as long as the playbook's process lives, and stops the moment that process is gone, whatever ended it.
 
 ``start`` launches it (once per holder: a second start while one beats for that holder does nothing) with the run's
-kubeconfig options on its standard input, never in its arguments, environment or a file. It runs in the playbook's
-process group, so a kill of the group ends it too; it ignores SIGINT, so an operator's Ctrl-C does not drop the lock
-while the playbook gives it back. It never takes a lock: it renews the Lease only while it names its holder (a write
+kubeconfig options on its standard input, never in its arguments, environment or a file. It watches the playbook's
+process (pid and start time) every second rather than trusting signals: Ansible's workers start sessions of their own
+(setsid), so no signal sent to the playbook's process group reaches it. It ignores SIGINT, so an operator's Ctrl-C
+does not drop the lock while the playbook gives it back. It never takes a lock: it renews the Lease only while it names its holder (a write
 conditional on what it read), and ends when the lock is given back, broken or taken by another run. It never gives the
 lock back either: a run killed mid-write leaves it to lapse, or to be taken at once by the next run on the same
 controller, which sees the holder's process gone.
