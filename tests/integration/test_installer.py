@@ -655,3 +655,46 @@ def test_installs_at_once_killed_or_calm_lose_nothing_and_one_calm_run_converges
         proc, out = start("cleanup", [])
         proc.wait(timeout=300)
         out.close()
+
+
+# -- issue 42 section 2: a killed install does not lock the next run out ---------------------------------------------
+
+@pytest.mark.parametrize("whole_group", [True, False], ids=["its process group", "ansible-playbook alone"])
+def test_an_install_killed_between_apply_and_prune_does_not_lock_out_the_next_run_started_at_once(
+        client, kube_lab, kube_namespace, tmp_path, whole_group):
+    """SIGKILL as the prune task starts (what a cancelled AWX job, an OOM kill or a lost CI runner does): the next
+    install, started at once, takes the lock (its holder's playbook is gone), prunes what the killed run left, and a
+    third run changes nothing. With a lock that outlives its run (the 1800 s one) the next run was refused."""
+    import signal
+    import subprocess
+    import sys
+    from tests.integration.ansible_env import ansible_env
+    ns = kube_namespace
+    extra = tmp_path / "extra"
+    _write_bundle(extra, [_sa("kept", ns), _sa("dropped", ns)])
+    assert ansible_playbook(*_playbook_args(kube_lab, ns, extra)).returncode == 0
+    _write_bundle(extra, [_sa("kept", ns), _sa("added", ns)])
+    exe = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+    proc = subprocess.Popen([exe] + _playbook_args(kube_lab, ns, extra), env=ansible_env(), cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "TASK [maesh.ichor.installer : Prune what the last run installed" in line:
+            break
+    if whole_group:
+        os.killpg(proc.pid, signal.SIGKILL)
+    else:
+        proc.kill()
+    proc.wait()
+    assert any("Prune what the last run installed" in line for line in seen), "".join(seen)[-3000:]
+    assert client.get("v1", "ServiceAccount", "added", ns) is not None  # applied, and killed before its prune
+    lease = client.get("coordination.k8s.io/v1", "Lease", "ichor-cluster-lock", "ichor-system")
+    assert lease is not None and lease["spec"]["holderIdentity"]  # the killed run's, not given back
+    rerun = ansible_playbook(*_playbook_args(kube_lab, ns, extra))
+    assert rerun.returncode == 0, rerun.stdout[-4000:]
+    assert "taken over by" in rerun.stdout and "whose playbook (process %d on this controller) has ended" % (
+        proc.pid) in rerun.stdout, rerun.stdout[-4000:]
+    assert "pruned ServiceAccount %s/dropped" % ns in rerun.stdout
+    third = ansible_playbook(*_playbook_args(kube_lab, ns, extra))
+    assert third.returncode == 0 and "changed=0" in third.stdout, third.stdout[-3000:]
