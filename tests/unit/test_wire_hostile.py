@@ -105,7 +105,7 @@ HOSTILE = {
         writer, h2f.frame(h2f.HEADERS, 0, 1, headers(OK_HEADERS)[:2]), h2f.frame(h2f.CONTINUATION, 0, 1, b"\x00" * 100))),
         "broke the gRPC protocol"),
     "a frame over the announced size": (_write(_ok_headers() + h2f.frame(h2f.DATA, 0, 1, b"\x00" * 20000)),
-                                        "overlong frame"),
+                                        "announced a frame larger than 16384 bytes"),
     "SETTINGS_MAX_FRAME_SIZE of 0": ("preface", h2f.settings(MAX_FRAME_SIZE=0), "broke the gRPC protocol"),
     "SETTINGS_MAX_FRAME_SIZE of 2^24": ("preface", h2f.settings(MAX_FRAME_SIZE=1 << 24), "broke the gRPC protocol"),
     "SETTINGS_INITIAL_WINDOW_SIZE of 2^31": ("preface", h2f.settings(INITIAL_WINDOW_SIZE=1 << 31), "broke the gRPC"),
@@ -131,8 +131,10 @@ HOSTILE = {
         h2f.frame(h2f.DATA, 0, 1, grpc_message(b"late")))), "closed the connection|reset"),
     "GOAWAY below the open stream": (_write(h2f.frame(h2f.GOAWAY, 0, 0, struct.pack(">II", 0, 0))),
                                      "closed the connection"),
-    "garbage instead of the preface": ("preface", random.Random(7).randbytes(4096), "broke the gRPC|no answer within"),
-    "a frame header announcing 16 MiB": ("preface", b"\xff\xff\xff" + b"\x00" * 6 + b"\x00" * 40000, "broke the gRPC"),
+    "garbage instead of the preface": ("preface", random.Random(7).randbytes(4096),
+                                       "broke the gRPC|no answer within|announced a frame larger"),
+    "a frame header announcing 16 MiB": ("preface", b"\xff\xff\xff" + b"\x00" * 6 + b"\x00" * 40000,
+                                         "announced a frame larger than 16384 bytes"),
     "grpc-status of full-width digits": (_write(_trailers("\uff19")), "broke the gRPC protocol"),
     "grpc-status of twenty digits": (_write(_trailers("9" * 20)), "broke the gRPC protocol"),
     "grpc-status of -1": (_write(_trailers("-1")), "broke the gRPC protocol"),
@@ -214,3 +216,21 @@ def test_a_streamed_call_that_stalls_between_messages_is_a_timeout(server):
     finally:
         talos.close()
     assert got == [b"ok"]
+
+
+def test_frame_lengths_are_judged_as_each_header_arrives_however_the_stream_is_cut():
+    """The server's stream cut at every seeded point: frames up to the limit pass; one over it is refused as soon as
+    its header is complete, before any of its payload (h2 itself would buffer all of it first)."""
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import wire
+    rng = random.Random(42)
+    for unused_round in range(200):
+        frames = [h2f.frame(h2f.DATA, 0, 1, b"\x00" * rng.choice((0, 1, 100, 16384))) for unused in range(5)]
+        stream = b"".join(frames)
+        over = (16385).to_bytes(3, "big") + b"\x00" * 6
+        tracker = wire.FrameLengths()
+        cuts = sorted(rng.sample(range(1, len(stream)), 3))
+        for begin, end in zip([0] + cuts, cuts + [len(stream)]):
+            tracker.feed(stream[begin:end])
+        with pytest.raises(wire.LimitExceeded, match="larger than 16384 bytes"):
+            tracker.feed(over[:4])
+            tracker.feed(over[4:])
