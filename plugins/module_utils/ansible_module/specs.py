@@ -161,7 +161,8 @@ def spec(options, talos=False, kube=False):
 
 
 def wait(timeout):
-    """``wait`` (whether to wait) and ``wait_timeout`` (how long, seconds; doc fragment maesh.ichor.wait)."""
+    """``wait`` (whether to wait) and ``wait_timeout`` (how long, seconds): each module documents them itself, since
+    what is waited for is its own."""
     return dict(wait=dict(type="bool", default=True), wait_timeout=dict(type="float", default=float(timeout)))
 
 
@@ -192,10 +193,3 @@ def cluster(required=False):
             name=dict(type="str", required=True), contents=dict(type="str", required=True))),
         discovery=dict(type="raw"),
     ))
-
-
-def rollout(**extra):
-    """The options of the rollout's modules: machines, cluster (spec), secrets, both connections."""
-    options = dict(machines=machines(), cluster=cluster(), secrets=dict(type="path"))
-    options.update(extra)
-    return spec(options, talos=True, kube=True)

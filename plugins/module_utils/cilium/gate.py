@@ -28,12 +28,13 @@ try:
 except ImportError:  # the module fails with missing_required_lib-like words when it needs it
     yaml = None
 
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import metadata
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import KubeError, NotFound, ref_text
 
 MANAGER = "ichor-cilium-gate"
 SCRATCH = "-ichor-gate"
-VOLATILE_META = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink",
-                 "deletionTimestamp", "deletionGracePeriodSeconds", "generateName")
+# generateName too: a scratch copy of an object is named by the gate
+VOLATILE_META = metadata.SERVER_SET + ("generateName",)
 VOLATILE_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration", "deprecated.daemonset.template.generation",
                         "deployment.kubernetes.io/revision", "meta.helm.sh/release-name", "meta.helm.sh/release-namespace")
 HELM_LABEL = "app.kubernetes.io/managed-by"
@@ -70,9 +71,7 @@ def comparable(obj):
     """The object without what the API server, kubectl and Helm manage, and with Secret data masked."""
     obj = copy.deepcopy(obj)
     obj.pop("status", None)
-    meta = obj.get("metadata") or {}
-    for key in VOLATILE_META:
-        meta.pop(key, None)
+    meta = metadata.without(obj.get("metadata") or {}, VOLATILE_META)
     annotations = meta.get("annotations") or {}
     for key in VOLATILE_ANNOTATIONS:
         annotations.pop(key, None)

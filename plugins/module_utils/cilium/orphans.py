@@ -32,6 +32,7 @@ except ImportError:  # the module fails with missing_required_lib-like words whe
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import gate as gate_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import helm as helm_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import metadata
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import Conflict, KubeError, NotFound, ref_text
 
 RELEASE_NAME = "meta.helm.sh/release-name"
@@ -43,8 +44,6 @@ BACKUP_UID = "ichor.maesh.dev/backup-uid"
 BACKUP_RELEASE = "ichor.maesh.dev/backup-release"
 BACKUP_KIND = "orphan"
 DATA_KEY = "object"
-_VOLATILE_META = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink",
-                  "deletionTimestamp", "deletionGracePeriodSeconds")
 _NAME_OK = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _JOB_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid")
 
@@ -239,9 +238,7 @@ def restorable(obj):
     status, ...), and a Job without the selector the server generated for it (it generates a new one)."""
     obj = copy.deepcopy(obj)
     obj.pop("status", None)
-    meta = obj.get("metadata") or {}
-    for key in _VOLATILE_META:
-        meta.pop(key, None)
+    metadata.without(obj.get("metadata") or {})
     spec = obj.get("spec") or {}
     if obj.get("kind") == "Job" and not spec.get("manualSelector"):
         spec.pop("selector", None)

@@ -10,6 +10,8 @@ __metaclass__ = type
 
 import copy
 
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import metadata
+
 FIELD_MANAGER = "ichor-installer"
 MARK_KEY = "ichor.maesh.dev/installed-by"
 MARK_VALUE = "ichor-installer"
@@ -76,17 +78,15 @@ def stamp(obj):
     return obj
 
 
-_VOLATILE_META = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields",
-                  "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences")
+# a restored object's owners are other incarnations: their references would have it collected
+_NOT_RESTORED = metadata.SERVER_SET + ("ownerReferences",)
 
 
 def restorable(live):
     """The part of a live object a restore puts back: labels, annotations, spec/data (no status)."""
     obj = copy.deepcopy(live)
     obj.pop("status", None)
-    meta = obj.get("metadata") or {}
-    for key in _VOLATILE_META:
-        meta.pop(key, None)
+    metadata.without(obj.get("metadata") or {}, _NOT_RESTORED)
     return obj
 
 
