@@ -19,7 +19,7 @@ from ansible.module_utils.common.parameters import remove_values
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import catalog, runner, specs
-from ansible_collections.maesh.ichor.plugins.module_utils.common import keyfiles
+from ansible_collections.maesh.ichor.plugins.module_utils.common import keyfiles, processes
 
 ASYNC = ("%s runs in the controller's own process and returns when it is done: async is not supported; remove "
          "async and poll from the task (each module bounds its own waits with wait_timeout)")
@@ -39,6 +39,7 @@ class ModuleAction(ActionBase):
             return dict(failed=True, changed=False, msg=ASYNC % ("maesh.ichor." + self.MODULE))
         result = super(ModuleAction, self).run(tmp, task_vars)
         del tmp  # nothing is sent to the host
+        processes.stop_with_playbook()  # a worker whose playbook is gone writes nothing more
         entry = catalog.MODULES[self.MODULE]
         params, no_log, problem = specs.validate(entry.argument_spec(), self._task.args, **entry.constraints)
         if problem:

@@ -28,6 +28,7 @@ except ImportError:  # the module fails with missing_required_lib-like words whe
     yaml = None
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import keyfiles
+from ansible_collections.maesh.ichor.plugins.module_utils.common import processes
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common import versions
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError, HelmError
@@ -43,8 +44,10 @@ MESSAGE_LIMIT = 600
 
 def _run_process(argv, env, timeout, pass_fds=()):
     try:
+        # helm ends with the task's worker (which ends with ansible-playbook): no release written by a dead run
         proc = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
-                              check=False, universal_newlines=True, pass_fds=pass_fds)
+                              check=False, universal_newlines=True, pass_fds=pass_fds,
+                              preexec_fn=processes.die_with_parent)
     except OSError as exc:
         raise CiliumError("cannot run %s: %s; install Helm %s or later 3.x, or set the option helm" % (
             argv[0], exc.strerror or exc, ".".join(str(p) for p in MINIMUM)))

@@ -16,9 +16,17 @@ __metaclass__ = type
 
 import multiprocessing
 import os
+import signal
 import socket
 
+try:
+    import ctypes
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: a child between fork and exec only calls it
+except (ImportError, OSError, AttributeError):  # not Linux
+    _PRCTL = None
+
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
+_PR_SET_PDEATHSIG = 1
 
 
 def _read(path):
@@ -78,3 +86,22 @@ def ended(text):
     except PermissionError:  # another user's process: alive
         pass
     return bool(start) and started(pid) not in ("", start)
+
+
+def die_with_parent():
+    """Have the kernel SIGKILL this process the moment its parent ends (Linux' parent-death signal; elsewhere
+    nothing). Safe between fork and exec (``preexec_fn``): a helm a task runs ends with the task's worker."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def stop_with_playbook():
+    """In a task's worker: end with ``ansible-playbook``, however it ends. A SIGKILL of ansible-playbook alone (the
+    OOM killer's pick) otherwise leaves its workers, which start sessions of their own, finishing their tasks and
+    writing on after the lock, whose holder's process has ended, is free for the next run. Nothing outside a worker."""
+    parent = multiprocessing.parent_process()
+    if parent is None or not parent.pid:
+        return
+    die_with_parent()
+    if os.getppid() != parent.pid:  # it ended before the signal was asked for: nobody waits for this task
+        os._exit(1)

@@ -45,8 +45,13 @@ def _name(holder):
 def beating(holder):
     """Whether a heartbeat renews ``holder``'s lock now (False where that cannot be told: one is started)."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # never blocking: the heartbeat never accepts, so once a renewal or two have probed, its queue is full and a
+    # blocking connect would wait for ever (a join renewing the lock before its third machine hung there)
+    probe.setblocking(False)
     try:
         probe.connect(_name(holder))
+        return True
+    except BlockingIOError:  # someone listens under that name, its queue full: it beats
         return True
     except (OSError, ValueError):
         return False
