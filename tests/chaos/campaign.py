@@ -1,13 +1,16 @@
 """The fault campaign: real playbooks through ``ansible-playbook`` against the lab (3 control planes and 2 workers of
 simulated Talos machines, a real API server with its audit log), a fault at a point drawn from the seed, then one calm
-rerun and a third run; invariants checked from outside the playbook (the simulator's own timeline and state, the
-cluster record and lock as the API server holds them), never from the playbook's output.
+rerun started at once and a third run; invariants checked from outside the playbook (the simulator's own timeline and
+state, the cluster record and the Lease as the API server holds them, the audit log's users and times, Helm's
+records), never from the playbook's output but for the third run's PLAY RECAP. The runs hold the production lock (the
+roles' defaults) and each writes as a Kubernetes user of its own.
 
 A schedule is (playbook, fault, moment), all drawn from its seed, so one seed replays one schedule:
 ``python -m tests.chaos --seed SEED --count 1``.
 """
 
 import concurrent.futures
+import hashlib
 import itertools
 import json
 import os
@@ -17,15 +20,23 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from tests.chaos import adopt, init, install, reclaim, upgrade
 from tests.chaos.scenario import (REFUSE_WRITES, TALOS_WRITES, Violation, check_lock_free, check_lock_history,
-                                  check_not_applied_while_held, run_writes, wait_lock_free)
+                                  check_not_applied_while_held, check_quiet_after, check_unchanged_recap,
+                                  check_writes_apart, production_lock_duration, run_writes)
 from tests.integration.ansible_env import REPO, ansible_env
 
 # the faults that start a second run while the first goes on: the same playbook, an install, an upgrade
 SECOND_RUNS = ("second_run", "second_other", "second_upgrade")
+# the faults that end the run: SIGKILL of every process of it (its host or container dies), of ansible-playbook alone
+# (the OOM killer's pick: its workers and its lock's heartbeat must notice), AWX's cancel, and a SIGKILL followed at
+# once by another operator's upgrade
+KILLS = ("sigkill", "sigkill_playbook", "sigterm", "sigkill_upgrade")
+# the longest an operator's next run may wait after a run ended: the calm rerun starts well within it
+NEXT_RUN_WITHIN_S = 120.0
 # every playbook the campaign drives, by name; a schedule draws one
 SCENARIOS = dict((scenario.playbook, scenario) for scenario in (
     adopt.Adopt, init.Init, install.Install, reclaim.Reclaim, upgrade.Upgrade))
@@ -50,6 +61,13 @@ class Schedule:
         self.machine_index = rng.randrange(1000)  # which machine, among the scenario's, a machine fault strikes
         self.hold = round(rng.uniform(2.0, 8.0), 2)  # how long a machine or the API server stays away
         self.latency_ms = rng.choice((300, 800, 1500))
+        # drawn last, so that the draws above (and the regression seeds' machine and moment faults) stay as they were:
+        # a kill strikes at a point anywhere over the run's writing, and half the SIGKILLs strike ansible-playbook alone
+        point, alone = rng.random(), rng.random() < 0.5
+        if self.fault == "sigkill" and alone:
+            self.fault = "sigkill_playbook"
+        if self.fault in KILLS and self.after_first_write:
+            self.delay = round(point * SCENARIOS[self.playbook].write_span, 2)
 
     def machine(self, names):
         return names[self.machine_index % len(names)] if names else None
@@ -71,7 +89,11 @@ class Schedule:
         elif self.fault == "second_upgrade":
             what = "an upgrade run started"
         elif self.fault == "sigkill_upgrade":
-            what = "SIGKILL, then (its lock expired) an upgrade run,"
+            what = "SIGKILL, then at once an upgrade run,"
+        elif self.fault == "sigkill":
+            what = "SIGKILL of every process"
+        elif self.fault == "sigkill_playbook":
+            what = "SIGKILL of ansible-playbook alone"
         elif self.fault == "lose_reply":  # armed from the start: the machine's next write loses its reply
             return "%s: %s loses the reply to its next write (carried out)" % (self.playbook, machine)
         return "%s: %s %s s after %s" % (self.playbook, what, self.delay,
@@ -89,14 +111,31 @@ _STARTED = []  # the runs of the schedule in progress: none is left behind when 
 _RUNS = itertools.count(1)
 
 
-def _start(args, log):
+def _start(scenario, run, log, args=None):
+    """Start ``run`` ("faulted", "second", "calm", "third") of the scenario (``args``: another playbook's instead of
+    its own), writing as its own Kubernetes user. The process carries ``run``, and ``ended_at``: the epoch its
+    ansible-playbook was gone (stamped by a thread that waits for it), None while it runs."""
     exe = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
     mark = "%d-%d" % (os.getpid(), next(_RUNS))
+    args = (scenario.args(run) if args is None else args) + scenario.identity(run)
     proc = subprocess.Popen([exe] + args, env=ansible_env({RUN_MARK: mark}), cwd=REPO, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
-    proc.mark = mark
+    proc.mark, proc.run, proc.ended_at = mark, run, None
+
+    def stamp():
+        proc.wait()
+        proc.ended_at = time.time()
+    threading.Thread(target=stamp, name="chaos-%s-end" % run, daemon=True).start()
     _STARTED.append(proc)
     return proc
+
+
+def _ended(procs):
+    """{run: epoch its ansible-playbook was gone} and {pid: the same} of the runs (each has ended)."""
+    for proc in procs:
+        while proc.ended_at is None:  # its thread stamps it a moment after the process is reaped
+            time.sleep(0.01)
+    return dict((p.run, p.ended_at) for p in procs), dict((p.pid, p.ended_at) for p in procs)
 
 
 def _processes(mark, name=None):
@@ -153,9 +192,9 @@ def _kill_left():
             _kill_run(proc)
 
 
-def _run(args, log_path):
+def _run(scenario, run, log_path, args=None):
     with open(log_path, "w") as log:
-        proc = _start(args, log)
+        proc = _start(scenario, run, log, args)
         code = proc.wait(RUN_TIMEOUT)
     with open(log_path) as handle:
         return code, handle.read()
@@ -170,9 +209,15 @@ class _Writes:
         self.timeline_start = len(lab.timeline())
         self.audit_start = lab.kube.audit_mark()
         self.polls = 0
+        self.first_at = None  # when a poll first saw a write (monotonic)
 
     def seen(self, audit_every=4):
         """Polled: the audit log is read at one poll in ``audit_every`` (it costs a request and a read)."""
+        if self.first_at is None and self._look(audit_every):
+            self.first_at = time.monotonic()
+        return self.first_at is not None
+
+    def _look(self, audit_every):
         if any(what in TALOS_WRITES for _machine, what in self.lab.timeline()[self.timeline_start:]):
             return True
         self.polls += 1
@@ -240,22 +285,39 @@ def _reboot_unasked(lab, proc, machine, seconds, patience=20.0):
     return False
 
 
+def _kill(proc, fault):
+    """End the run as ``fault`` does (one of KILLS)."""
+    if fault in ("sigkill", "sigkill_upgrade"):  # the host or the job's container dies: every process
+        _kill_run(proc)
+    elif fault == "sigkill_playbook":  # ansible-playbook alone: its workers and heartbeat live on until they notice
+        proc.kill()
+        proc.wait(30)
+    else:  # AWX's cancel: SIGTERM to ansible-playbook, then, after a grace, SIGKILL to what is left
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+        if not _gone(proc, 30):
+            _kill_run(proc)
+
+
 def _faulted_run(schedule, scenario, log_path):
-    """The run with its fault; returns (its exit code, -1 when killed; whether the fault struck after the run's first
-    write; seconds)."""
+    """The run with its fault; returns (its exit code, or None when the fault ended it; whether the fault struck after
+    the run's first write; seconds; seconds from its start to its first write seen, or None)."""
     lab = scenario.lab
     writes = _Writes(lab)
     machine = schedule.machine(scenario.fault_machines())
     if schedule.fault == "lose_reply":  # carried out, its reply lost once: the caller sees its deadline pass
         lab.talos.control.set_faults(machine, lose_reply=scenario.lose_reply_method)
     with open(log_path, "w") as log:
-        proc = _start(scenario.args("faulted"), log)
+        proc = _start(scenario, "faulted", log)
         began = time.monotonic()
         if schedule.fault == "lose_reply":  # it strikes on the machine's write, or never
             proc.wait(RUN_TIMEOUT)
             struck = "lose_reply" not in _faults(lab, machine)
             lab.talos.control.clear_faults(machine)
-            return proc.returncode, struck, time.monotonic() - began
+            return proc.returncode, struck, time.monotonic() - began, None
         if schedule.fault == "helm_kill":  # helm killed in the middle of writing a release, once the run starts one
             pid = None
             while proc.poll() is None and pid is None:
@@ -264,17 +326,17 @@ def _faulted_run(schedule, scenario, log_path):
             time.sleep(schedule.delay / 60.0)  # up to 0.2 s into helm's work
             if pid is None or _helm_writing(proc) != pid:  # no helm wrote, or it was done before its fault
                 proc.wait(RUN_TIMEOUT)
-                return proc.returncode, False, time.monotonic() - began
+                return proc.returncode, False, time.monotonic() - began, _since(writes, began)
             landed = writes.seen(audit_every=1)
             os.kill(pid, signal.SIGKILL)
             proc.wait(RUN_TIMEOUT)
-            return proc.returncode, landed, time.monotonic() - began
+            return proc.returncode, landed, time.monotonic() - began, _since(writes, began)
         if schedule.after_first_write:
             while proc.poll() is None and not writes.seen():
                 time.sleep(0.05)
         _wait(proc, schedule.delay)
         if proc.poll() is not None:  # it ended before its fault: the fault did not land
-            return proc.returncode, False, time.monotonic() - began
+            return proc.returncode, False, time.monotonic() - began, _since(writes, began)
         landed = writes.seen(audit_every=1)
         if schedule.fault in ("unreachable", "slow"):
             faults = dict(unreachable=True) if schedule.fault == "unreachable" else dict(latency_ms=schedule.latency_ms)
@@ -290,36 +352,41 @@ def _faulted_run(schedule, scenario, log_path):
             _wait(proc, schedule.hold)
             refuse_writes(lab, False)
         elif schedule.fault in SECOND_RUNS:  # a second operator starts a job: both run to their end
-            args = scenario.args("second") if schedule.fault == "second_run" else \
+            args = None if schedule.fault == "second_run" else \
                 scenario.upgrade_args() if schedule.fault == "second_upgrade" else scenario.other_args()
             with open(log_path + ".second", "w") as second_log:
-                second = _start(args, second_log)
-                scenario.second_exit = second.wait(RUN_TIMEOUT)
-        elif schedule.fault in ("sigkill", "sigterm", "sigkill_upgrade"):
-            if schedule.fault in ("sigkill", "sigkill_upgrade"):  # the host or the job's container dies: every process
-                _kill_run(proc)
-            else:  # AWX's cancel: SIGTERM to ansible-playbook, then, after a grace, SIGKILL to what is left
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    pass
-                if not _gone(proc, 30):
-                    _kill_run(proc)
-            if schedule.fault == "sigkill_upgrade":  # another operator upgrades once the dead run's lock expired
-                wait_lock_free(lab, scenario.lock_duration + 10)
+                scenario.second_exit = _start(scenario, "second", second_log, args).wait(RUN_TIMEOUT)
+        elif schedule.fault in KILLS:
+            _kill(proc, schedule.fault)
+            if schedule.fault == "sigkill_upgrade":  # another operator upgrades at once: it takes the dead run's lock
                 with open(log_path + ".second", "w") as second_log:
-                    scenario.second_exit = _start(scenario.upgrade_args(), second_log).wait(RUN_TIMEOUT)
-            return -1, landed, time.monotonic() - began
+                    scenario.second_exit = _start(scenario, "second", second_log, scenario.upgrade_args()).wait(
+                        RUN_TIMEOUT)
+            return None, landed, time.monotonic() - began, _since(writes, began)
         else:
             raise ValueError("unknown fault %r" % schedule.fault)
         proc.wait(RUN_TIMEOUT)
-        return proc.returncode, landed, time.monotonic() - began
+        return proc.returncode, landed, time.monotonic() - began, _since(writes, began)
+
+
+def _since(writes, began):
+    return round(writes.first_at - began, 1) if writes.first_at is not None else None
+
+
+def _done(scenario, run, code, playbook=None):
+    """A run that exits 0 has done all its work, judged from outside (the scenario's converged(): what the playbook
+    must have achieved; the other playbook's run, its own)."""
+    if code != 0:
+        return
+    try:
+        scenario.other_done() if playbook == "other" else scenario.converged()
+    except Violation as exc:
+        raise Violation("the %s run exited 0 without having done its work: %s" % (run, exc))
 
 
 def run_schedule(schedule, work):
     """Run one schedule; returns its report (a dict). Raises nothing: a violation is in the report."""
-    report = dict(seed=schedule.seed, playbook=schedule.playbook, replay=schedule.replay())
+    report = dict(seed=schedule.seed, playbook=schedule.playbook, fault=schedule.fault, replay=schedule.replay())
     shutil.rmtree(work, ignore_errors=True)  # a replay starts from nothing, as the schedule did (no earlier files)
     os.makedirs(work)
     began = time.monotonic()
@@ -330,33 +397,45 @@ def run_schedule(schedule, work):
         report["schedule"] = schedule.describe(scenario.fault_machines())
         if lab.talos:
             lab.talos.control.reset_timeline()
-        code, landed, took = _faulted_run(schedule, scenario, os.path.join(work, "faulted.log"))
-        report.update(faulted_exit=code, landed_after_first_write=landed, faulted_s=round(took, 1))
+        code, landed, took, first = _faulted_run(schedule, scenario, os.path.join(work, "faulted.log"))
+        report.update(faulted_exit=code, landed_after_first_write=landed, faulted_s=round(took, 1),
+                      first_write_s=first)
+        _done(scenario, "faulted", code)
         if scenario.second_exit is not None:
             report.update(second_exit=scenario.second_exit, second=_last_error(_read(work, "faulted.log.second")))
+            if schedule.fault in ("second_run", "second_other"):
+                _done(scenario, "second", scenario.second_exit, "other" if schedule.fault == "second_other" else None)
         check_not_applied_while_held(lab)
         scenario.check(complete=False)
         scenario.settle()
-        # what an operator does after a killed run: waits for its lock to expire (the refusal says until when)
-        wait_lock_free(lab, scenario.lock_duration + 10)
-        code, out = _run(scenario.args("calm"), os.path.join(work, "calm.log"))
-        report.update(calm_exit=code)
-        if not scenario.calm_ok(code, out):
-            raise Violation("the calm rerun failed (exit %d): %s" % (code, _last_error(out)))
+        # the next run starts at once, as an operator's next job or AWX's next schedule does: nothing waits for the
+        # lock. A dead run's lock must not refuse it (its playbook is gone: the lock is taken over)
+        after = time.time() - max(_ended(list(_STARTED))[0].values())
+        if after > NEXT_RUN_WITHIN_S:
+            raise RuntimeError("the machines took %.0f s to settle: the calm rerun could not start within %d s" % (
+                after, NEXT_RUN_WITHIN_S))
+        code, out = _run(scenario, "calm", os.path.join(work, "calm.log"))
+        report.update(calm_exit=code, calm_after_s=round(after, 1))
+        if code != 0:
+            raise Violation("the calm rerun, started %.1f s after the last run ended, failed (exit %d): %s" % (
+                after, code, _last_error(out)))
+        _done(scenario, "calm", code)
         report.update(scenario.check(complete=True))
         report.update(holds=check_not_applied_while_held(lab))
         check_lock_free(lab)
-        scenario.converged()
         before = len(lab.timeline())
         mark = lab.kube.audit_mark()
-        code, out = _run(scenario.args("third"), os.path.join(work, "third.log"))
+        code, out = _run(scenario, "third", os.path.join(work, "third.log"))
         talos = [entry for entry in lab.timeline()[before:] if entry[1] in TALOS_WRITES]
         api = ["%s %s/%s" % (e["verb"], (e.get("objectRef") or {}).get("resource"), (e.get("objectRef") or {}).get(
             "name")) for e in run_writes(lab.kube.audit_events(mark))]
-        if not scenario.calm_ok(code, out) or "changed=0" not in out or talos or api:
+        if code != 0 or talos or api:
             raise Violation("the third run changed something (exit %d, Talos writes %s, API writes %s)" % (
                 code, talos[:5], api[:5]))
-        check_lock_history(lab.kube.audit_events(lab.audit_start))
+        report.update(third_hosts=check_unchanged_recap(out))
+        _done(scenario, "third", code)
+        check_lock_free(lab)
+        report.update(_judge_runs(scenario, lab.kube.audit_events(lab.audit_start), list(_STARTED)))
         check_not_applied_while_held(lab)
         report.update(converged=True, violation=None)
     except Violation as exc:
@@ -372,6 +451,18 @@ def run_schedule(schedule, work):
     return report
 
 
+def _judge_runs(scenario, events, procs):
+    """The runs against one another, from the audit log: the lock (production duration, never taken from a live run),
+    no two runs' writes interleaved (where the playbook holds the lock), and no run writing on after its
+    ansible-playbook was gone. Returns figures for the report."""
+    by_run, by_pid = _ended(procs)
+    figures = dict(lock_handovers=check_lock_history(events, by_pid, production_lock_duration()))
+    if scenario.locked:
+        figures.update(writes=check_writes_apart(events))
+    check_quiet_after(events, by_run)
+    return figures
+
+
 def _read(work, name):
     with open(os.path.join(work, name)) as handle:
         return handle.read()
@@ -382,19 +473,62 @@ def _last_error(out):
     return (lines[-1] if lines else out.strip().splitlines()[-1] if out.strip() else "no output")[:400]
 
 
-def striking_seeds(start, per_playbook=1, within=4.0, limit=100000):
-    """Seeds from ``start`` on whose schedules strike soon after the run's first write (``within`` seconds), the first
-    ``per_playbook`` of each playbook: a short slice (CI's) where every schedule's fault meets a run that writes."""
-    chosen = dict((playbook, []) for playbook in PLAYBOOKS)
+# every kind of fault a schedule can draw
+FAULT_KINDS = tuple(sorted(set(f for scenario in SCENARIOS.values() for f in scenario.faults) | {"sigkill_playbook"}))
+# the seeds whose schedules found something (README, "What it found"); 2939 and 3067 have lab tests of their own
+REGRESSION_SEEDS = (2939, 2963, 2992, 3067)
+# CI's commit-derived seeds start here, above every soak's (tests/chaos/used_seeds.txt)
+COMMIT_SEEDS_FROM = 10 ** 6
+
+
+def commit_seed(commit):
+    """The first seed CI's slice searches from, derived from the commit (its id): each commit meets other schedules,
+    and any of them replays with its seed."""
+    return COMMIT_SEEDS_FROM + int(hashlib.sha256(commit.encode()).hexdigest()[:12], 16) % 10 ** 8
+
+
+def head_commit():
+    """The checkout's commit id ("unknown" outside a git checkout)."""
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True,
+                              timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _strikes_early(schedule):
+    """Whether the schedule's fault meets the run while it writes, by its draw: after the first write, a kill within
+    the first 60% of the playbook's writing, another fault within 4 s; lose_reply and helm_kill strike on a write of
+    their own."""
+    if schedule.fault in ("lose_reply", "helm_kill"):
+        return True
+    limit = 0.6 * SCENARIOS[schedule.playbook].write_span if schedule.fault in KILLS else 4.0
+    return schedule.after_first_write and schedule.delay <= limit
+
+
+def slice_seeds(start, limit=100000):
+    """From ``start`` on, the first seed of each fault kind (and of each playbook) whose fault strikes while the run
+    writes: a short slice (CI's) in which every kind of fault meets a run that writes."""
+    kinds, playbooks = {}, {}
     for seed in range(start, start + limit):
         schedule = Schedule(seed)
-        picked = chosen[schedule.playbook]
-        if len(picked) < per_playbook and schedule.after_first_write and schedule.delay <= within and \
-                schedule.fault not in ("lose_reply", "helm_kill"):  # these strike on a write of their own, or never
-            picked.append(seed)
-        if all(len(seeds) >= per_playbook for seeds in chosen.values()):
-            break
-    return sorted(seed for seeds in chosen.values() for seed in seeds)
+        if not _strikes_early(schedule):
+            continue
+        if schedule.fault not in kinds:
+            kinds[schedule.fault] = seed
+            playbooks.setdefault(schedule.playbook, seed)
+        elif schedule.playbook not in playbooks and len(kinds) == len(FAULT_KINDS):
+            playbooks[schedule.playbook] = seed
+        if len(kinds) == len(FAULT_KINDS) and len(playbooks) == len(PLAYBOOKS):
+            return sorted(set(kinds.values()) | set(playbooks.values()))
+    raise RuntimeError("no slice within %d seeds of %d: fault kinds %s" % (limit, start, sorted(kinds)))
+
+
+def ci_slice(commit=None):
+    """CI's slice: the regression seeds not tested on their own, and from the commit's seed on, one schedule of each
+    fault kind and each playbook. Returns (commit, seeds)."""
+    commit = commit or head_commit()
+    return commit, sorted(set(REGRESSION_SEEDS) - {2939, 3067} | set(slice_seeds(commit_seed(commit))))
 
 
 def _run_seed(seed, work):
@@ -442,15 +576,16 @@ def campaign(seed, count, work=None, budget_s=None, stream=sys.stderr, jobs=1, s
             for future in concurrent.futures.as_completed(pending):
                 done(future.result())
         reports.sort(key=lambda r: r["seed"])
-    landed = {}
+    landed, kinds = {}, {}
     for report in reports:
-        playbook = report["playbook"]
-        landed.setdefault(playbook, []).append(bool(report.get("landed_after_first_write")))
+        landed.setdefault(report["playbook"], []).append(bool(report.get("landed_after_first_write")))
+        kinds.setdefault(report["fault"], []).append(bool(report.get("landed_after_first_write")))
     violations = [r for r in reports if r.get("violation")]
     errors = [r for r in reports if r.get("error")]
     return dict(schedules=len(reports), violations=len(violations), errors=len(errors),
                 convergence=round(sum(1 for r in reports if r.get("converged")) / float(len(reports) or 1), 3),
                 landed_after_first_write=dict((p, "%d/%d" % (sum(v), len(v))) for p, v in landed.items()),
+                faults=dict((k, "%d/%d" % (sum(v), len(v))) for k, v in sorted(kinds.items())),
                 enough_landed=all(sum(v) * 2 >= len(v) for v in landed.values()),
                 failures=[dict(seed=r["seed"], violation=r.get("violation"), error=r.get("error"), replay=r["replay"])
                           for r in violations + errors],

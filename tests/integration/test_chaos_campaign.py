@@ -1,8 +1,8 @@
-"""CI's slice of the fault campaign (tests/chaos): one schedule per playbook (adopt, init, install, reclaim, upgrade),
-the first from the default seed on whose fault strikes a few seconds after the run's first write; each a real playbook
-run on a fresh lab, then a calm rerun and a third run, invariants checked from outside the playbook. ``python -m
-tests.chaos --count 200`` is the soak before a release. And the lab tests of what the campaign found that a schedule
-meets only by chance."""
+"""CI's slice of the fault campaign (tests/chaos): the regression seeds, and from a seed derived from the commit, one
+schedule of each of the fourteen kinds of fault and of each playbook (adopt, init, install, reclaim, upgrade) whose
+fault strikes while the run writes; each a real playbook run on a fresh lab, then a calm rerun started at once and a
+third run, invariants checked from outside the playbook. ``python -m tests.chaos --count 200`` is the soak before a
+release. And the lab tests of what the campaign found that a schedule meets only by chance."""
 
 import json
 import os
@@ -17,21 +17,21 @@ import pytest
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record as record_mod, takeover
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 from tests.chaos import campaign
-from tests.chaos.__main__ import DEFAULT_SEED
 from tests.chaos.scenario import AGENT_USER_AGENT
 
 pytestmark = pytest.mark.lab
 
-BUDGET_S = 12 * 60  # no schedule starts after this: the slice stays within CI's 15 minutes
 
-
-def test_a_seeded_slice_of_the_campaign_finds_no_violation_and_converges(tmp_path):
-    seeds = campaign.striking_seeds(DEFAULT_SEED)
-    assert len(seeds) == len(campaign.PLAYBOOKS) <= 10
-    summary = campaign.campaign(DEFAULT_SEED, len(seeds), work=str(tmp_path), budget_s=BUDGET_S, stream=sys.stderr,
-                                seeds=seeds)
+def test_the_commits_slice_of_the_campaign_meets_every_fault_kind_finds_no_violation_and_converges(tmp_path):
+    commit, seeds = campaign.ci_slice()
+    # printed first, so that a failure (or a slice cut short by CI's timeout) names what to replay
+    print("the campaign's slice of commit %s: seeds %s; replay one: python -m tests.chaos --seed SEED --count 1; the "
+          "whole slice: python -m tests.chaos --ci-slice %s" % (commit, seeds, commit), file=sys.stderr, flush=True)
+    assert set(campaign.Schedule(seed).fault for seed in seeds) == set(campaign.FAULT_KINDS)
+    assert set(campaign.Schedule(seed).playbook for seed in seeds) == set(campaign.PLAYBOOKS)
+    summary = campaign.campaign(None, None, work=str(tmp_path), stream=sys.stderr, seeds=seeds)
     brief = json.dumps(dict((k, v) for k, v in summary.items() if k != "reports"), sort_keys=True)
-    assert summary["schedules"] >= 3, brief
+    assert summary["schedules"] == len(seeds), brief  # every one: no budget cuts the slice short
     assert summary["violations"] == 0, brief
     assert summary["errors"] == 0, brief
     assert summary["convergence"] == 1.0, brief
@@ -43,7 +43,7 @@ def _faulted_run_killed_when(scenario, tmp_path, seen):
     ended; returns what ``seen()`` returned last."""
     found = None
     with open(str(tmp_path / "faulted.log"), "w") as log:
-        proc = campaign._start(scenario.args("faulted"), log)  # pylint: disable=protected-access
+        proc = campaign._start(scenario, "faulted", log)  # pylint: disable=protected-access
         while proc.poll() is None and not found:
             found = seen()
             time.sleep(0.02)
@@ -61,7 +61,6 @@ def test_an_adopt_killed_while_helm_writes_the_collections_release_is_finished_b
     held for good. The schedule, made certain: the run is killed the moment Helm's record of ichor-system/cilium is
     pending; then a calm rerun finishes the takeover, and the scenario's invariants hold."""
     from tests.chaos import adopt
-    from tests.chaos.scenario import wait_lock_free
     scenario = adopt.Adopt(str(tmp_path))
     lab = scenario.start()
     try:
@@ -69,8 +68,7 @@ def test_an_adopt_killed_while_helm_writes_the_collections_release_is_finished_b
             s["metadata"]["labels"].get("status", "").startswith("pending") for s in _cilium_records(lab, "ichor-system")))
         assert pending, open(str(tmp_path / "faulted.log")).read()[-3000:]
         scenario.check(complete=False)
-        wait_lock_free(lab, scenario.lock_duration + 10)
-        code, out = campaign._run(scenario.args("calm"), str(tmp_path / "calm.log"))  # pylint: disable=protected-access
+        code, out = campaign._run(scenario, "calm", str(tmp_path / "calm.log"))  # pylint: disable=protected-access
         assert code == 0, out[-4000:]
         assert "the takeover an earlier run began is not finished" in out, out[-4000:]
         scenario.check(complete=True)
@@ -91,7 +89,6 @@ def test_an_adopt_cancelled_as_helm_recorded_a_failed_release_under_a_deployed_l
     foreign records are retired, and the record made what helm left."""
     from tests import helm_record
     from tests.chaos import adopt
-    from tests.chaos.scenario import wait_lock_free
     scenario = adopt.Adopt(str(tmp_path))
     lab = scenario.start()
     try:
@@ -107,8 +104,7 @@ def test_an_adopt_cancelled_as_helm_recorded_a_failed_release_under_a_deployed_l
         lab.client.replace(secret)
         assert [(r["name"], r["status"]) for r in adopt.helm_list(lab) if r["namespace"] == "ichor-system"] == [
             ("cilium", "failed")]
-        wait_lock_free(lab, scenario.lock_duration + 10)
-        code, out = campaign._run(scenario.args("calm"), str(tmp_path / "calm.log"))  # pylint: disable=protected-access
+        code, out = campaign._run(scenario, "calm", str(tmp_path / "calm.log"))  # pylint: disable=protected-access
         assert code == 0, out[-4000:]
         scenario.check(complete=True)
         scenario.converged()
@@ -172,7 +168,6 @@ def test_an_adopt_killed_as_the_api_server_stored_a_backup_it_answered_504_is_ju
     release, before any backup; the killed request played by a client closed mid-request until the server stored the
     backup under an error."""
     from tests.chaos import adopt
-    from tests.chaos.scenario import wait_lock_free
     scenario = adopt.Adopt(str(tmp_path))
     lab = scenario.start()
     try:
@@ -186,8 +181,7 @@ def test_an_adopt_killed_as_the_api_server_stored_a_backup_it_answered_504_is_ju
         assert code >= 500 or code == 409, code
         stored = lab.client.get("v1", "Secret", backup["metadata"]["name"], "ichor-system")
         assert stored["data"] == backup["data"]
-        wait_lock_free(lab, scenario.lock_duration + 10)
-        code, out = campaign._run(scenario.args("calm"), str(tmp_path / "calm.log"))  # pylint: disable=protected-access
+        code, out = campaign._run(scenario, "calm", str(tmp_path / "calm.log"))  # pylint: disable=protected-access
         assert code == 0, out[-4000:]
         assert "backed up: kube-system/%s into ichor-system/%s" % (first.name, backup["metadata"]["name"]) in out
         figures = scenario.check(complete=True)
@@ -200,30 +194,30 @@ def test_an_adopt_killed_as_the_api_server_stored_a_backup_it_answered_504_is_ju
 
 def test_an_upgrade_after_a_killed_adopt_touches_no_machine_adopt_holds(tmp_path):
     """The adopt scenario's fault sigkill_upgrade, made certain: the adopt is killed (every process) once the record
-    holds every machine; after its lock expired another operator runs the upgrade with follow, which must refuse
-    before writing, naming the held machines. The hold invariant (no machine applied, upgraded, rebooted or reset
+    holds every machine; at once another operator runs the upgrade with follow, which takes the dead run's lock over
+    and must refuse before writing, naming the held machines. The hold invariant (no machine applied, upgraded, rebooted or reset
     while the record holds it; the simulator's timeline beside the record's audited writes) then has five holds to
     judge; the calm rerun of adopt releases them."""
     from tests.chaos import adopt
-    from tests.chaos.scenario import check_not_applied_while_held, record, wait_lock_free
+    from tests.chaos.scenario import check_not_applied_while_held, record
     scenario = adopt.Adopt(str(tmp_path))
     lab = scenario.start()
     try:
         with open(str(tmp_path / "faulted.log"), "w") as log:
-            proc = campaign._start(scenario.args("faulted"), log)  # pylint: disable=protected-access
+            proc = campaign._start(scenario, "faulted", log)  # pylint: disable=protected-access
             held = []
             while proc.poll() is None and len(held) < 5:
                 held = sorted(record(lab).get("held") or {})
                 time.sleep(0.05)
             campaign._kill_run(proc)  # pylint: disable=protected-access
         assert held == ["cp-1", "cp-2", "cp-3", "worker-1", "worker-2"], open(str(tmp_path / "faulted.log")).read()[-3000:]
-        wait_lock_free(lab, scenario.lock_duration + 10)
-        code, out = campaign._run(scenario.upgrade_args(), str(tmp_path / "upgrade.log"))  # pylint: disable=protected-access
+        code, out = campaign._run(  # pylint: disable=protected-access
+            scenario, "second", str(tmp_path / "upgrade.log"), scenario.upgrade_args())
         assert code != 0, out[-4000:]
         assert "cp-1, cp-2, cp-3, worker-1, worker-2 held by adopt" in out and "nothing was written" in out, out[-4000:]
         assert check_not_applied_while_held(lab) == 5
         scenario.check(complete=False)
-        code, out = campaign._run(scenario.args("calm"), str(tmp_path / "calm.log"))  # pylint: disable=protected-access
+        code, out = campaign._run(scenario, "calm", str(tmp_path / "calm.log"))  # pylint: disable=protected-access
         assert code == 0, out[-4000:]
         scenario.check(complete=True)
         scenario.converged()
