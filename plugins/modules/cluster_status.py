@@ -19,22 +19,28 @@ description:
   - B(Machines), every machine the inventory or the cluster record names, read at once over the Talos API. Each
     one's drift from its spec in the cluster record at the record's contract, rendered with the component images the
     machine runs, by class and path; a class C path, or a path the last acknowledgement did not record, is
-    critical. Held machines (adopt's hold) and why, critical once held longer than O(hold_days). Pending machines
+    critical. Held machines (adopt's hold) and why, critical once held longer than O(hold_days), counted from when
+    that machine's hold began (a record an earlier adopt wrote keeps no start, and then it counts from the adoption and
+    the finding says so). Pending machines
     (registered by M(maesh.ichor.talos_reset)) and for how long. Machines that answer and Nodes that run but that
     the record does not know, and record entries that no longer answer.
-  - B(etcd), read through the first control plane that answers, members against control planes (a control plane
-    that is no member is critical), each member's health (one that does not answer or reports errors is critical),
-    the leader, and the database size against etcd's default quota.
+  - B(etcd), read through any control plane that answers, members against control planes (a control plane
+    that is no member is critical), the health of every member etcd lists, also one that is no machine read here
+    (through a control plane; one that does not answer or reports errors is critical), the leader (none known is
+    critical), and each member's database against its quota (its config's
+    C(cluster.etcd.extraArgs.quota-backend-bytes), else etcd's default of 2 GiB; over 80 % is critical).
   - B(Cilium), in the managed modes, the collection's Helm release, its state (anything but deployed is critical)
     and the chart it runs against the set's; the diff gate, read only, of the deployed revision (each object of its
     manifest, as Helm keeps it, against the live one by server-side apply dry runs); and the objects a foreign
     release made that the takeover kept, still live and owned by no release.
   - B(The installed bundle), with O(bundle), each object it ships against the live one (a server-side apply dry
     run), missing or changed out of band, with the paths that differ.
-  - B(Credentials), when the talosconfig's and the kubeconfig's client certificates and the cluster's CAs (Talos,
-    Kubernetes, etcd, aggregator) end, critical within O(expiry_days), with the way to renew each.
-  - Writes nothing, in check mode or not, unless O(acknowledge) is set; then it records the class A and B drift
-    found now as known in the cluster record (the last acknowledgement's list is replaced), under the cluster lock.
+  - B(Credentials), when the talosconfig's and the kubeconfig's client certificates (inline, or the kubeconfig's
+    C(client-certificate) file, relative to the kubeconfig's directory) and the cluster's CAs (Talos, Kubernetes,
+    etcd, aggregator) end, critical within O(expiry_days), with the way to renew each.
+  - Writes nothing, in check mode or not, unless O(acknowledge) is a token; then it records the class A and B drift
+    found now as known in the cluster record (the last acknowledgement's list is replaced), under the cluster lock,
+    if it is what the run that printed the token found, and refuses otherwise.
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:
@@ -63,11 +69,16 @@ options:
     default: 14
   acknowledge:
     description:
-      - Record the class A and B drift found now as known, so that it is a warning, not critical, until it changes;
-        a path found later, or class C drift, is critical still. The one write this module makes, under the cluster
-        lock (refused while another run holds it).
-    type: bool
-    default: false
+      - Empty (or C(false)) acknowledges nothing. A token records the class A and B drift found now as known, so that
+        it is a warning, not critical, until it changes; a path found later, a new value at a known path, or class C
+        drift, is critical still. The token is what a run prints beside the drift it finds (RV(status.acknowledge_token),
+        a digest of its fingerprints). The run refuses, recording nothing, when what it finds now is not what the
+        token was made of, so that it records what the operator saw. The one write this module makes, under the
+        cluster lock (refused while another run holds it).
+      - C(true) in check mode shows what would be recorded and its token; outside check mode it is refused (it would
+        record what nobody has seen).
+    type: str
+    default: ""
   requested_by:
     description: Who acknowledges, as the record keeps it (the AWX user); by default the local login name.
     type: str
@@ -152,7 +163,9 @@ status:
           description: The finding, one line.
           type: str
         fingerprint:
-          description: Stable while the condition lasts; what an acknowledgement names.
+          description:
+            - Stable while the condition lasts; what an acknowledgement names. A drift finding's is made of the
+              machine, the class, the path and a keyed digest of the live value there (never the value).
           type: str
     release:
       description: The release position as release_check judges it.
@@ -298,6 +311,11 @@ status:
       description: The drift fingerprints the cluster record holds as known (after this run's acknowledgement).
       type: list
       elements: str
+    acknowledge_token:
+      description:
+        - The token that acknowledges exactly the class A and B drift this run found (a digest of its fingerprints),
+          what O(acknowledge) takes. The plan prints it when the record does not know that drift as it is.
+      type: str
     pending:
       description: The machines reclaim registered that have not joined.
       type: list
@@ -316,7 +334,7 @@ status:
           description: For how many days.
           type: float
     etcd:
-      description: etcd, read through the first control plane that answers.
+      description: etcd, read through any control plane that answers.
       type: dict
       contains:
         controlplanes:
@@ -332,13 +350,16 @@ status:
           type: list
           elements: str
         leader:
-          description: The leader's name.
+          description: The leader's name, as the members that answered know it (none when no member knows one).
           type: str
         db:
-          description: The largest member database against the quota.
+          description: The fullest member database against its quota, with the member and where the quota comes from.
           type: str
         db_size:
-          description: The largest member database, in bytes.
+          description: The fullest member database, in bytes.
+          type: int
+        quota:
+          description: Its quota, in bytes (none when a negative quota-backend-bytes turns it off).
           type: int
     cilium:
       description: The collection's Cilium release.

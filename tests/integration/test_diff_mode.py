@@ -19,6 +19,7 @@ import yaml
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
+from ansible_collections.maesh.ichor.plugins.module_utils.status.findings import acknowledgement_token
 
 from tests.integration.ansible_env import REPO, ansible_playbook
 from tests.lab.cilium import fixtures as cilium_fixtures
@@ -90,8 +91,9 @@ def _tasks(lab, tmp_path, namespace):
         ("cilium_release", {"chart": os.path.join(cilium_chart_cache(), "cilium-1.20.4.tgz"),
                             "helm": lab.kube.bins["helm"] if hasattr(lab, "kube") else "helm"}),
         ("cluster_facts", {}),
-        # the record the test writes names no machine: nothing drifts, so nothing is acknowledged (and no lock taken)
-        ("cluster_status", {"machines": machines, "acknowledge": True}),
+        # the record the test writes names no machine: nothing drifts, so nothing is acknowledged (and no lock taken);
+        # the token of no drift at all: what this run finds
+        ("cluster_status", {"machines": machines, "acknowledge": acknowledgement_token([])}),
         # no CNI DaemonSet runs in this lab while the configs select flannel: refused with its plan, writing nothing
         ("adopt_plan", {"machines": machines, "recover_from": "cp-1"}),
         ("cluster_lock", {"duration": 60}),

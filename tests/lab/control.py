@@ -69,7 +69,10 @@ class LabControl:
         KubePrismStatuses says healthy: false, as when no API server answers through the balancer), lose_reply (a
         method: the next such call is carried out and its reply lost, once; the caller sees DEADLINE_EXCEEDED),
         etcd_snapshot_file (a file EtcdSnapshot streams instead of the lab's own bytes: a real etcd's snapshot),
-        installer_seconds (LifecycleService.Upgrade's installer runs that much longer before it ends)."""
+        installer_seconds (LifecycleService.Upgrade's installer runs that much longer before it ends), etcd_db_size
+        (bytes: the database size its EtcdStatus reports), etcd_no_leader (its etcd member knows no leader: leader 0
+        and etcd's own error "etcdserver: no leader"), etcd_errors (errors its EtcdStatus reports besides, e.g.
+        "memberID:<id> alarm:NOSPACE ")."""
         return self._call("POST", "/machines/%s/faults" % name, faults)["faults"]
 
     def clear_faults(self, name):

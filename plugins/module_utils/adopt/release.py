@@ -113,7 +113,8 @@ def _run(params, conn, check_mode, result, clock):
         _node_ready(kube, name, params["wait_timeout"], clock)
         plan.append("%s: Node Ready" % name)
     before, after, changed = cluster_record.update(
-        kube, lambda data: (data.get("held") or {}).pop(name, None), dry_run=check_mode)
+        kube, lambda data: ((data.get("held") or {}).pop(name, None), (data.get("heldSince") or {}).pop(name, None)),
+        dry_run=check_mode)
     plan.append("%s: %s" % (name, "would be released (hold lifted)" if check_mode else "released (hold lifted)"))
     result.update(changed=True, released=True, held=sorted((after.get("held") or {})))
     return result

@@ -9,8 +9,8 @@ secrets bundle as Secret ``ichor-secrets-bundle`` in ichor-system (an existing o
 and the cluster record: the versions running (where none are stored yet), the cluster spec (inline manifests by
 name: their contents stay in the machine configs), the adoption (marker, mode, the CNI detected, the Cilium inline
 entry, the CA-rotation advice), each machine's identity and spec, and a hold on every machine the record did not
-know yet. The spec and the adoption are written once; a second run changes nothing: machines already released stay
-released.
+know yet, with when the hold began (``heldSince``: a hold's age is its own, not the first adoption's). The spec and
+the adoption are written once; a second run changes nothing: machines already released stay released.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -67,9 +67,14 @@ def _record(data, result):
             "caRotationAdvised": True}
     nodes = data.get("nodes") or {}
     held = data.get("held") or {}
+    since = data.get("heldSince") or {}
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     for m in result["machines"]:
         if m["name"] not in nodes:
             held[m["name"]] = m["reason"]
+            since[m["name"]] = now
             nodes[m["name"]] = {"uuid": m["uuid"], "node": m["node"], "role": m["role"], "spec": m["spec"]}
     data["nodes"] = nodes
     data["held"] = held
+    if since or "heldSince" in data:  # kept while held: a start is dropped with its hold, never moved
+        data["heldSince"] = dict((name, at) for name, at in since.items() if name in held)

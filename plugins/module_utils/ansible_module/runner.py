@@ -58,6 +58,11 @@ class Connections:
         """The kubeconfig user the Kubernetes client uses (a dict; empty when it names none)."""
         return self._kubeconfig().user
 
+    def kubeconfig_path(self):
+        """The kubeconfig file the Kubernetes client reads (what its relative paths are relative to); None for
+        content, or several files of KUBECONFIG merged."""
+        return self._kubeconfig().path
+
     def has_kube(self):
         return bool(self.params.get("kubeconfig") or self.params.get("kubeconfig_content"))
 

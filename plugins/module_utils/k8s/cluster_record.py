@@ -49,7 +49,9 @@ class ClusterRecord:
 FIELDS = {"talos": (str, "a version"), "kubernetes": (str, "a version"), "contract": (str, "a version"),
           "cluster": (dict, "a mapping"), "machines": (list, "a list of mappings"), "adoption": (dict, "a mapping"),
           "nodes": (dict, "a mapping"), "held": (dict, "a mapping"), "init": (dict, "a mapping"),
-          "cilium": (dict, "a mapping"), "status": (dict, "a mapping")}
+          "cilium": (dict, "a mapping"), "status": (dict, "a mapping"),
+          # when each hold began (machine name -> time), beside ``held``; a record an earlier adopt wrote has none
+          "heldSince": (dict, "a mapping of text")}
 _TEXT = ((str,), "text")
 _MAPPING = ((dict,), "a mapping")
 _NAMES = ("names", "a list of text")
@@ -60,7 +62,7 @@ NESTED = {
     "adoption": {"mode": _TEXT, "inlineManifest": _NAMES},
     "cilium": {"release": _TEXT, "chart": _TEXT, "tunnel": _TEXT, "kubeProxy": _TEXT, "values": _MAPPING,
                "inlineManifests": _NAMES},
-    "status": {"acknowledged": _NAMES, "at": _TEXT, "by": _TEXT},
+    "status": {"acknowledged": _NAMES, "token": _TEXT, "at": _TEXT, "by": _TEXT},
 }
 # Each entry of these: machines[] (reclaim's pending machines), nodes.<name> (init's and adopt's machines).
 ENTRY_FIELDS = {"machines": {"uuid": _TEXT, "address": _TEXT, "state": _TEXT, "source": _TEXT, "at": _TEXT},
@@ -107,6 +109,8 @@ def _check_fields(data):
             wrong = len(value) > VERSION_MAX or versions.numbers(value) is None
         if not wrong and field == "machines":
             wrong = not all(isinstance(item, dict) for item in value)
+        if not wrong and field == "heldSince":
+            wrong = not all(isinstance(item, str) for item in value.values())
         if wrong:
             raise _refuse("field %r of key %r is not %s" % (field, KEY, what))
         for key, (nested_kind, nested_what) in sorted(NESTED.get(field, {}).items()):

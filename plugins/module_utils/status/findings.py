@@ -13,11 +13,15 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import hashlib
+import hmac
+import json
 
 CRITICAL, WARNING, INFO = "critical", "warning", "info"
 SEVERITIES = (CRITICAL, WARNING, INFO)
 AREAS = ("release", "machines", "cilium", "installer", "etcd", "credentials")
 DAY = 86400
+MIB = 1048576.0
+NO_LEADER = "etcdserver: no leader"  # what etcd's Status adds to a member's errors while it knows no leader
 
 
 def finding(severity, area, subject, what, key=None):
@@ -28,11 +32,20 @@ def finding(severity, area, subject, what, key=None):
     return {"severity": severity, "area": area, "subject": subject, "what": what, "fingerprint": fingerprint}
 
 
-def drift(name, cls, path, change, acknowledged=()):
+def value_digest(key, value):
+    """The live value at a drifted path as a fingerprint may hold it: a keyed digest (HMAC-SHA256 under ``key``, which
+    only the cluster's secrets give), never the value (it may be a secret, and the key keeps a short one from being
+    guessed back from its digest)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()[:16]
+
+
+def drift(name, cls, path, change, acknowledged=(), value=""):
     """A machine's config differs from its spec at ``path``: class C always needs a person (nothing can be applied
-    to the machine); class A or B does when its path was not seen at the last acknowledged status."""
+    to the machine); class A or B does unless the last acknowledgement recorded this path with this live value
+    (``value``: its ``value_digest``; a new value at an acknowledged path is a new finding)."""
     what = "class %s drift: %s %s" % (cls, change, path)
-    found = finding(CRITICAL, "machines", name, what, key="drift %s %s" % (cls, path))
+    found = finding(CRITICAL, "machines", name, what, key="drift %s %s %s" % (cls, path, value))
     if acknowledgeable(found) and found["fingerprint"] in acknowledged:
         acknowledge(found)
     return found
@@ -50,14 +63,60 @@ def acknowledge(found):
         found["what"] += " (acknowledged)"
 
 
-def held(name, reason, since, now, hold_days):
-    """A machine adopt holds: needs a person once held longer than ``hold_days``."""
+def held(name, reason, since, now, hold_days, counted_from=None):
+    """A machine adopt holds: needs a person once held longer than ``hold_days``, counted from ``since`` (the hold's
+    start; when the record keeps none, ``counted_from`` says what ``since`` is instead, e.g. the adoption)."""
     days = None if since is None else (now - since) / DAY
     long_held = days is not None and days > hold_days
-    what = "held (%s)%s" % (reason, "" if days is None else "; for %.1f days" % days)
+    what = "held (%s)%s" % (reason, "; since an unknown time (the cluster record keeps no start for this hold)"
+                            if days is None else "; for %.1f days" % days)
     if long_held:
         what += ", longer than ichor_status_hold_days (%d)" % hold_days
+    if days is not None and counted_from:
+        what += " (counted from %s)" % counted_from
     return finding(CRITICAL if long_held else WARNING, "machines", name, what, key="held")
+
+
+def acknowledgement_token(fingerprints):
+    """What an operator acknowledges: a digest of the set of acknowledgeable fingerprints a run found (as the run
+    prints it), so that an acknowledging run records exactly what was seen, or refuses."""
+    return hashlib.sha256("\n".join(sorted(set(fingerprints))).encode("ascii")).hexdigest()[:16]
+
+
+def extra_member(name, address):
+    """An etcd member at an address that is no machine read here (not in the inventory nor the record)."""
+    return finding(WARNING, "etcd", name, "an etcd member at %s that is no machine read here (not in the inventory "
+                   "nor the cluster record)" % address, key="extra member")
+
+
+def member_unanswered(name, error):
+    """An etcd member whose status cannot be read."""
+    return finding(CRITICAL, "etcd", name, "etcd member does not answer: %s" % error, key="unhealthy")
+
+
+def member_errors(name, errors):
+    """An etcd member that reports errors (alarms: NOSPACE, CORRUPT); etcd's own no-leader error is ``no_leader``'s,
+    not each member's. None when there are none."""
+    errors = [e for e in errors if e != NO_LEADER]
+    if not errors:
+        return None
+    return finding(CRITICAL, "etcd", name, "etcd member reports errors: %s" % "; ".join(errors), key="unhealthy")
+
+
+def no_leader(answered):
+    """No member that answered knows a leader: etcd cannot write (nothing in Kubernetes changes)."""
+    return finding(CRITICAL, "etcd", "etcd", "no leader: none of the %d member(s) that answered (%s) knows one, so etcd "
+                   "takes no write; check the control planes' etcd (talosctl etcd status, talosctl logs etcd)" % (
+                       len(answered), ", ".join(sorted(answered))), key="no leader")
+
+
+def database(name, size, quota, source):
+    """A member's database against its quota (``source``: where the quota comes from): needs a person over 80 %; None
+    below, and without a quota (a negative quota-backend-bytes turns etcd's off)."""
+    if quota is None or quota <= 0 or size * 10 < quota * 8:
+        return None
+    return finding(CRITICAL, "etcd", name, "database %.1f MiB of its %.0f MiB quota (%s): over 80 %%; defragment it "
+                   "(talosctl etcd defrag) or raise the quota" % (size / MIB, quota / MIB, source), key="db")
 
 
 def expiring(subject, end, now, expiry_days, renew):
@@ -69,6 +128,11 @@ def expiring(subject, end, now, expiry_days, renew):
         return finding(CRITICAL, "credentials", subject, "expires in %.1f days (ichor_status_expiry_days %d); %s" % (
             days, expiry_days, renew), key="expiring")
     return None
+
+
+def unread(subject, why):
+    """A certificate the run uses that cannot be read, so its end is not judged."""
+    return finding(WARNING, "credentials", subject, "not judged: %s" % why, key="unread")
 
 
 def needs_person(findings):

@@ -2,14 +2,16 @@
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The ``cluster_status`` module's flow: read a managed cluster once and say what needs a person. Writes nothing,
-but for an acknowledgement (``acknowledge``): the drift found now recorded as known, under the cluster lock.
+but for an acknowledgement (``acknowledge``, the token an earlier run printed): the drift found now recorded as known,
+under the cluster lock, when it is what that run found (the same fingerprints: paths and keyed digests of values).
 
 Order: the cluster record (none: refused, as the rollout refuses it), every machine the inventory or the record names,
 read at once over the Talos API (its version and live config; one that does not answer is a finding, not a
 failure), the release position as ``release_check`` judges it, each machine's drift from its spec in the record at
 the record's contract (rendered with the component images it runs, so a version the rollout has still to move is the
-release position's, not drift), the holds and pending machines, Nodes the record does not know, etcd read through one
-control plane, the collection's Cilium release, the installed bundle (server-side apply dry runs), and the
+release position's, not drift), the holds (each from its own start) and pending machines, Nodes the record does not
+know, etcd read through any control plane (every member's health, the leader, each database against its quota), the
+collection's Cilium release, the installed bundle (server-side apply dry runs), and the
 certificates: the talosconfig's and kubeconfig's client certificates and the cluster's CAs. Each finding has a severity (``findings``).
 """
 
@@ -20,6 +22,9 @@ __metaclass__ = type
 import base64
 import calendar
 import datetime
+import hashlib
+import os
+import re
 import time
 
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import gate as cilium_gate
@@ -27,7 +32,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.cilium import helm as 
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import live as cilium_live
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record as helm_record
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
-from ansible_collections.maesh.ichor.plugins.module_utils.common import who
+from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted, who
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, drift, render, secrets, yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
@@ -46,6 +51,8 @@ NO_RECORD = ("no cluster record %s/%s: maesh.ichor has not adopted or initialise
              "of its to compare with; adopt it with maesh.ichor.adopt or make it with maesh.ichor.init; nothing was read "
              "beyond the record" % (cluster_record.NAMESPACE, cluster_record.NAME))
 ETCD_QUOTA = 2 * 1024 * 1024 * 1024  # etcd's default backend quota, which Talos keeps unless the config sets one
+QUOTA_ARG = "quota-backend-bytes"  # etcd's flag, as cluster.etcd.extraArgs of a control plane's config sets it
+CERT_FILE_MAX = 1024 * 1024  # a kubeconfig's client certificate file: a few PEM blocks
 CA_NAMES = {"os": "Talos CA", "k8s": "Kubernetes CA", "etcd": "etcd CA", "k8saggregator": "aggregator CA"}
 RENEW_TALOSCONFIG = ("mint a new one from the secrets bundle: talosctl config new --roles os:admin (or "
                      "maesh.ichor.talos_secrets with a talosconfig path)")
@@ -54,11 +61,23 @@ RENEW_CA = "rotate it: talosctl rotate-ca (plan it first; every machine and clie
 
 
 ACK_LOCK_SECONDS = 300  # an acknowledgement holds the cluster lock for one record write
+ACK_TOKEN = re.compile(r"^[0-9a-f]{16}$")
+ACK_NONE = ("", "false", "no", "off", "0", "none")
+ACK_ALL = ("true", "yes", "on", "1")
+ACK_BLIND = ("ichor_status_acknowledge=true would record whatever this run finds, which need not be what you saw: run "
+             "maesh.ichor.status with --check, read the drift it lists, then run it with "
+             "-e ichor_status_acknowledge=<the token that run printed>; nothing was recorded")
+ACK_NOT_TOKEN = ("ichor_status_acknowledge is neither false nor a token of 16 hexadecimal digits (the token a status "
+                 "run prints beside the drift it finds); nothing was read or recorded")
+ACK_CHANGED = ("ichor_status_acknowledge=%s is not what this run finds (%d drift path(s)): the drift changed "
+               "since the run that printed it (a path or a value), or it is another cluster's; nothing was recorded; run "
+               "maesh.ichor.status --check again, read what it lists, and acknowledge with the token it prints")
+ACK_KEY = b"maesh.ichor status acknowledgement\0"  # what the value digests are keyed with, beside the cluster secret
 
 
 def options():
     return dict(expiry_days=dict(type="int", default=30), hold_days=dict(type="int", default=14),
-                acknowledge=dict(type="bool", default=False), requested_by=dict(type="str"),
+                acknowledge=dict(type="str", default=""), requested_by=dict(type="str"),
                 bundle=dict(type="list", elements="path", default=[]),
                 network_policies=dict(type="list", elements="path", default=[]),
                 installer_namespace=dict(type="str", default="ichor-system"))
@@ -70,6 +89,7 @@ def run(params, conn, check_mode=True):
     check mode."""
     now = time.time()
     result = dict(changed=False, plan=[])
+    asked = _acknowledge_asked(params.get("acknowledge"), check_mode)
     kube = conn.kube()
     record = cluster_record.read(kube)
     if not record.exists:
@@ -81,6 +101,8 @@ def run(params, conn, check_mode=True):
     rows = _read(talos, machines)
     known = _acknowledged(record)
     status["machines"] = _drift(rows, record, found, known)
+    drift_now = sorted(set(f["fingerprint"] for f in found if fmod.acknowledgeable(f)))
+    status["acknowledge_token"] = fmod.acknowledgement_token(drift_now)
     status["release"] = _release(rows, kube, record, found, status["machines"])
     _holds(status["machines"], record, now, params["hold_days"], found)
     status["pending"] = _pending(record, now, found)
@@ -89,13 +111,15 @@ def run(params, conn, check_mode=True):
     status["cilium"] = _cilium(kube, record, found)
     status["installer"] = _installer(kube, params, found)
     status["credentials"] = _credentials(conn, rows, now, params["expiry_days"], found)
-    lines, status["acknowledged"] = [], known
-    if params["acknowledge"]:
-        lines, status["acknowledged"] = _acknowledge(kube, known, found, params, check_mode, result, now)
+    lines, offer, status["acknowledged"] = [], [], known
+    if asked is not None:
+        lines, status["acknowledged"] = _acknowledge(kube, known, found, asked, params, check_mode, result, now)
+    elif drift_now != sorted(known):
+        offer = [_offer(drift_now, known, status["acknowledge_token"])]
     status["findings"] = fmod.ordered(found)
     status["needs_person"] = fmod.needs_person(found)
     result["status"] = status
-    result["plan"] = lines + fmod.summary(found)
+    result["plan"] = lines + fmod.summary(found) + offer
     result["report"] = fmod.markdown(status)
     return result
 
@@ -105,13 +129,43 @@ def _acknowledged(record):
     return list((record.get("status") or {}).get("acknowledged") or [])
 
 
-def _acknowledge(kube, known, found, params, check_mode, result, now):
+def _acknowledge_asked(value, check_mode):
+    """What ``acknowledge`` asks: None (nothing), ``True`` (the plan of an acknowledgement: check mode only) or the
+    token of what the operator saw. Refused before anything is read: ``true`` outside check mode (it would record
+    what the operator has not seen), and anything that is not a token."""
+    text = ("%s" % ("" if value is None else value)).strip().lower()
+    if text in ACK_NONE:
+        return None
+    if text in ACK_ALL:
+        if not check_mode:
+            raise IchorError(ACK_BLIND)
+        return True
+    if not ACK_TOKEN.match(text):
+        raise IchorError(ACK_NOT_TOKEN)
+    return text
+
+
+def _offer(drift_now, known, token):
+    """The plan line of a run that finds acknowledgeable drift the record does not know as it is now: the token that
+    acknowledges exactly what this run found."""
+    if not drift_now:
+        return ("acknowledge: no class A or B drift is left of the %d path(s) the last acknowledgement recorded; to empty "
+                "its list: -e ichor_status_acknowledge=%s" % (len(known), token))
+    return ("acknowledge: to record the %d class A or B drift path(s) this run found as known (exactly these, with "
+            "these values): -e ichor_status_acknowledge=%s" % (len(drift_now), token))
+
+
+def _acknowledge(kube, known, found, asked, params, check_mode, result, now):
     """Record the drift found now as known (the acknowledgeable findings' fingerprints, replacing the last list),
-    under the cluster lock; the plan lines say what is recorded before anything is written. Returns (plan lines,
-    the fingerprints known after the run)."""
+    under the cluster lock, when it is what the operator saw (``asked``, the token a run printed; ``True``: the plan
+    only, in check mode); the plan lines say what is recorded before anything is written. Returns (plan lines, the
+    fingerprints known after the run)."""
     drift = [f for f in found if fmod.acknowledgeable(f)]
     after = sorted(set(f["fingerprint"] for f in drift))
+    token = fmod.acknowledgement_token(after)
     result["diff"] = {"before": {"acknowledged": sorted(known)}, "after": {"acknowledged": after}}
+    if asked is not True and asked != token:
+        raise IchorError(ACK_CHANGED % (asked, len(after)), result=result)
     if after == sorted(known):
         return ["acknowledge: the cluster record knows this drift already (%d path(s)); nothing to write" %
                 len(after)], known
@@ -119,7 +173,10 @@ def _acknowledge(kube, known, found, params, check_mode, result, now):
              "%d)%s" % ("would record" if check_mode else "records", len(after), cluster_record.NAMESPACE,
                         cluster_record.NAME, len(known), ":" if drift else "")]
     lines += ["acknowledge: %s %s" % (f["subject"], f["what"]) for f in fmod.ordered(drift)]
-    entry = {"acknowledged": after, "at": _stamp(now), "by": params.get("requested_by") or who.local_user()}
+    if check_mode:
+        lines.append("acknowledge: to record exactly these: -e ichor_status_acknowledge=%s (without --check)" % token)
+    entry = {"acknowledged": after, "token": token, "at": _stamp(now),
+             "by": params.get("requested_by") or who.local_user()}
     result["changed"] = True
     if check_mode:
         return lines, known
@@ -267,7 +324,7 @@ def _drift(rows, record, found, acknowledged):
             continue
         cluster, bundle = inputs
         try:
-            entry["drift"], entry["drift_summary"] = _machine_drift(r, record, cluster, spec, bundle)
+            entry["drift"], entry["drift_summary"], values = _machine_drift(r, record, cluster, spec, bundle)
         except ConfigError as exc:
             entry["drift_summary"] = "not compared: %s" % exc
             found.append(fmod.finding(fmod.WARNING, "machines", r["name"], "its drift could not be judged: %s" % exc,
@@ -275,7 +332,8 @@ def _drift(rows, record, found, acknowledged):
             continue
         for cls in ("A", "B", "C"):
             for diff in entry["drift"][cls]:
-                found.append(fmod.drift(r["name"], cls, diff["path"], diff["change"], acknowledged))
+                found.append(fmod.drift(r["name"], cls, diff["path"], diff["change"], acknowledged,
+                                        values[(cls, diff["path"])]))
     return out
 
 
@@ -290,18 +348,28 @@ def _machine_drift(row, record, cluster, spec, bundle):
     rendered = render.render(bundle, at, specs.machine(spec, at), contract, images)
     found = drift.drift(rendered, docs, at, contract)
     counts = found.counts()
+    # the live value at each path, as a fingerprint holds it: keyed with the cluster's secret, never the value
+    key = hashlib.sha256(ACK_KEY + bundle.cluster_secret.reveal().encode("utf-8")).digest()
+    values = dict(((diff.cls, diff.path), fmod.value_digest(key, diff.live)) for diff in found.differences)
     return found.to_dict(), ("none at %s" % contract if found.zero else "A=%d B=%d C=%d at %s" % (
-        counts["A"], counts["B"], counts["C"], contract))
+        counts["A"], counts["B"], counts["C"], contract)), values
 
 
 def _holds(entries, record, now, hold_days, found):
+    """The machines adopt holds, each for as long as its own hold (``heldSince``, which adopt writes as it puts the
+    hold); a record an earlier adopt wrote keeps no start, and the adoption's time is said instead."""
     holds = record.get("held") or {}
-    adopted = _when((record.get("adoption") or {}).get("at"))
+    since = record.get("heldSince") or {}
+    adoption = (record.get("adoption") or {}).get("at")
     for entry in entries:
         if entry["name"] in holds:
             reason = holds[entry["name"]]
             entry["held"] = reason if isinstance(reason, str) else "held"
-            found.append(fmod.held(entry["name"], entry["held"], adopted, now, hold_days))
+            start, counted = _when(since.get(entry["name"])), None
+            if start is None and _when(adoption) is not None:
+                start, counted = _when(adoption), ("the adoption at %s: the cluster record keeps no start for this "
+                                                   "hold" % adoption)
+            found.append(fmod.held(entry["name"], entry["held"], start, now, hold_days, counted))
 
 
 def _pending(record, now, found):
@@ -335,55 +403,99 @@ def _strangers(kube, record, rows, found):
 
 
 def _etcd(talos, rows, found):
-    """Members against control planes (matched by the address in a member's URLs), each member's health, the leader
-    and the largest database, read through the first control plane that answers."""
+    """Members against control planes (matched by the address in a member's URLs), read through any control plane
+    that answers; each member's health (every member etcd lists, also one that is no machine read here: through a
+    control plane, as Talos routes a call), the leader (none known is critical), and each member's database against
+    its quota (its config's ``cluster.etcd.extraArgs.quota-backend-bytes``, else etcd's default 2 GiB)."""
     cps = [r for r in rows if r["role"] == "controlplane"]
-    out = {"controlplanes": sorted(r["name"] for r in cps), "members": [], "healthy": [], "leader": None, "db": None}
+    out = {"controlplanes": sorted(r["name"] for r in cps), "members": [], "healthy": [], "leader": None, "db": None,
+           "quota": None}
     via = [r for r in cps if r["error"] is None]
     if not via:
         found.append(fmod.finding(fmod.CRITICAL, "etcd", "etcd", "no control plane answered: etcd was not read",
                                   key="not read"))
         return out
-    try:
-        listed = talos.call("EtcdMemberList", node=via[0]["node"]).messages[0].members
-    except talos_errors.TalosError as exc:
-        found.append(fmod.finding(fmod.CRITICAL, "etcd", "etcd", "etcd on %s does not answer: %s" % (via[0]["name"], exc),
-                                  key="not read"))
+    listed, failed = None, []
+    for r in via:
+        try:
+            listed = talos.call("EtcdMemberList", node=r["node"]).messages[0].members
+            break
+        except talos_errors.TalosError as exc:
+            failed.append("%s: %s" % (r["name"], exc))
+    if listed is None:
+        found.append(fmod.finding(fmod.CRITICAL, "etcd", "etcd", "etcd does not answer on any control plane (%s)" %
+                                  "; ".join(failed), key="not read"))
         return out
-    by_address = dict((r["node"], r["name"]) for r in rows)
-    names = dict((m.id, by_address.get(etcd.member_host(m)) or m.hostname) for m in listed)
+    by_address = dict((r["node"], r) for r in rows)
+    names = dict((m.id, (by_address.get(etcd.member_host(m)) or {}).get("name") or m.hostname or "%x" % m.id)
+                 for m in listed)
     out["members"] = sorted(names.values())
     for r in cps:
         if r["name"] not in out["members"]:
             found.append(fmod.finding(fmod.CRITICAL, "etcd", r["name"], "a control plane that is no etcd member: etcd "
                                       "has %d member(s) for %d control planes" % (len(listed), len(cps)),
                                       key="missing member"))
+    cluster_quota = _quota(via[0])
+    answered, leaders, fullest = [], set(), None
     for member in listed:
         name, address = names[member.id], etcd.member_host(member)
         if address not in by_address:
-            found.append(fmod.finding(fmod.WARNING, "etcd", name, "an etcd member at %s that is no machine read here"
-                                      % address, key="extra member"))
+            found.append(fmod.extra_member(name, address or "no address"))
+        if not address:
+            found.append(fmod.member_unanswered(name, "it lists no client or peer URL to reach it at"))
             continue
         try:
             status = talos.call("EtcdStatus", node=address).messages[0].member_status
         except talos_errors.TalosError as exc:
-            found.append(fmod.finding(fmod.CRITICAL, "etcd", name, "etcd member does not answer: %s" % exc,
-                                      key="unhealthy"))
+            found.append(fmod.member_unanswered(name, exc))
             continue
-        if status.errors:
-            found.append(fmod.finding(fmod.CRITICAL, "etcd", name, "etcd member reports errors: %s" %
-                                      "; ".join(status.errors), key="unhealthy"))
-            continue
-        out["healthy"].append(name)
-        out["leader"] = names.get(status.leader) or out["leader"]
-        if status.db_size >= out.get("db_size", -1):
-            out["db_size"] = status.db_size
-            out["db"] = "%.1f MiB of %d MiB" % (status.db_size / 1048576.0, ETCD_QUOTA // 1048576)
-    if out.get("db_size", 0) * 10 >= ETCD_QUOTA * 8:
-        found.append(fmod.finding(fmod.CRITICAL, "etcd", "etcd", "database %s: over 80 %% of its quota; defragment "
-                                  "it (talosctl etcd defrag) or raise the quota" % out["db"], key="db"))
+        answered.append(name)
+        if status.leader:
+            leaders.add(status.leader)
+        unhealthy = fmod.member_errors(name, list(status.errors))
+        if unhealthy:
+            found.append(unhealthy)
+        elif not status.errors:
+            out["healthy"].append(name)
+        row = by_address.get(address)
+        quota, source = _quota(row) if row is not None and row["docs"] is not None else cluster_quota
+        full = fmod.database(name, status.db_size, quota, source)
+        if full:
+            found.append(full)
+        share = status.db_size / float(quota) if quota and quota > 0 else 0.0
+        if fullest is None or share > fullest[0]:
+            fullest = (share, name, status.db_size, quota, source)
+    if answered and not leaders:
+        found.append(fmod.no_leader(answered))
+    elif leaders:
+        out["leader"] = ", ".join(sorted(names.get(leader) or "%x (no member listed)" % leader for leader in leaders))
+    if fullest is not None:
+        unused_share, name, size, quota, source = fullest
+        out["db"] = "%.1f MiB of %s (%s, %s)" % (size / fmod.MIB, "%.0f MiB" % (quota / fmod.MIB) if quota and quota > 0
+                                                 else "no quota", name, source)
+        out["db_size"], out["quota"] = size, quota
     out["healthy"].sort()
     return out
+
+
+def _quota(row):
+    """(the etcd quota in bytes, where it comes from) of a control plane's config: ``cluster.etcd.extraArgs``'s
+    quota-backend-bytes, else etcd's default (Talos sets none); None (no quota) when it is negative, as etcd reads it."""
+    legacy = documents.find(row["docs"] or [], documents.LEGACY)
+    args = documents.get_path(legacy.body, "cluster.etcd.extraArgs") if legacy is not None else None
+    value = args.get(QUOTA_ARG) if isinstance(args, dict) else None
+    if isinstance(value, list):  # an argument given more than once: the last one counts, as for a flag
+        value = value[-1] if value else None
+    default = (ETCD_QUOTA, "etcd's default")
+    if value is None or isinstance(value, (dict, list, bool)):
+        return default
+    try:
+        quota = int(str(value).strip())
+    except ValueError:
+        return ETCD_QUOTA, "etcd's default; %s's %s is not a number" % (row["name"], QUOTA_ARG)
+    if quota == 0:
+        return default
+    return (quota if quota > 0 else None), "%s of %s's config" % (QUOTA_ARG, row["name"])
 
 
 def _cilium(kube, record, found):
@@ -507,6 +619,31 @@ def _ends(pem):
     return end.timestamp()
 
 
+def _kubeconfig_certificate(conn):
+    """(the PEM of the kubeconfig user's client certificate, or None; why it could not be read, or None): inline
+    (``client-certificate-data``) or a file (``client-certificate``, relative to the kubeconfig's directory, as
+    kubectl reads it)."""
+    user = conn.kubeconfig_user()
+    data = user.get("client-certificate-data")
+    if data:
+        try:
+            return base64.b64decode(data), None
+        except (TypeError, ValueError):
+            return None, None  # not base64: the client would have refused it before this
+    path = user.get("client-certificate")
+    if not path or not isinstance(path, str):
+        return None, None
+    kubeconfig = conn.kubeconfig_path()
+    path = os.path.join(os.path.dirname(kubeconfig) if kubeconfig else os.getcwd(), os.path.expanduser(path))
+    try:
+        data = untrusted.read_file(path, CERT_FILE_MAX)
+    except (IOError, OSError) as exc:
+        return None, "its certificate file %s cannot be read (%s)" % (path, exc.strerror or type(exc).__name__)
+    if len(data) > CERT_FILE_MAX:
+        return None, "its certificate file %s is larger than %d bytes" % (path, CERT_FILE_MAX)
+    return data, None
+
+
 def _credentials(conn, rows, now, expiry_days, found):
     """The client certificates the run uses and the cluster's CAs: when each ends, a finding when soon."""
     out = []
@@ -522,13 +659,11 @@ def _credentials(conn, rows, now, expiry_days, found):
     context = conn.talos_context()
     if context.credentials.crt is not None:
         judge("talosconfig client certificate", context.credentials.crt.reveal(), RENEW_TALOSCONFIG)
-    user = conn.kubeconfig_user()
-    data = user.get("client-certificate-data")
-    if data:
-        try:
-            judge("kubeconfig client certificate", base64.b64decode(data), RENEW_KUBECONFIG)
-        except (TypeError, ValueError):
-            pass  # not base64: the client would have refused it before this
+    pem, unread = _kubeconfig_certificate(conn)
+    if pem:
+        judge("kubeconfig client certificate", pem, RENEW_KUBECONFIG)
+    elif unread:
+        found.append(fmod.unread("kubeconfig client certificate", unread))
     cps = [r for r in rows if r["role"] == "controlplane" and r["docs"] is not None]
     if cps:
         try:

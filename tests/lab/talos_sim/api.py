@@ -415,13 +415,22 @@ async def etcd_member_list(node, req, caller):
 
 
 async def etcd_status(node, req, caller):
+    """etcd's maintenance Status as Talos relays it. Faults: ``etcd_db_size`` (bytes: the member's database),
+    ``etcd_no_leader`` (the member knows no leader: leader 0, and etcd adds its no-leader error, as its Status does),
+    ``etcd_errors`` (more errors, e.g. an alarm as etcd words it: "memberID:<id> alarm:NOSPACE ")."""
     mp = P.machine()
     c = _etcd_cluster(node, "etcd status")
-    s = mp.EtcdMemberStatus(protocol_version="3.6.0", db_size=20 * 1024 * 1024,
-                            db_size_in_use=12 * 1024 * 1024, leader=c.leader,
+    f = node.m.faults
+    size = int(f.get("etcd_db_size") or 20 * 1024 * 1024)
+    leader = 0 if f.get("etcd_no_leader") else c.leader
+    errors = ["etcdserver: no leader"] if not leader else []
+    extra = f.get("etcd_errors") or []
+    errors += [extra] if isinstance(extra, str) else [str(e) for e in extra]
+    s = mp.EtcdMemberStatus(protocol_version="3.6.0", db_size=size,
+                            db_size_in_use=min(size, 12 * 1024 * 1024), leader=leader,
                             raft_index=c.raft_index, raft_term=c.raft_term,
                             raft_applied_index=c.raft_index, member_id=node.m.etcd_member_id,
-                            is_learner=False, storage_version="3.6.0")
+                            is_learner=False, storage_version="3.6.0", errors=errors)
     return mp.EtcdStatusResponse(messages=[mp.EtcdStatus(member_status=s)])
 
 

@@ -15,7 +15,8 @@ POST /machines/<name>/faults      {"unreachable", "latency_ms", "fail_call", "fa
                                    "fail_message", "fail_count", "new_address_on_reboot",
                                    "interrupt_reset", "apply_needs_reboot",
                                    "installer_exit_code", "kubeprism_unhealthy",
-                                   "lose_reply", "etcd_snapshot_file", "installer_seconds"}; ``{}``
+                                   "lose_reply", "etcd_snapshot_file", "installer_seconds",
+                                   "etcd_db_size", "etcd_no_leader", "etcd_errors"}; ``{}``
                                    clears all
 POST /machines/<name>/cni_files   {"files": {name: content} | null}: /etc/cni/net.d (null: what
                                    the machine's CNI writes), for MachineService/List

@@ -491,7 +491,7 @@ class Lab:
         allowed = {"unreachable", "latency_ms", "fail_call", "fail_code", "fail_message",
                    "fail_count", "new_address_on_reboot", "interrupt_reset", "apply_needs_reboot",
                    "installer_exit_code", "kubeprism_unhealthy", "lose_reply", "etcd_snapshot_file",
-                   "installer_seconds"}
+                   "installer_seconds", "etcd_db_size", "etcd_no_leader", "etcd_errors"}
         unknown = set(faults) - allowed
         if unknown:
             raise ValueError("unknown faults: %s" % ", ".join(sorted(unknown)))
