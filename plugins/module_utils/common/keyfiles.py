@@ -72,7 +72,7 @@ def path(content, name="key"):
 def descriptor(where):
     """The descriptor behind an in-memory file's path (None for a file on disk): what a child process that reads the
     path must inherit (subprocess's ``pass_fds``), under the same number."""
-    head, _, number = where.rpartition("/")
+    head, number = os.path.split(where)
     return int(number) if head == _PROC_FD and number.isdigit() else None
 
 
@@ -91,7 +91,7 @@ def reading(content, name="key"):
 
 def forget():
     """Close every in-memory file held and remove the private directory: the end of a task."""
-    for fd, _ in _held.values():
+    for fd, unused_path in _held.values():
         if fd is not None:
             try:
                 os.close(fd)
