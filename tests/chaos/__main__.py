@@ -65,7 +65,7 @@ def main(argv=None):
     parser.add_argument("--ci-slice", nargs="?", const="", default=None, metavar="COMMIT",
                         help="run CI's slice of COMMIT (default: the checkout's)")
     args = parser.parse_args(argv)
-    seeds, record = None, None
+    seeds, record, commit = None, None, campaign.head_commit()
     if args.ci_slice is not None:
         commit, seeds = campaign.ci_slice(args.ci_slice or None)
         print("the campaign's slice of commit %s: seeds %s" % (commit, seeds), file=sys.stderr)
@@ -79,13 +79,14 @@ def main(argv=None):
         record = os.path.join(SOAKS, "%s-seeds-%d-%d.json" % (day, first, first + args.count - 1))
         with open(USED_SEEDS, "a") as handle:  # used from the moment it starts, whatever comes of it
             handle.write("%d-%d  %s  soak of commit %s (--count %d --jobs %d): %s\n" % (
-                first, first + args.count - 1, day, campaign.head_commit()[:12], args.count, args.jobs,
-                os.path.relpath(record, os.path.dirname(HERE))))
+                first, first + args.count - 1, day, commit[:12], args.count, args.jobs,
+                os.path.relpath(record, campaign.REPO)))
     elif args.seed is None:
         parser.error("--seed is needed to replay a schedule (--count 1)")
     summary = campaign.campaign(args.seed, args.count, budget_s=args.budget, jobs=args.jobs, seeds=seeds)
-    summary.update(commit=campaign.head_commit(), seed=args.seed, count=len(seeds) if seeds else args.count,
-                   jobs=args.jobs)
+    # the runs load the collection from the working tree: a commit made meanwhile is named too
+    summary.update(commit=commit, commit_at_end=campaign.head_commit(), seed=args.seed,
+                   count=len(seeds) if seeds else args.count, jobs=args.jobs)
     for path in (record, args.json):
         if path:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

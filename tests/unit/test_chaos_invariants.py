@@ -123,8 +123,8 @@ def test_a_run_writing_on_after_its_playbook_was_gone_is_a_violation():
 
 # -- the third run's recap, per host -------------------------------------------------------------------------------------
 def _recap(*lines):
-    return "\n".join(["PLAY [x] ****", "", "PLAY RECAP *********************************************"] + list(lines) +
-                      ["", "plan: nothing to do"])
+    head = ["PLAY [x] ****", "", "PLAY RECAP *********************************************"]
+    return "\n".join(head + list(lines) + ["", "plan: nothing to do"])
 
 
 UNCHANGED = "%-20s : ok=5    changed=0    unreachable=0    failed=0    skipped=2    rescued=0    ignored=0"
