@@ -13,6 +13,9 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import common_pb2, machine_pb2
 
+# the runtime dependencies' floors (h2, hpack, hyperframe, protobuf, kubernetes, PyYAML) run these too
+pytestmark = pytest.mark.floor
+
 
 def test_first_returns_the_message():
     reply = machine_pb2.VersionResponse(messages=[machine_pb2.Version(version={"tag": "v1.14.1"})])

@@ -12,6 +12,9 @@ import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import files, keyfiles, processes
 
+# the runtime dependencies' floors (h2, hpack, hyperframe, protobuf, kubernetes, PyYAML) run these too
+pytestmark = pytest.mark.floor
+
 MARKER = b"-----BEGIN PRIVATE KEY-----\nKEYFILES-MARKER-6c1d\n-----END PRIVATE KEY-----\n"
 
 

@@ -10,6 +10,9 @@ import yaml
 
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient, KubeError
 
+# the runtime dependencies' floors (h2, hpack, hyperframe, protobuf, kubernetes, PyYAML) run these too
+pytestmark = pytest.mark.floor
+
 
 @pytest.fixture
 def silent_server():

@@ -7,6 +7,9 @@ import pytest
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import transport
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.errors import TalosConfigError
 
+# the runtime dependencies' floors (h2, hpack, hyperframe, protobuf, kubernetes, PyYAML) run these too
+pytestmark = pytest.mark.floor
+
 BODY = b"MC4CAQAwBQYDK2VwBCIEIJ2cwQ6Y5d0m0F2x0b3n4c5d6e7f8g9h0i1j2k3l4m5n\n"
 
 

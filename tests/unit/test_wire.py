@@ -19,6 +19,9 @@ from tests.scripted_h2 import (
     OK_HEADERS, OK_TRAILERS, Server, answer, drain, grpc_message, headers, read_frame, read_request, reply, until)
 from tests.unit.conftest import mutate_bytes
 
+# the runtime dependencies' floors (h2, hpack, hyperframe, protobuf, kubernetes, PyYAML) run these too
+pytestmark = pytest.mark.floor
+
 
 @pytest.fixture(scope="module")
 def server():

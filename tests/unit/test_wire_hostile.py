@@ -19,6 +19,9 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from tests import scripted_h2 as h2f
 from tests.scripted_h2 import OK_HEADERS, OK_TRAILERS, Server, drain, grpc_message, headers, read_request
 
+# the runtime dependencies' floors (h2, hpack, hyperframe, protobuf, kubernetes, PyYAML) run these too
+pytestmark = pytest.mark.floor
+
 DEADLINE = 1.0
 # what a call may take beyond its deadline (the loop's turn, closing the connection) on a loaded CI machine
 SLACK = 1.5

@@ -66,12 +66,13 @@ def _bound_requests(rest_client, timeout):
     """Every request of this client, discovery included, gives up after ``timeout`` seconds.
 
     The library passes its own ``_request_timeout`` (None unless a caller sets one) down to urllib3, where None
-    means no limit, overriding any pool default: so the default is set where the request is made."""
+    means no limit, overriding any pool default: so the default is set where the request is made. As a (connect,
+    read) pair: kubernetes 30 takes a single number only when it is an int, and ignored a float."""
     request = rest_client.request
 
     def bounded(*args, **kwargs):
         if len(args) < 6 and kwargs.get("_request_timeout") is None:
-            kwargs["_request_timeout"] = timeout
+            kwargs["_request_timeout"] = (timeout, timeout)
         return request(*args, **kwargs)
 
     rest_client.request = bounded
