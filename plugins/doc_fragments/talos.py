@@ -37,7 +37,7 @@ options:
     type: float
     default: 30
 requirements:
-  - protobuf >= 4.25
+  - protobuf >= 5.28
   - h2 >= 4.1
   - cryptography
   - PyYAML
