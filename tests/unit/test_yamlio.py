@@ -8,6 +8,7 @@ import os
 import pytest
 import yaml
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import yamlload
 from ansible_collections.maesh.ichor.plugins.module_utils.config import yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
@@ -37,7 +38,7 @@ BROKEN = [
 @pytest.fixture
 def loader_on(monkeypatch):
     def use(base):
-        monkeypatch.setattr(yamlio, "_Loader", yamlio.safe_loader(base))
+        monkeypatch.setattr(yamlio, "_Loader", yamlload.text_dates(base))
     return use
 
 

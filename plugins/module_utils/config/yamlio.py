@@ -11,7 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted
+from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted, yamlload
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 
 try:
@@ -41,23 +41,9 @@ def _require():
 
 
 if HAS_YAML:
-    def safe_loader(base):
-        """A safe loader on ``base`` (a safe loader class) that keeps timestamps and other scalars as Go's YAML
-        would see them."""
-        class _Loader(base):  # pylint: disable=too-many-ancestors
-            pass
-
-        # Go's YAML decodes "2026-01-01" into a string field as the string; do not turn it into a date.
-        _Loader.yaml_implicit_resolvers = {
-            key: [(tag, regexp) for tag, regexp in value if tag != "tag:yaml.org,2002:timestamp"]
-            for key, value in yaml.SafeLoader.yaml_implicit_resolvers.items()
-        }
-        return _Loader
-
-    # libyaml's parser where PyYAML was built with it (the wheels are): about 20 times faster on a control plane's
-    # config, and it bounds nesting where the pure-Python loader recurses. Errors read the same from both
-    # (describe_error; tests/unit/test_yamlio.py runs each).
-    _Loader = safe_loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    # Go's YAML decodes "2026-01-01" into a string field as the string. Errors read the same from libyaml's loader
+    # and the pure one (describe_error; tests/unit/test_yamlio.py runs each).
+    _Loader = yamlload.TEXT_DATES
 
     class _Dumper(yaml.SafeDumper):  # pylint: disable=too-many-ancestors
         """Dumper with indented sequences and literal blocks for multi-line strings."""

@@ -18,6 +18,7 @@ try:
 except ImportError:  # pragma: no cover
     yaml = None
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import yamlload
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.errors import BundleError
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.objects import Ref, stamp
 
@@ -32,13 +33,7 @@ _KIND = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,62}\Z")
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 _NAME_LIMIT = 253
 
-if yaml is not None:
-    class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # pylint: disable=too-many-ancestors
-        """A safe loader that reads as kubectl (Go YAML to JSON) does: a date stays text."""
-
-    _Loader.yaml_implicit_resolvers = dict(
-        (key, [(tag, regexp) for tag, regexp in value if tag != "tag:yaml.org,2002:timestamp"])
-        for key, value in yaml.SafeLoader.yaml_implicit_resolvers.items())
+_Loader = yamlload.TEXT_DATES  # as kubectl (Go YAML to JSON) reads: a date stays text
 
 
 def _files(paths):

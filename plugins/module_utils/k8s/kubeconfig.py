@@ -27,7 +27,7 @@ try:
 except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
     HAS_YAML = False
 
-from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted
+from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted, yamlload
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import register_leaves
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import KubeError, quote
 
@@ -45,7 +45,7 @@ _NAME_LIMIT = 64
 _SHOWN_NAMES = 20
 
 if HAS_YAML:
-    _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml bounds nesting; the pure loader recurses
+    _LOADER = yamlload.LOADER  # libyaml bounds nesting; the pure loader recurses
 
 # What PyYAML's constructors raise on a scalar they cannot build under an explicit tag (!!int '', !!timestamp x).
 _CONSTRUCTOR_ERRORS = (ValueError, TypeError, OverflowError, AttributeError, LookupError, RecursionError)

@@ -34,7 +34,7 @@ except ImportError as _exc:  # reported by the module through missing_required_l
     HAS_DEPS = False
     IMPORT_ERROR = _exc
 
-from ansible_collections.maesh.ichor.plugins.module_utils.common import redact
+from ansible_collections.maesh.ichor.plugins.module_utils.common import redact, yamlload
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, wire
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.talosconfig import split_endpoint
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.transport import client_context, maintenance_context
@@ -381,7 +381,7 @@ MACHINE_CONFIG_TYPE = "MachineConfigs.config.talos.dev"
 _YAML_ERRORS = (ValueError, LookupError, AttributeError, RecursionError)
 if HAS_DEPS:
     _YAML_ERRORS += (yaml.YAMLError,)
-    _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    _LOADER = yamlload.LOADER
 
 
 def resource_dict(resource, resource_type=None):

@@ -23,7 +23,7 @@ try:
 except ImportError:  # pragma: no cover - reported by the module through missing_required_lib
     HAS_YAML = False
 
-from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted
+from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted, yamlload
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import Secret
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.errors import TalosConfigError
 
@@ -40,7 +40,7 @@ _PORT = re.compile(r"^[0-9]{1,5}$")
 _SHOWN_NAMES = 20
 
 if HAS_YAML:
-    _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml bounds nesting; the pure loader recurses
+    _LOADER = yamlload.LOADER  # libyaml bounds nesting; the pure loader recurses
 
 
 def default_path(environ=None):
