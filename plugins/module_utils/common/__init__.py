@@ -4,7 +4,8 @@
 """What every concern shares and nothing else owns: the error base class every expected failure derives from
 (``errors``), the redaction that keeps credentials out of any text we print and the type that carries them
 (``redact``), the one poll-until-deadline helper every wait uses (``poll``), the one image-reference parser
-(``images``), the one reader of version strings (``versions``), the one way a private file is written (``files``)
-and the guard of every reader of outside input: size, UTF-8, depth (``untrusted``), who runs a playbook (``who``),
-and the release set this collection is tested with, the one place a version is written (``release``). Plain Python:
-no Ansible, no network."""
+(``images``), the one reader of version strings (``versions``), the one way a private file is written (``files``),
+key material a library reads by path kept in memory (``keyfiles``), the YAML loaders (``yamlload``) and the guard of
+every reader of outside input: size, UTF-8, depth (``untrusted``), who runs a playbook (``who``) and which process
+runs it, alive or not (``processes``), and the release set this collection is tested with, the one place a version
+is written (``release``). Plain Python: no Ansible, no network."""
