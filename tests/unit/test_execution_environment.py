@@ -113,7 +113,7 @@ def test_the_builder_stage_finds_the_collections_requirements(context, installed
     # which ansible-core requires)
     expected = [line for line in _lines(os.path.join(REPO, "requirements.txt"))
                 if not re.match(r"(?i)(ansible-core|pyyaml)\b", line)]
-    assert _lines(pip) == expected and "kubernetes>=30,<38" in expected
+    assert _lines(pip) == expected and "kubernetes>=30.1.0,<38" in expected
     assert _lines(bindep) == _lines(os.path.join(REPO, "bindep.txt")) and "ca-certificates" in _lines(bindep)
 
 
