@@ -22,7 +22,7 @@ from tests import collection_path
 collection_path.ensure()
 
 # pylint: disable=wrong-import-position
-from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, documents, drift, secrets  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, documents, probing, secrets  # noqa: E402
 
 CONFIGS = os.path.join(collection_path.REPO, "tests", "fixtures", "configs")
 GOAL_MS = 50.0
@@ -47,7 +47,7 @@ def one(text, bundle, running):
     """Parse, map and probe one machine; returns (chosen contract, number of contracts probed)."""
     live = documents.parse(text)
     cluster_spec, machine_spec = adopt.from_config(live, running)
-    chosen, results = drift.probe(bundle, cluster_spec, machine_spec, live, running)
+    chosen, results = probing.probe(bundle, cluster_spec, machine_spec, live, running)
     return chosen, len(results)
 
 

@@ -20,8 +20,8 @@ import sys
 import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
-from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, contracts, documents, drift, images, render, \
-    secrets, spec
+from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, contracts, documents, drift, images, probing, \
+    render, secrets, spec
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from tests import config_cases
 
@@ -215,7 +215,7 @@ def test_render_hostname_and_defaults():
 @pytest.mark.parametrize("case_dir", CASE_DIRS, ids=_id)
 def test_probe_picks_the_fixture_contract(case_dir, role):
     case, bundle, cluster_spec, machine_spec, live = load_case(case_dir)
-    chosen, results = drift.probe(bundle, cluster_spec, dict(machine_spec, role=role), live[role], case["talos_version"])
+    chosen, results = probing.probe(bundle, cluster_spec, dict(machine_spec, role=role), live[role], case["talos_version"])
     assert chosen == case["contract"], dict((k, v.counts()) for k, v in results.items())
     assert results[chosen].zero
     expected = [c.name for c in contracts.probe_order(case["talos_version"])]
@@ -225,7 +225,7 @@ def test_probe_picks_the_fixture_contract(case_dir, role):
 
 def test_upgraded_config_at_v114_is_class_c():
     case, bundle, cluster_spec, machine_spec, live = load_case(os.path.join(CONFIGS, "upgraded", "v1.12.7-to-v1.14.1", "basic"))
-    chosen, results = drift.probe(bundle, cluster_spec, dict(machine_spec, role="controlplane"), live["controlplane"], "v1.14.1")
+    chosen, results = probing.probe(bundle, cluster_spec, dict(machine_spec, role="controlplane"), live["controlplane"], "v1.14.1")
     assert chosen == "v1.12"
     assert results["v1.14"].counts()["C"] > 20
     assert results["v1.14"].patch() is None
@@ -408,7 +408,7 @@ def test_adoption_maps_class_a_and_probes_the_contract(case_dir):
     adopted = adopt.read([(role, live[role], case["talos_version"]) for role in ROLES])
     assert adopted.unmapped == []
     for role, machine_spec in zip(ROLES, adopted.machines):
-        chosen, results = drift.probe(bundle, adopted.cluster, machine_spec, live[role], case["talos_version"])
+        chosen, results = probing.probe(bundle, adopted.cluster, machine_spec, live[role], case["talos_version"])
         assert chosen == case["contract"]
         result = results[chosen]
         assert not result.of_class("A") and not result.of_class("B")
@@ -515,7 +515,7 @@ def test_images_from_another_registry_are_class_c(contract, gen):
         assert all(d.live.startswith("registry.corp.example:5000/") for d in result.differences)
     # adoption reads the version from the tag; the registry stays class C
     adopted = adopt.read([(role, live[role], case["talos_version"]) for role in ROLES])
-    chosen, results = drift.probe(bundle, adopted.cluster, adopted.machines[1], live["worker"], case["talos_version"])
+    chosen, results = probing.probe(bundle, adopted.cluster, adopted.machines[1], live["worker"], case["talos_version"])
     assert chosen == contract and [g["hint"] for g in results[chosen].hints()] == [drift.HINT_IMAGE]
     # the tag alone differing (forward) is still class A, a digest pin is not
     plain = load_case(os.path.join(CONFIGS, contract, gen, "basic"))
@@ -539,7 +539,7 @@ def test_mirror_with_mixed_override_path_is_class_c(contract, gen):
     adopted = adopt.read([(role, live[role], case["talos_version"]) for role in ROLES])
     assert adopted.cluster["registries"] == []
     for role, machine in zip(ROLES, adopted.machines):
-        chosen, results = drift.probe(bundle, adopted.cluster, machine, live[role], case["talos_version"])
+        chosen, results = probing.probe(bundle, adopted.cluster, machine, live[role], case["talos_version"])
         result = results[chosen]
         assert _paths(result) == ["registries/docker.io:endpoints", "registries/docker.io:overridePath"]
         assert [g["hint"] for g in result.hints()] == [drift.HINT_MIRROR_MIXED] and result.patch() is None
@@ -568,7 +568,7 @@ def test_adoption_does_not_depend_on_machine_order(contract, gen):
     basic = load_case(os.path.join(CONFIGS, contract, gen, "basic"))
     adopted = adopt.read([("w", basic[4]["worker"], case["talos_version"]), ("cp", basic[4]["controlplane"], case["talos_version"])])
     assert adopted.cluster["cni"]["unmanaged"]["talosCNI"] == "default"
-    chosen, results = drift.probe(basic[1], adopted.cluster, adopted.machines[1], basic[4]["controlplane"], case["talos_version"])
+    chosen, results = probing.probe(basic[1], adopted.cluster, adopted.machines[1], basic[4]["controlplane"], case["talos_version"])
     assert results[chosen].zero
 
 
@@ -586,7 +586,7 @@ def test_adoption_compares_every_field_across_machines():
     # the value taken does not depend on the order; a machine stating another one is blocked, by field
     blocked = {}
     for (name, docs, unused_ver), machine in zip(configs, adopted.machines):
-        chosen, results = drift.probe(bundle, adopted.cluster, machine, docs, "v1.14.1", adopted.unmapped)
+        chosen, results = probing.probe(bundle, adopted.cluster, machine, docs, "v1.14.1", adopted.unmapped)
         blocked[name] = sorted(g["hint"] for g in results[chosen].hints())
     assert blocked == {"cp": [], "w1": [], "w2": [drift.HINT_DISAGREE % "spec.kernelModules", drift.HINT_DISAGREE % "spec.sysctls"]}
 
@@ -597,7 +597,7 @@ def test_split_sans_are_class_c():
     body["cluster"]["apiServer"]["certSANs"] = ["only-the-api.example.com"]
     docs = [documents.legacy(body)] + live["controlplane"][1:]
     adopted = adopt.read([("cp", docs, "v1.13.9")])
-    chosen, results = drift.probe(bundle, adopted.cluster, adopted.machines[0], docs, "v1.13.9")
+    chosen, results = probing.probe(bundle, adopted.cluster, adopted.machines[0], docs, "v1.13.9")
     assert set(g["hint"] for g in results[chosen].hints()) == {drift.HINT_SANS_SPLIT}
 
 
@@ -607,24 +607,24 @@ def test_tie_is_reported_and_settled_per_cluster():
     adopted = adopt.read([(role, live[role], "v1.14.1") for role in ROLES])
     probed = {}
     for role, machine in zip(ROLES, adopted.machines):
-        probed[role] = drift.probe(bundle, adopted.cluster, machine, live[role], "v1.14.1")
-        assert drift.ties(*probed[role]) == ["v1.13", "v1.12"]
-    chosen, lines = drift.settle(probed)
+        probed[role] = probing.probe(bundle, adopted.cluster, machine, live[role], "v1.14.1")
+        assert probing.ties(*probed[role]) == ["v1.13", "v1.12"]
+    chosen, lines = probing.settle(probed)
     assert chosen == {"controlplane": "v1.13", "worker": "v1.13"}
     assert lines == ["contract tie: the configs of controlplane, worker read as v1.12 and v1.13 alike (v1.12 differs from v1.13 only by "
                      "an empty machine.network, which these fill); all taken as v1.13, the newest contract all of them fit "
                      "(no other machine tells)"]
     # one machine of the cluster tells: its Talos (v1.12.7) leaves only v1.12, or its config has machine.network: {}
-    probed["old-cp"] = drift.probe(bundle, adopted.cluster, adopted.machines[0], live["controlplane"], "v1.12.7")
-    chosen, lines = drift.settle(probed)
+    probed["old-cp"] = probing.probe(bundle, adopted.cluster, adopted.machines[0], live["controlplane"], "v1.12.7")
+    chosen, lines = probing.settle(probed)
     assert chosen == {"controlplane": "v1.12", "worker": "v1.12", "old-cp": "v1.12"}
     assert lines[0].endswith("all taken as v1.12, as old-cp tells (config or Talos version)")
     plain = load_case(os.path.join(CONFIGS, "upgraded", "v1.12.7-to-v1.14.1", "basic"))
-    probed = {"w": probed["worker"], "plain": drift.probe(plain[1], plain[2], dict(plain[3], role="worker"), plain[4]["worker"], "v1.14.1")}
+    probed = {"w": probed["worker"], "plain": probing.probe(plain[1], plain[2], dict(plain[3], role="worker"), plain[4]["worker"], "v1.14.1")}
     assert probed["plain"][0] == "v1.12"
-    assert drift.settle(probed)[0] == {"w": "v1.12", "plain": "v1.12"}
+    assert probing.settle(probed)[0] == {"w": "v1.12", "plain": "v1.12"}
     # nothing tied: nothing to say
-    assert drift.settle({"plain": probed["plain"]}) == ({"plain": "v1.12"}, [])
+    assert probing.settle({"plain": probed["plain"]}) == ({"plain": "v1.12"}, [])
 
 
 def test_yaml_errors_never_quote_the_document():
@@ -717,7 +717,7 @@ def test_images_pinned_by_digest_are_read_by_their_tag_and_the_digest_reported(c
     adopted = adopt.read([(role, live[role], case["talos_version"]) for role in ROLES])
     assert adopted.cluster["kubernetesVersion"] == case["kubernetes_version"]
     for index, role in enumerate(ROLES):
-        chosen, results = drift.probe(bundle, adopted.cluster, adopted.machines[index], live[role], case["talos_version"])
+        chosen, results = probing.probe(bundle, adopted.cluster, adopted.machines[index], live[role], case["talos_version"])
         found = results[chosen]
         images_seen = [d for d in found.differences if d.path.endswith("image")]
         assert images_seen and all(d.cls == "C" and "@sha256:" in d.to_dict()["live"] for d in images_seen)
@@ -735,7 +735,7 @@ def test_a_kubernetes_upgrade_stopped_halfway_is_never_a_silent_minor_downgrade(
     running = images.component_versions(live["controlplane"])
     assert release.parse(running["kube-apiserver"])[:2] > release.parse(running["kubelet"])[:2]
     assert adopted.cluster["kubernetesVersion"] == running["kubelet"].lstrip("v")
-    chosen, results = drift.probe(bundle, adopted.cluster, adopted.machines[0], live["controlplane"], case["talos_version"])
+    chosen, results = probing.probe(bundle, adopted.cluster, adopted.machines[0], live["controlplane"], case["talos_version"])
     back = [d for d in results[chosen].differences if d.path.endswith("image")]
     assert len(back) == 4 and all((d.cls, d.hint) == ("C", drift.HINT_DOWNGRADE) for d in back)  # apiserver, cm, sched, proxy
     assert not [d for d in results[chosen].differences if d.cls == "A" and d.path.endswith("image")]

@@ -24,7 +24,7 @@ import random
 
 import yaml
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, documents, drift, render, secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, documents, drift, probing, render, secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from tests import config_cases
 
@@ -256,7 +256,7 @@ def engine(config, live_text, scenario):
         else:
             adopted = adopt.read([(role, cluster[role], talos) for role in ROLES])
             cluster_spec, machine_spec, unmapped = adopted.cluster, adopted.machines[ROLES.index(config.role)], adopted.unmapped
-            contract, _results = drift.probe(bundle, cluster_spec, machine_spec, live, talos, unmapped)
+            contract, _results = probing.probe(bundle, cluster_spec, machine_spec, live, talos, unmapped)
         cluster_spec = dict(cluster_spec, versionContract=contract)
         rendered = render.render(bundle, cluster_spec, machine_spec, contract)
         found = drift.drift(rendered, live, cluster_spec, contract, unmapped)

@@ -20,7 +20,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import rules
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt as mapping
-from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, drift, render, secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, drift, probing, render, secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
@@ -199,8 +199,8 @@ def _probe_all(bundle, cluster_spec, specs_by_name, read, docs, unmapped):
     probed = {}
     for f in read:
         try:
-            probed[f["name"]] = drift.probe(bundle, cluster_spec, specs_by_name[f["name"]], docs[f["name"]],
-                                            f["version"], unmapped)
+            probed[f["name"]] = probing.probe(bundle, cluster_spec, specs_by_name[f["name"]], docs[f["name"]],
+                                              f["version"], unmapped)
         except ConfigError as exc:
             raise rules.Refusal("%s: %s" % (f["name"], exc))
     return probed
@@ -230,7 +230,7 @@ def _drift(params, result, read, docs, bundle, preset, kube_proxy):
     specs_by_name = dict((f["name"], specs.machine(spec, cluster_spec)) for f, spec in zip(read, adoption.machines))
     override = rules.contract_override(params.get("version_contract"))
     probed = _probe_all(bundle, cluster_spec, specs_by_name, read, docs, adoption.unmapped)
-    settled, tie_lines = drift.settle(probed)
+    settled, tie_lines = probing.settle(probed)
     contract = override or _cluster_contract(probed, settled)
     plan.append("version contract: %s (%s)" % (contract, "the operator's override" if override else "probed: " + "; ".join(
         "%s %s" % (name, ", ".join("%s C=%d" % (c, d.counts()["C"]) for c, d in sorted(

@@ -25,7 +25,7 @@ __metaclass__ = type
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import poll
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
-from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, drift, render, secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, drift, probing, render, secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
@@ -144,12 +144,12 @@ def _run(params, conn, check_mode, result, clock):
         contract = contracts.get(explicit).name
         found = drift.drift(render.render(bundle, cluster, machine, contract), live, cluster, contract)
     else:
-        contract, probed = drift.probe(bundle, cluster, machine, live, ver)
+        contract, probed = probing.probe(bundle, cluster, machine, live, ver)
         found = probed[contract]
         result["probe"] = dict((name, each.counts()) for name, each in probed.items())
         plan.append("%s: Talos %s; contract probed %s: %s" % (node, ver, contract, ", ".join(
             "%s C=%d" % (name, each.counts()["C"]) for name, each in probed.items())))
-        tied = drift.ties(contract, probed)
+        tied = probing.ties(contract, probed)
         if len(tied) > 1:
             plan.append("%s: contract tie: its config reads as %s alike; took %s, the highest (set cluster.versionContract "
                         "to choose; a cluster-wide run settles ties for all its machines)" % (node, " and ".join(tied), contract))
