@@ -11,12 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v4"
-
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
-	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 )
 
 // BundleVariant is one combination of the secrets a machinery bundle may hold or not: the Secrets encryption keys
@@ -209,28 +206,8 @@ func generateVariant(v BundleVariant, contract string, vc *config.VersionContrac
 
 	v.Case = c
 
-	secretsBytes, err := yaml.Marshal(b)
-	if err != nil {
+	if err = writeConfigs(dir, b, configBundle, encoder.CommentsDisabled); err != nil {
 		return err
-	}
-
-	if err = os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-
-	if err = os.WriteFile(filepath.Join(dir, "secrets.yaml"), secretsBytes, 0o600); err != nil {
-		return err
-	}
-
-	for _, mt := range []machine.Type{machine.TypeControlPlane, machine.TypeWorker} {
-		data, err := configBundle.Serialize(encoder.CommentsDisabled, mt)
-		if err != nil {
-			return err
-		}
-
-		if err = os.WriteFile(filepath.Join(dir, mt.String()+".conf"), data, 0o644); err != nil {
-			return err
-		}
 	}
 
 	raw, err := json.MarshalIndent(v, "", "  ")

@@ -119,13 +119,23 @@ func generateCase(c Case, contract string, vc *config.VersionContract, dir strin
 		return fmt.Errorf("secrets bundle validation: %w", err)
 	}
 
-	secretsBytes, err := yaml.Marshal(secretsBundle)
+	// talosctl gen config --with-secrets
+	configBundle, err := configBundleFor(&c, vc, secretsBundle)
 	if err != nil {
 		return err
 	}
 
-	// talosctl gen config --with-secrets
-	configBundle, err := configBundleFor(&c, vc, secretsBundle)
+	if err = writeConfigs(dir, secretsBundle, configBundle, encoder.CommentsAll); err != nil {
+		return err
+	}
+
+	return writeCaseJSON(dir, &c)
+}
+
+// writeConfigs writes what talosctl would into dir: the secrets bundle (secrets.yaml, 0600) and the config of each
+// machine type (controlplane.conf, worker.conf), serialized with comments.
+func writeConfigs(dir string, secretsBundle *secrets.Bundle, configBundle *bundle.Bundle, comments encoder.CommentsFlags) error {
+	secretsBytes, err := yaml.Marshal(secretsBundle)
 	if err != nil {
 		return err
 	}
@@ -139,7 +149,7 @@ func generateCase(c Case, contract string, vc *config.VersionContract, dir strin
 	}
 
 	for _, mt := range []machine.Type{machine.TypeControlPlane, machine.TypeWorker} {
-		data, err := configBundle.Serialize(encoder.CommentsAll, mt)
+		data, err := configBundle.Serialize(comments, mt)
 		if err != nil {
 			return err
 		}
@@ -149,7 +159,7 @@ func generateCase(c Case, contract string, vc *config.VersionContract, dir strin
 		}
 	}
 
-	return writeCaseJSON(dir, &c)
+	return nil
 }
 
 // configBundleFor runs `talosctl gen config --with-secrets` for the case: machinery's bundle.NewBundle with the
