@@ -53,7 +53,8 @@ options:
   duration:
     description:
       - Seconds the lock stays this run's after it was taken or last renewed; the heartbeat renews it every third of
-        that while the playbook lives, so this is how long a killed run's lock holds others off. At least 3.
+        that while the playbook lives (once a second at most), so this is how long a killed run's lock holds others
+        off. At least 2.
     type: int
     default: 45
   break_holder:

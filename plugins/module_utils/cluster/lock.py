@@ -25,9 +25,9 @@ def run(params, conn, check_mode):
     if params["state"] == "released":
         result["plan"] = lock.release(conn.kube(), holder, check=check_mode)
         return result
-    if params["duration"] < 3:
-        raise lock.LockError("duration %d is too short: the heartbeat renews the lock every third of it; give at "
-                             "least 3 seconds (default %d)" % (params["duration"], lock.DURATION))
+    if params["duration"] < 2:  # the heartbeat renews at most once a second: a lock lapses after two missed renewals
+        raise lock.LockError("duration %d is too short: the heartbeat renews the lock once a second at most; give at "
+                             "least 2 seconds (default %d)" % (params["duration"], lock.DURATION))
     by = params["operator"] or who.local_user()
     playbook = processes.playbook()
     result["plan"] = lock.acquire(conn.kube(), holder, params["duration"], check=check_mode, process=playbook,
