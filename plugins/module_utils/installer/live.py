@@ -10,6 +10,7 @@ __metaclass__ = type
 
 import copy
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import retry
 from ansible_collections.maesh.ichor.plugins.module_utils.installer import bundle, inventory, prune, snapshot
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.errors import InstallerError
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.objects import (
@@ -284,25 +285,26 @@ class Installer:
         """Write refs_of(the inventory's refs now) in one update conditional on what was read (resourceVersion), so a
         write never replaces one it did not see; read again and redo on a conflict. The refs written, or None when the
         inventory already was that."""
-        for _attempt in range(attempts):
+        def put():
             configmap = self.client.get("v1", "ConfigMap", inventory.INVENTORY_NAME, self.namespace)
             current, _warnings = inventory.parse(configmap)
             refs = refs_of(current or [])
             body = inventory.configmap(refs, self.namespace)
             if configmap is not None and (configmap.get("data") or {}) == body["data"]:
                 return None
-            try:
-                if configmap is None:
-                    self._ensure_namespace()
-                    self.client.create(body)
-                else:
-                    body["metadata"]["resourceVersion"] = configmap["metadata"].get("resourceVersion")
-                    self.client.replace(body)
-                return refs
-            except Conflict:
-                continue  # another writer got there first: build on what it wrote
-        raise InstallerError("the installer inventory %s/%s changed %d times while this run wrote it; run again"
-                             % (self.namespace, inventory.INVENTORY_NAME, attempts))
+            if configmap is None:
+                self._ensure_namespace()
+                self.client.create(body)
+            else:
+                body["metadata"]["resourceVersion"] = configmap["metadata"].get("resourceVersion")
+                self.client.replace(body)
+            return refs
+
+        try:  # on a Conflict another writer got there first: read again and build on what it wrote
+            return retry.attempt(put, attempts, Conflict)[0]
+        except retry.Exhausted:
+            raise InstallerError("the installer inventory %s/%s changed %d times while this run wrote it; run again"
+                                 % (self.namespace, inventory.INVENTORY_NAME, attempts))
 
     def restore(self, entries):
         """Put every snapshotted object back as it was; returns the refs that had to be re-created."""

@@ -15,6 +15,7 @@ __metaclass__ = type
 
 import time
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import retry
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import Conflict, KubeError
 from ansible_collections.maesh.ichor.plugins.module_utils.machine import facts as machine_facts
@@ -163,10 +164,8 @@ class LiveIO:
 
     def register(self, uuid, node, at):
         kube = self._clients()[1]
-        for attempt in range(RECORD_ATTEMPTS):
-            try:
-                return cluster_record.update(kube, lambda data: flow.add_pending(data, uuid, node, at))[2]
-            except Conflict:
-                if attempt == RECORD_ATTEMPTS - 1:
-                    raise
-        return False
+        try:
+            return retry.attempt(lambda: cluster_record.update(kube, lambda data: flow.add_pending(data, uuid, node, at))[2],
+                                 RECORD_ATTEMPTS, Conflict)[0]
+        except retry.Exhausted as exc:
+            raise exc.last
