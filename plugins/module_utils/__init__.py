@@ -9,8 +9,11 @@ function included; tests/unit/test_shape.py fails on one that does not.
 - ``talos/`` (the Talos API client) and ``k8s/`` (the Kubernetes API client) import only ``common/``.
 - ``config/`` (the machine-config engine and the secrets bundle) imports only ``common/``, ``talos/`` and ``k8s/``.
 - The feature packages (``adopt/``, ``cilium/``, ``cluster/``, ``init/``, ``installer/``, ``machine/``,
-  ``reclaim/``, ``rollout/``, ``status/``: the flows of the modules) import the layers above. One imports another
-  only through the modules that one names in its ``INTERFACE``, and never in a circle.
+  ``reclaim/``, ``rollout/``, ``status/``, and the ones this round adds: ``recovery/`` for backup, verify and
+  recover, ``credentials/`` for CA rotation and renewal, ``membership/`` for join and remove: the flows of the
+  modules) import the layers above. One imports another only through the modules that one names in its
+  ``INTERFACE``, and never in a circle. A rollout's batches and gates are ``rollout/``'s; a typed field of the
+  cluster or machine spec is ``config/``'s, beside the fields it extends.
 - ``ansible_module/`` is the only glue to Ansible (the runner, the option specs): it may import every layer, and
   only plugins import it.
 """

@@ -47,6 +47,8 @@ attributes:
     description: Nothing is changed; each machine's drift is in RV(machines).
 options: {}
 notes:
+  - The flow of this module is C(plugins/module_utils/adopt/inspection.py), run in the controller by its action plugin
+    C(plugins/action/adopt_plan.py).
   - The machine configs are read with the talosconfig's identity, which needs the C(os:admin) role.
 """
 

@@ -24,6 +24,9 @@ description:
     render is applied; once the machine is back with its config read back at zero drift and its Node is Ready, the
     hold is lifted."
   - A machine not held (released earlier) is left alone, so a rerun changes nothing.
+notes:
+  - The flow of this module is C(plugins/module_utils/adopt/release.py), run in the controller by its action plugin
+    C(plugins/action/adopt_release.py).
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

@@ -46,6 +46,8 @@ options:
     type: str
     required: true
 notes:
+  - The flow of this module is C(plugins/module_utils/adopt/write.py), run in the controller by its action plugin
+    C(plugins/action/adopt_write.py).
   - The machine configs are read with the talosconfig's identity, which needs the C(os:admin) role.
 """
 

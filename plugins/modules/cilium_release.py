@@ -104,6 +104,8 @@ options:
     type: float
     default: 600
 notes:
+  - The flow of this module is C(plugins/module_utils/cilium/release.py), run in the controller by its action plugin
+    C(plugins/action/cilium_release.py).
   - Run M(maesh.ichor.cilium_takeover) once first on a cluster whose Cilium was installed another way.
   - The upgrade role passes C(ichor_upgrade_cilium_chart) as O(chart).
   - The kubeconfig's user needs what helm needs to upgrade every object of the chart (the installer bundle's Cilium

@@ -137,6 +137,8 @@ options:
     type: float
     default: 600
 notes:
+  - The flow of this module is C(plugins/module_utils/cilium/takeover.py), run in the controller by its action plugin
+    C(plugins/action/cilium_takeover.py).
   - Adopt calls this module in its third phase; it also runs on its own, for a cluster already adopted.
   - The kubeconfig's user needs get on DaemonSets, Deployments, ConfigMaps and the chart's objects, list on Secrets of
     the foreign release's namespace and of C(ichor-system) and on Nodes, and patch (server-side apply, dry run) on every

@@ -25,6 +25,9 @@ description:
     kube-ovn, ovn-kubernetes, aws-node, kindnet, canal) are those CNIs. C(two-cnis) is CNI DaemonSets of two
     CNIs, or of one CNI in two namespaces. C(none) is no CNI DaemonSet in any namespace.
   - The Talos side (the machine config's CNI selection, KubePrism, kube-proxy) is M(maesh.ichor.talos_facts)'s.
+notes:
+  - The flow of this module is C(plugins/module_utils/cluster/facts.py), run in the controller by its action plugin
+    C(plugins/action/cluster_facts.py).
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

@@ -66,6 +66,8 @@ options:
     description: Who breaks a lock, for the record (the playbooks give AWX's C(awx_user_name)); the local user when omitted.
     type: str
 notes:
+  - The flow of this module is C(plugins/module_utils/cluster/lock.py), run in the controller by its action plugin
+    C(plugins/action/cluster_lock.py).
   - Taking and giving back the lock report C(changed=false) (it is the run's bookkeeping, gone when the run ends), so
     a run that changes nothing else reports C(changed=0). Its writes (the Lease taken, renewed and given back) are
     the only ones such a run makes.

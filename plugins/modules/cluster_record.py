@@ -17,6 +17,9 @@ description:
     overwrite each other; the losing run fails and is rerun.
   - Stored versions (C(talos), C(kubernetes), C(contract)) can only move to the release set's values and never
     down.
+notes:
+  - The flow of this module is C(plugins/module_utils/rollout/record.py), run in the controller by its action plugin
+    C(plugins/action/cluster_record.py).
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

@@ -41,6 +41,9 @@ description:
   - Writes nothing, in check mode or not, unless O(acknowledge) is a token; then it records the class A and B drift
     found now as known in the cluster record (the last acknowledgement's list is replaced), under the cluster lock,
     if it is what the run that printed the token found, and refuses otherwise.
+notes:
+  - The flow of this module is C(plugins/module_utils/status/flow.py), run in the controller by its action plugin
+    C(plugins/action/cluster_status.py).
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

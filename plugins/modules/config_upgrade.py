@@ -22,6 +22,9 @@ description:
     its etcd member with a quorum, and its Node Ready before the next machine starts.
   - The config is read back and must equal the render. A machine already in the set's form is skipped, so a failed
     run resumes where it stopped.
+notes:
+  - The flow of this module is C(plugins/module_utils/rollout/config_step.py), run in the controller by its action
+    plugin C(plugins/action/config_upgrade.py).
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

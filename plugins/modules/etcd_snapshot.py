@@ -41,6 +41,8 @@ options:
     type: path
     required: true
 notes:
+  - The flow of this module is C(plugins/module_utils/machine/etcd_snapshot.py), run in the controller by its action
+    plugin C(plugins/action/etcd_snapshot.py).
   - The talosconfig's role must allow the call (C(os:admin), C(os:operator) or C(os:etcd:backup)).
 """
 

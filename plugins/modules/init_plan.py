@@ -92,6 +92,8 @@ options:
         generates one there.
     type: path
 notes:
+  - The flow of this module is C(plugins/module_utils/init/plan.py), run in the controller by its action plugin
+    C(plugins/action/init_plan.py).
   - The Talos connection options are used only when O(talosconfig) names a file that exists (init writes it), to read
     machines configured by this cluster; machines in maintenance mode are read without a certificate.
 """

@@ -18,6 +18,9 @@ description:
     identity (UUID, address, role) and spec. So an AWX job that keeps no files can run the next playbook.
   - Written once - a rerun changes nothing. A machine that joins later is added, and its pending entry (from
     the playbook C(maesh.ichor.reclaim)) leaves the record. No machine is held.
+notes:
+  - The flow of this module is C(plugins/module_utils/init/write.py), run in the controller by its action plugin
+    C(plugins/action/init_record.py).
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

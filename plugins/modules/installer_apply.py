@@ -30,6 +30,9 @@ description:
   - C(changed) says whether this module writes (the snapshot and the objects), in check mode as in a real run. The
     inventory is written by M(maesh.ichor.installer_prune), so a change of the inventory alone does not make it
     C(changed).
+notes:
+  - The flow of this module is C(plugins/module_utils/installer/stages.py), run in the controller by its action plugin
+    C(plugins/action/installer_apply.py).
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

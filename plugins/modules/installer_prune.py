@@ -29,6 +29,9 @@ description:
     succeeded it is removed.
   - Entries of the previous inventory that are malformed, or name a kind the API server no longer serves (a custom
     resource whose CRD is gone), are skipped with a warning; the new inventory no longer lists them.
+notes:
+  - The flow of this module is C(plugins/module_utils/installer/stages.py), run in the controller by its action plugin
+    C(plugins/action/installer_prune.py).
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

@@ -23,6 +23,9 @@ description:
     finish, restore its snapshot by hand with that id as O(run_id) (the plan of M(maesh.ichor.installer_apply) shows
     it, with its number of objects).
   - Without a snapshot there is nothing to restore and nothing is written.
+notes:
+  - The flow of this module is C(plugins/module_utils/installer/stages.py), run in the controller by its action plugin
+    C(plugins/action/installer_restore.py).
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

@@ -24,6 +24,9 @@ description:
     (C(apiserver_requested_deprecated_apis) in C(/metrics)); an API whose C(removed_release) is at or below the
     target refuses the step with the API names.
   - A machine already at the target is skipped, so a failed run resumes where it stopped.
+notes:
+  - The flow of this module is C(plugins/module_utils/rollout/kubernetes_step.py), run in the controller by its action
+    plugin C(plugins/action/kubernetes_upgrade.py).
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

@@ -29,6 +29,9 @@ description:
     by the set's Talos. Read-only.
   - The C(talos) step's plan names each machine it would upgrade, in order, with the installer image and what the
     step waits for, so that a plan in check mode reads every machine once, here, rather than once per machine.
+notes:
+  - The flow of this module is C(plugins/module_utils/rollout/check.py), run in the controller by its action plugin
+    C(plugins/action/release_check.py).
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

@@ -49,6 +49,8 @@ options:
     type: float
     default: 600
 notes:
+  - The flow of this module is C(plugins/module_utils/machine/bootstrap.py), run in the controller by its action
+    plugin C(plugins/action/talos_bootstrap.py).
   - Bootstrap needs the talosconfig role C(os:admin).
 """
 

@@ -30,6 +30,9 @@ description:
     config's facts are null and C(config_unread) says why.
   - The machines are addressed through the talosconfig's endpoints (the C(node) gRPC metadata), as
     C(talosctl -n) does.
+notes:
+  - The flow of this module is C(plugins/module_utils/machine/cluster_read.py), run in the controller by its action
+    plugin C(plugins/action/talos_facts.py).
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

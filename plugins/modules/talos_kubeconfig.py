@@ -19,6 +19,9 @@ description:
     same API server and cluster CA) is kept and the task reports no change.
   - A file that holds another cluster's kubeconfig, or no kubeconfig, is never overwritten; the module fails.
   - The kubeconfig is a root credential of the cluster; it is never returned or printed.
+notes:
+  - The flow of this module is C(plugins/module_utils/machine/kubeconfig.py), run in the controller by its action
+    plugin C(plugins/action/talos_kubeconfig.py).
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

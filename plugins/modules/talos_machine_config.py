@@ -37,6 +37,9 @@ description:
     range each fail with one line and nothing applied.
   - Given the cluster's kubeconfig, a machine that adopt holds (the cluster record's hold, until adopt's release
     phase lifts it) is refused with nothing sent to it.
+notes:
+  - The flow of this module is C(plugins/module_utils/machine/machine_config.py), run in the controller by its action
+    plugin C(plugins/action/talos_machine_config.py).
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

@@ -134,6 +134,8 @@ options:
         O(talosconfig_content).
     type: path
 notes:
+  - The flow of this module is C(plugins/module_utils/reclaim/live.py) with C(plugins/module_utils/reclaim/flow.py),
+    run in the controller by its action plugin C(plugins/action/talos_reset.py).
   - The typed UUID is the consent. In AWX the job template's survey asks for it as text; see C(docs/awx/README.md).
 seealso:
   - module: maesh.ichor.init_plan

@@ -20,6 +20,9 @@ description:
   - An existing valid file is kept as it is (its mode is set to 0600 if it was not). An existing file that is not
     a valid bundle is never overwritten; the module fails and writes nothing.
   - The bundle is never printed, returned or logged; only a fingerprint of the Talos CA certificate is returned.
+notes:
+  - The flow of this module is C(plugins/module_utils/machine/secrets.py), run in the controller by its action plugin
+    C(plugins/action/talos_secrets.py).
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

@@ -26,6 +26,9 @@ description:
   - Waits for the machine to answer with the new version, a control plane's etcd member to be healthy with the
     cluster in quorum, and its Kubernetes Node to be Ready (when a kubeconfig is given; without one there is no Node
     to wait for). With O(wait=false) it returns once the upgrade is sent.
+notes:
+  - The flow of this module is C(plugins/module_utils/rollout/talos_step.py), run in the controller by its action
+    plugin C(plugins/action/talos_upgrade.py).
 author:
   - maesh.ichor developers (@maesh-ichor)
 extends_documentation_fragment:

@@ -161,7 +161,7 @@ MODULES = {
     "talos_kubeconfig": Entry(kubeconfig.options, kubeconfig, talos=True),
     "talos_machine_config": Entry(_machine_config_options, machine_config, run=machine_config.module_run,
                                   talos=True, kube=True),
-    "talos_reset": Entry(_reset_options, reclaim_live, run=reclaim_live.reclaim, talos=True, kube=True),
+    "talos_reset": Entry(_reset_options, (reclaim_live, reclaim_flow), run=reclaim_live.reclaim, talos=True, kube=True),
     "talos_secrets": Entry(_secrets_options, bundle_file, talos=True,
                            required_if=[("source", "recover", ["node"])]),
     "talos_upgrade": Entry(_upgrade_options, talos_step, talos=True, kube=True),

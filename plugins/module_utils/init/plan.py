@@ -20,16 +20,15 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.maesh.ichor.plugins.module_utils.common import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import fanout, release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.given import given as given_only
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
-from ansible_collections.maesh.ichor.plugins.module_utils.machine import cluster_read, machine_config
+from ansible_collections.maesh.ichor.plugins.module_utils.machine import machine_config
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import KUBEPRISM_PORT, errors, etcd
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine as talos_machine
@@ -166,10 +165,9 @@ def _run(params, conn, result):
                     "secrets bundle: a new one (name a file to keep it)")
     context = _authenticated(params)
     entries = []
-    # every machine read at once (at most CLUSTER_CONCURRENCY), each on its own client; reads only, so a refusal
-    # still has sent nothing anywhere: the first in inventory order is raised once every read has ended
-    with ThreadPoolExecutor(max_workers=max(1, min(len(machines), cluster_read.CLUSTER_CONCURRENCY))) as pool:
-        reads = [pool.submit(read_machine, params, context, bundle, m) for m in machines]
+    # every machine read at once (bounded), each on its own client; reads only, so a refusal still has sent nothing
+    # anywhere: the first in inventory order is raised once every read has ended
+    reads = fanout.each(lambda m: read_machine(params, context, bundle, m), machines)
     for m, read in zip(machines, reads):
         found = read.result()
         entry = dict(name=m["name"], node=m["node"], role=m["role"], uuid=found["uuid"], state=found["state"],

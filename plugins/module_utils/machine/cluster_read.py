@@ -8,16 +8,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import asyncio
-
-from ansible_collections.maesh.ichor.plugins.module_utils.common import release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import fanout, release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.machine import facts as machine_facts
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import version_gate
-
-# Machines read at once by the cluster-wide read (each is nine calls at once): bounded so that a 100-machine
-# cluster does not open 900 streams through one endpoint at the same moment.
-CLUSTER_CONCURRENCY = 16
 
 
 def _cluster_plan_line(name, facts):
@@ -34,20 +28,6 @@ def _cluster_plan_line(name, facts):
         name, machine_facts.plan_line(facts, facts["node"]), detail, ", ".join(facts["cni_configs"]) or "none")
 
 
-def bounded_fan_out(client, read, nodes, concurrency=CLUSTER_CONCURRENCY):
-    """read(client, node) for every node on the client's one loop, at most ``concurrency`` at a time:
-    {node: NodeResult}."""
-    bound = {}
-
-    async def one(node):
-        if "semaphore" not in bound:  # made on the client's loop
-            bound["semaphore"] = asyncio.Semaphore(max(1, int(concurrency)))
-        async with bound["semaphore"]:
-            return await read(client, node)
-
-    return client.fan_out(one, nodes)
-
-
 class ClusterRead:
     """Every machine of a cluster read at once (read_cluster): what was read, what was not, and their plan lines."""
 
@@ -59,7 +39,7 @@ class ClusterRead:
         self.warnings = []
 
 
-def read_cluster(client, machines, with_config_text=False, concurrency=CLUSTER_CONCURRENCY):
+def read_cluster(client, machines, with_config_text=False, concurrency=fanout.CONCURRENCY):
     """machine_facts (or machine_read, with_config_text) of every machine ([{name, node, role}]) concurrently,
     bounded; a machine given twice is one line of error."""
     names = [m["name"] for m in machines]
@@ -69,8 +49,8 @@ def read_cluster(client, machines, with_config_text=False, concurrency=CLUSTER_C
         if twice:
             raise IchorError("machines: each %s once; given more than once: %s" % (what, ", ".join(twice)),
                              result=dict(plan=[]))
-    results = bounded_fan_out(client, machine_facts.machine_read if with_config_text else machine_facts.machine_facts, nodes,
-                              concurrency)
+    read = machine_facts.machine_read if with_config_text else machine_facts.machine_facts
+    results = client.fan_out(lambda node: read(client, node), nodes, concurrency)
     out = ClusterRead()
     for m in machines:
         result = results[m["node"]]
@@ -98,7 +78,7 @@ def versions_line(verdict):
         version_gate.FLOOR, release.TALOS)
 
 
-def cluster_facts_result(client, machines, concurrency=CLUSTER_CONCURRENCY):
+def cluster_facts_result(client, machines, concurrency=fanout.CONCURRENCY):
     """``talos_facts`` over a cluster (``machines``: [{name, node, role}]): every machine read concurrently on the
     client's one loop (at most ``concurrency`` at a time), and the versions judged (version_gate).
 

@@ -18,9 +18,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import socket
-from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted
+from ansible_collections.maesh.ichor.plugins.module_utils.common import fanout, untrusted
 from ansible_collections.maesh.ichor.plugins.module_utils.machine import facts as machine_facts
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim.errors import ReclaimError
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
@@ -102,8 +101,9 @@ def probe_all(targets, probe=tcp_answers):
     targets = list(targets)
     if not targets:
         return []
-    with ThreadPoolExecutor(max_workers=len(targets)) as pool:
-        return list(pool.map(lambda target: bool(probe(target[0], target[1])), targets))
+    # all at once: check_count keeps them to PROBE_LIMIT
+    return [answer.result() for answer in fanout.each(lambda target: bool(probe(target[0], target[1])), targets,
+                                                      limit=len(targets))]
 
 
 def check_count(node, count, what, force):

@@ -34,7 +34,7 @@ except ImportError as _exc:  # reported by the module through missing_required_l
     HAS_DEPS = False
     IMPORT_ERROR = _exc
 
-from ansible_collections.maesh.ichor.plugins.module_utils.common import redact, yamlload
+from ansible_collections.maesh.ichor.plugins.module_utils.common import fanout, redact, yamlload
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, wire
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.talosconfig import split_endpoint
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.transport import client_context, maintenance_context
@@ -286,18 +286,21 @@ class TalosClient:
         """Synchronous call; raises errors.TalosError with a one-line message."""
         return self.run(self._invoke(call, request, node=node, timeout=timeout))
 
-    def fan_out(self, fn, nodes):
-        """Run ``fn(node)`` (a coroutine function using ``ainvoke``) for every node concurrently.
+    def fan_out(self, fn, nodes, concurrency=fanout.CONCURRENCY):
+        """Run ``fn(node)`` (a coroutine function using ``ainvoke``) for every node, at most ``concurrency`` at once.
 
         Returns {node: NodeResult}; one node's failure is that node's error, not the run's.
         """
-        async def one(node):
-            try:
-                return NodeResult(node, message=await fn(node))
-            except errors.TalosError as exc:
-                return NodeResult(node, error=exc)
-
         async def all_of():
+            lanes = asyncio.Semaphore(max(1, int(concurrency)))  # made on the client's loop
+
+            async def one(node):
+                async with lanes:
+                    try:
+                        return NodeResult(node, message=await fn(node))
+                    except errors.TalosError as exc:
+                        return NodeResult(node, error=exc)
+
             return await gather(*[one(n) for n in nodes])
 
         return dict((r.node, r) for r in self.run(all_of()))
