@@ -90,36 +90,68 @@ def test_every_fuzz_target_is_listed():
     assert found == listed, "fuzz targets not listed here (or listed and gone): %s" % sorted(found ^ listed)
 
 
-def _no_traceback(call):
-    """The fuzz tests' rule: success, or one IchorError line."""
+def _outcome(call):
+    """The fuzz tests' rule (success, or one IchorError line), and what the reader made of its input: ("returned",
+    value) or ("refused", message), for the test to hold against what the input must give."""
     try:
-        call()
+        return "returned", call()
     except IchorError as exc:
         assert "\n" not in exc.message and len(exc.message) < 500
+        return "refused", exc.message
 
 
 @pytest.mark.parametrize("content", ["a: !!int ''\n", "a: !!timestamp x\n", "a: " + "[" * 50000],
                          ids=["int-tag", "timestamp-tag", "deep"])
 def test_kubeconfig_content(content):
     from ansible_collections.maesh.ichor.plugins.module_utils.k8s import kubeconfig
-    _no_traceback(lambda: kubeconfig.load(kubeconfig_content=content))
+    assert _outcome(lambda: kubeconfig.load(kubeconfig_content=content)) == (
+        "refused", "the option kubeconfig_content is not valid YAML")
 
 
-@pytest.mark.parametrize("configmap", [{"data": {"objects": "[]"}},
-                                       {"metadata": {}, "data": {"objects": "[" * 100000 + "]" * 100000}}],
-                         ids=["no-metadata", "deep"])
-def test_installer_inventory(configmap):
+def test_installer_inventory():
     from ansible_collections.maesh.ichor.plugins.module_utils.installer import inventory
-    _no_traceback(lambda: inventory.parse(configmap))
+    # an inventory without metadata lists what it lists: here nothing
+    assert _outcome(lambda: inventory.parse({"data": {"objects": "[]"}})) == ("returned", ([], []))
+    # one that cannot be parsed is ignored, so nothing is pruned on its word, and the run says so
+    deep = {"metadata": {}, "data": {"objects": "[" * 100000 + "]" * 100000}}
+    assert _outcome(lambda: inventory.parse(deep)) == ("returned", (None, [
+        "the installer inventory ichor-installer-inventory cannot be parsed; it is ignored and nothing it lists is "
+        "pruned"]))
 
 
 def test_helm_release_record():
     from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record
     deep = base64.b64encode(base64.b64encode(b"[" * 100000 + b"]" * 100000)).decode()
-    _no_traceback(lambda: record.decode(deep))
+    assert _outcome(lambda: record.decode(deep)) == (
+        "refused", "the release record is not a Helm release (its JSON nests too deep)")
 
 
 @pytest.mark.parametrize("secret", [{"data": {"bundle.yaml": 5}}, {"data": ["x"]}], ids=["number", "list"])
 def test_bundle_secret(secret):
     from ansible_collections.maesh.ichor.plugins.module_utils.config import bundle_secret
-    _no_traceback(lambda: bundle_secret.stored_bundle(secret))
+    # no readable bundle: the writer then refuses to replace the Secret (the test below)
+    assert _outcome(lambda: bundle_secret.stored_bundle(secret)) == ("returned", None)
+
+
+def test_bundle_secret_writer_refuses_a_secret_with_no_readable_bundle():
+    from ansible_collections.maesh.ichor.plugins.module_utils.config import bundle_secret
+
+    class Kube:
+        writes = []
+
+        @staticmethod
+        def get(*_ref):
+            return {"data": {"bundle.yaml": 5}}
+
+        def __getattr__(self, verb):  # create, replace, apply, delete: none may be called
+            return lambda *args, **kwargs: self.writes.append(verb)
+
+    class Bundle:
+        @staticmethod
+        def fingerprint():
+            return "sha256:ours"
+
+    kube = Kube()
+    with pytest.raises(IchorError, match="holds no readable bundle, not this cluster's .*nothing written"):
+        bundle_secret.bundle_secret(kube, Bundle(), {"plan": []}, check_mode=False)
+    assert kube.writes == []
