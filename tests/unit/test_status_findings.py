@@ -1,4 +1,5 @@
-"""The status findings: severities, the rules that make one need a person, fingerprints, and the report."""
+"""The status judgements (readings in, findings out: each rule has a test that fails when it breaks), the
+acknowledgement of drift, and the report."""
 
 import random
 
@@ -7,6 +8,56 @@ from ansible_collections.maesh.ichor.plugins.module_utils.status import flow
 
 NOW = 2_000_000_000.0
 DAY = 86400
+PARAMS = {"hold_days": 14, "expiry_days": 30, "installer_namespace": "ichor-system"}
+
+
+def seen(**read):
+    """What a run read: a clean cluster, but for ``read`` (readings as ``readings`` returns them)."""
+    out = {"now": NOW, "record": {}, "acknowledged": [], "machines": [], "pending": [], "nodes": [],
+           "release": {"set": {}, "versions": [], "steps": [], "unread": 0, "error": None, "refused": False},
+           "etcd": {"controlplanes": [], "failed": [], "members": []},
+           "cilium": {"release": None, "set": "1.17.1", "newest": None, "gate": None, "orphans": None},
+           "installer": {"checked": False}, "credentials": []}
+    out.update(read)
+    return out
+
+
+def row(name="w-1", **read):
+    """A machine read, known to the record, that answered and does not drift."""
+    out = {"name": name, "node": "10.0.0.1", "role": "worker", "source": "inventory", "talos": "v1.9.0",
+           "error": None, "known": True, "drift": None, "drift_summary": "none at v1.9", "values": {},
+           "unjudged": None, "held": "", "hold": None}
+    out.update(read)
+    return out
+
+
+def member(name, **read):
+    """An etcd member that answered: no errors, knows leader 1, a small database under etcd's default quota."""
+    out = {"id": int(name[-1]), "name": name, "address": "10.0.0.%s" % name[-1], "known": True, "error": None,
+           "leader": 1, "errors": [], "db_size": 20 * 1048576, "quota": 2048 * 1048576, "source": "etcd's default"}
+    out.update(read)
+    return out
+
+
+def found(judgement, **read):
+    """(severity, subject, what) of each finding ``judgement`` makes of ``read``."""
+    return [(x["severity"], x["subject"], x["what"]) for x in judgement(seen(**read), PARAMS)]
+
+
+def test_a_clean_cluster_has_nothing_to_report_and_every_judgement_is_listed_once():
+    clean = seen(machines=[row()], etcd={"controlplanes": ["cp-1"], "failed": [], "members": [member("cp-1")]})
+    assert f.judge(clean, PARAMS) == []
+    assert len(set(f.JUDGEMENTS)) == len(f.JUDGEMENTS)
+
+
+def test_a_machine_that_does_not_answer_or_that_the_record_does_not_know():
+    machines = [row("w-1", error="unreachable"), row("w-2", error="unreachable", known=False), row("w-3", known=False)]
+    assert found(f.unanswered, machines=machines) == [
+        ("warning", "w-1", "the cluster record names it, and it does not answer: unreachable"),
+        ("warning", "w-2", "does not answer: unreachable")]
+    assert found(f.unknown_machines, machines=machines) == [
+        ("warning", "w-3", "answers at 10.0.0.1 and the cluster record does not know it (not made by init nor "
+                           "adopted)")]
 
 
 def test_class_c_drift_always_needs_a_person_and_a_or_b_only_until_acknowledged():
@@ -21,22 +72,194 @@ def test_class_c_drift_always_needs_a_person_and_a_or_b_only_until_acknowledged(
     assert f.drift("w-1", "B", "v1alpha1:machine.sysctls.vm.max_map_count", "add")["fingerprint"] != a["fingerprint"]
 
 
+def test_each_drifted_path_is_a_finding_with_its_value_and_a_machine_not_compared_is_a_warning():
+    path = "v1alpha1:machine.sysctls.x"
+    drifted = row(drift={"zero": False, "A": [{"path": path, "change": "remove"}], "B": [],
+                         "C": [{"path": "v1alpha1:machine.env.Y", "change": "add"}]},
+                  values={("A", path): "aaaa", ("C", "v1alpha1:machine.env.Y"): "cccc"})
+    broken = row("w-2", unjudged="another cluster's config")
+    made = f.drifts(seen(machines=[drifted, broken]), PARAMS)
+    assert [(x["severity"], x["subject"], x["what"]) for x in made] == [
+        ("critical", "w-1", "class A drift: remove %s" % path), ("critical", "w-1", "class C drift: add "
+                                                                                    "v1alpha1:machine.env.Y"),
+        ("warning", "w-2", "its drift could not be judged: another cluster's config")]
+    assert made[0] == f.drift("w-1", "A", path, "remove", value="aaaa")
+    # acknowledged with that value: a warning; the class C path is critical all the same
+    assert found(f.drifts, machines=[drifted], acknowledged=[made[0]["fingerprint"], made[1]["fingerprint"]]) == [
+        ("warning", "w-1", "class A drift: remove %s (acknowledged)" % path),
+        ("critical", "w-1", "class C drift: add v1alpha1:machine.env.Y")]
+
+
+def test_the_release_position_and_when_it_is_a_finding():
+    def judged(machines=(), **release):
+        read = dict(seen()["release"], **release)
+        return f.position(seen(release=read, machines=list(machines))), found(f.release_position, release=read,
+                                                                              machines=list(machines))
+    assert judged() == ("up to date", [])
+    assert judged(steps=["talos", "cilium"]) == ("behind: next step talos", [
+        ("info", "release set", "behind the release set: the next step is talos (maesh.ichor.upgrade)")])
+    assert judged(unread=2) == ("not judged: 2 machine(s) not read", [])
+    assert judged(error="no contract's form") == ("not judged: no contract's form", [
+        ("warning", "release set", "not judged: no contract's form")])
+    # a machine that drifts is why: its drift is the finding; a refusal is one all the same
+    drifting = [row(drift={"zero": False, "A": [], "B": [], "C": []}), row("w-2", drift={"zero": True})]
+    assert judged(drifting, error="no contract's form") == (
+        "not judged: w-1 drift from the spec in the cluster record", [])
+    assert judged(drifting, error="newer than the set", refused=True) == ("refused: newer than the set", [
+        ("warning", "release set", "refused: newer than the set")])
+
+
+def held(since, counted_from=None, reason="class B needs consent"):
+    return row("cp-2", held=reason, hold={"since": since, "counted_from": counted_from})
+
+
 def test_a_hold_needs_a_person_only_once_it_is_older_than_the_limit_and_its_fingerprint_does_not_age():
-    recent = f.held("cp-2", "class B needs consent", NOW - 2 * DAY, NOW, 14)
-    old = f.held("cp-2", "class B needs consent", NOW - 15 * DAY, NOW, 14)
-    unknown = f.held("cp-2", "class B needs consent", None, NOW, 14)
+    recent, old, unknown = f.holds(seen(machines=[held(NOW - 2 * DAY), held(NOW - 15 * DAY), held(None), row()]),
+                                   PARAMS)
     assert (recent["severity"], old["severity"], unknown["severity"]) == (f.WARNING, f.CRITICAL, f.WARNING)
     assert recent["fingerprint"] == old["fingerprint"] == unknown["fingerprint"]
     assert "longer than ichor_status_hold_days (14)" in old["what"]
+    assert "since an unknown time" in unknown["what"]
 
 
-def test_a_certificate_needs_a_person_within_the_expiry_days_or_once_ended():
-    assert f.expiring("Talos CA", NOW + 40 * DAY, NOW, 30, "rotate it") is None
-    soon = f.expiring("Talos CA", NOW + 10 * DAY, NOW, 30, "rotate it")
-    ended = f.expiring("Talos CA", NOW - DAY, NOW, 30, "rotate it")
-    assert soon["severity"] == ended["severity"] == f.CRITICAL
-    assert soon["what"] == "expires in 10.0 days (ichor_status_expiry_days 30); rotate it"
-    assert ended["what"].startswith("expired 1.0 days ago")
+def test_a_hold_counts_from_its_own_start_and_says_so_when_it_counts_from_the_adoption():
+    (own,) = found(f.holds, machines=[held(NOW - DAY)])
+    assert own == ("warning", "cp-2", "held (class B needs consent); for 1.0 days")
+    adoption = "the adoption at 2033-03-19T03:33:20Z: the cluster record keeps no start for this hold"
+    ((severity, unused, what),) = found(f.holds, machines=[held(NOW - 60 * DAY, adoption)])
+    assert severity == f.CRITICAL and what.endswith("(counted from %s)" % adoption)
+
+
+def test_a_pending_machine_is_information_named_by_its_address_else_its_uuid():
+    pending = [{"uuid": "u-1", "address": "127.0.0.9", "since": "x", "at": NOW - 3 * DAY},
+               {"uuid": "u-2", "address": None, "since": None, "at": None}]
+    assert found(f.pending, pending=pending) == [
+        ("info", "127.0.0.9", "pending (registered by reclaim, 3.0 days ago); join it with maesh.ichor.init"),
+        ("info", "u-2", "pending (registered by reclaim); join it with maesh.ichor.init")]
+
+
+def test_a_node_is_a_stranger_unless_the_record_or_a_machine_read_knows_its_name_or_an_address():
+    record = {"nodes": {"cp-1": {"node": "10.0.0.5"}}}
+    nodes = [{"name": n, "addresses": a} for n, a in (("cp-1", []), ("w-1", []), ("host-5", ["10.0.0.5"]),
+                                                       ("host-1", ["10.0.0.1"]), ("stranger", ["10.9.9.9"]))]
+    assert found(f.unknown_nodes, record=record, machines=[row()], nodes=nodes) == [
+        ("warning", "stranger", "a Node the cluster runs that the cluster record does not know (not made by init nor "
+                                "adopted)")]
+
+
+def test_etcd_not_read_control_planes_that_are_no_member_and_members_that_are_no_machine():
+    assert found(f.etcd_unread, etcd={"controlplanes": [], "failed": [], "members": None}) == [
+        ("critical", "etcd", "no control plane answered: etcd was not read")]
+    assert found(f.etcd_unread, etcd={"controlplanes": ["cp-1"], "failed": ["cp-1: refused"], "members": None}) == [
+        ("critical", "etcd", "etcd does not answer on any control plane (cp-1: refused)")]
+    etcd = {"controlplanes": ["cp-1", "cp-2", "cp-3"], "failed": [],
+            "members": [member("cp-1"), member("cp-9", known=False, address=None)]}
+    assert found(f.missing_members, etcd=etcd) == [
+        ("critical", name, "a control plane that is no etcd member: etcd has 2 member(s) for 3 control planes")
+        for name in ("cp-2", "cp-3")]
+    assert found(f.extra_members, etcd=etcd) == [
+        ("warning", "cp-9", "an etcd member at no address that is no machine read here (not in the inventory nor the "
+                            "cluster record)")]
+
+
+def test_etcd_members_that_do_not_answer_report_errors_or_know_no_leader():
+    members = [member("cp-1", errors=[f.NO_LEADER]), member("cp-2", errors=[f.NO_LEADER, "memberID:2 alarm:NOSPACE "]),
+               member("cp-3", error="unreachable")]
+    etcd = {"controlplanes": [], "failed": [], "members": members}
+    assert found(f.silent_members, etcd=etcd) == [("critical", "cp-3", "etcd member does not answer: unreachable")]
+    # etcd's own no-leader error is no member's error: it is the one no-leader finding
+    assert found(f.member_errors, etcd=etcd) == [("critical", "cp-2", "etcd member reports errors: memberID:2 "
+                                                                      "alarm:NOSPACE ")]
+    assert found(f.no_leader, etcd=etcd) == []
+    for m in members:
+        m["leader"] = 0
+    assert found(f.no_leader, etcd=etcd) == [
+        ("critical", "etcd", "no leader: none of the 2 member(s) that answered (cp-1, cp-2) knows one, so etcd takes "
+                             "no write; check the control planes' etcd (talosctl etcd status, talosctl logs etcd)")]
+    assert found(f.no_leader, etcd=dict(etcd, members=members[2:])) == []  # none answered: nothing known of a leader
+
+
+def test_a_database_needs_a_person_from_80_percent_of_its_quota_and_never_without_one():
+    mib = 1048576
+    quota = "quota-backend-bytes of cp-1's config"
+    members = [member("cp-1", db_size=80 * mib, quota=100 * mib, source=quota),
+               member("cp-2", db_size=79 * mib, quota=100 * mib), member("cp-3", db_size=10 ** 12, quota=None),
+               member("cp-4", db_size=10 ** 12, quota=-1), member("cp-5", db_size=10 ** 12, error="unreachable")]
+    assert found(f.databases, etcd={"controlplanes": [], "failed": [], "members": members}) == [
+        ("critical", "cp-1", "database 80.0 MiB of its 100 MiB quota (%s): over 80 %%; defragment it (talosctl etcd "
+                             "defrag) or raise the quota" % quota)]
+
+
+def cilium(**read):
+    out = dict(seen()["cilium"], release="ichor-system/cilium")
+    out.update(read)
+    return out
+
+
+def deployed(**read):
+    out = {"state": "deployed", "chart": "1.17.1", "revision": 3, "ref": "ichor-system/sh.helm.release.v1.cilium.v3"}
+    out.update(read)
+    return out
+
+
+def test_the_cilium_release_needs_a_person_unless_helm_knows_it_deployed():
+    assert found(f.cilium_release, cilium=cilium(release=None)) == []
+    assert found(f.cilium_release, cilium=cilium(newest=deployed())) == []
+    for newest, wanted in ((None, ("critical", "the Helm release the cluster record names has no record: Helm no "
+                                               "longer knows it")),
+                           ({"error": "not a release"}, ("critical", "its newest Helm record cannot be read: not a "
+                                                                     "release")),
+                           (deployed(state="failed"), ("critical", "Helm release revision 3 is failed, not deployed; "
+                                                       "maesh.ichor.upgrade (the cilium step) or helm history tells "
+                                                       "why")),
+                           (deployed(chart="1.16.0"), ("info", "chart 1.16.0 runs; the release set's is 1.17.1"))):
+        assert found(f.cilium_release, cilium=cilium(newest=newest)) == [(wanted[0], "ichor-system/cilium", wanted[1])]
+
+
+def test_the_diff_gate_names_each_object_changed_by_hand_and_its_paths_and_orphans_are_warnings():
+    paths = ["p%d (change)" % i for i in range(7)]
+    gate = {"objects": 9, "changed": [{"object": "DaemonSet kube-system/cilium", "paths": paths}]}
+    assert found(f.cilium_gate, cilium=cilium(newest=deployed(), gate=gate)) == [
+        ("warning", "DaemonSet kube-system/cilium", "differs from what revision 3 of the release renders: p0 (change), "
+         "p1 (change), p2 (change), p3 (change), p4 (change) (+2 more); undo the edit, or make it a value of the "
+         "release so that Helm applies it")]
+    assert found(f.cilium_gate, cilium=cilium(newest=deployed(), gate={"error": "no API"})) == [
+        ("warning", "ichor-system/sh.helm.release.v1.cilium.v3", "its objects could not be compared: no API")]
+    orphans = [{"object": "ConfigMap kube-system/a", "release": "kube-system/cilium"},
+               {"object": "ConfigMap kube-system/b", "release": None}]
+    assert found(f.orphans, cilium=cilium(orphans=orphans)) == [
+        ("warning", "ConfigMap kube-system/a", "owned by no release: the Cilium release kube-system/cilium made it and "
+                                               "the takeover kept it; delete it once nothing needs it"),
+        ("warning", "ConfigMap kube-system/b", "owned by no release: the Cilium release before the takeover made it and "
+                                               "the takeover kept it; delete it once nothing needs it")]
+
+
+def test_the_bundle_not_installed_an_object_deleted_or_changed_out_of_band_and_one_not_installed_yet():
+    assert found(f.installer, installer={"checked": True, "installed": False}) == [
+        ("warning", "ichor-system", "the collection's bundle is not installed (no installer inventory); "
+                                    "maesh.ichor.install installs it")]
+    read = {"checked": True, "installed": True, "objects": 3,
+            "missing": [{"object": "Role a/gone", "installed": True}, {"object": "Role a/new", "installed": False}],
+            "changed": [{"object": "Role a/b", "paths": ["rules[0].verbs"]}]}
+    assert found(f.installer, installer=read) == [
+        ("warning", "Role a/gone", "missing: deleted out of band; maesh.ichor.install puts it back"),
+        ("info", "Role a/new", "new in this collection's bundle, not installed yet; maesh.ichor.install installs it"),
+        ("warning", "Role a/b", "changed out of band at rules[0].verbs; maesh.ichor.install puts back what the bundle "
+                                "ships")]
+
+
+def test_a_certificate_needs_a_person_within_the_expiry_days_or_once_ended_and_says_how_to_renew_it():
+    def certificate(subject, kind, end, unread=None):
+        return {"subject": subject, "kind": kind, "end": end, "unread": unread}
+    read = [certificate("talosconfig client certificate", "talosconfig", NOW + 40 * DAY),
+            certificate("Talos CA", "ca", NOW + 10 * DAY), certificate("etcd CA", "ca", NOW - DAY),
+            certificate("kubeconfig client certificate", "kubeconfig", None, "its file cannot be read"),
+            certificate("Kubernetes CA", "ca", None)]
+    assert found(f.credentials, credentials=read) == [
+        ("critical", "Talos CA", "expires in 10.0 days (ichor_status_expiry_days 30); " + f.RENEW["ca"]),
+        ("critical", "etcd CA", "expired 1.0 days ago; " + f.RENEW["ca"]),
+        ("warning", "kubeconfig client certificate", "not judged: its file cannot be read")]
+    assert found(f.credentials, credentials=read[:1], now=NOW + 39 * DAY)[0][2].endswith(f.RENEW["talosconfig"])
 
 
 def test_the_order_and_summary_put_the_most_severe_first_whatever_order_they_came_in():
@@ -79,44 +302,12 @@ def test_the_report_states_every_finding_and_machine_and_escapes_table_cells():
 
 def test_only_class_a_or_b_drift_can_be_acknowledged_and_then_it_is_a_warning():
     a, c = f.drift("w-1", "A", "v1alpha1:machine.sysctls.x", "add"), f.drift("w-1", "C", "v1alpha1:machine.y", "add")
-    held = f.held("w-1", "class B needs consent", 0, 20 * f.DAY, 14)
-    assert [f.acknowledgeable(x) for x in (a, c, held)] == [True, False, False]
+    (hold,) = f.holds(seen(machines=[held(0)]), PARAMS)
+    assert [f.acknowledgeable(x) for x in (a, c, hold)] == [True, False, False]
     f.acknowledge(a)
     assert a["severity"] == f.WARNING and a["what"].endswith(" (acknowledged)")
     f.acknowledge(a)  # once only
     assert a["what"].count("(acknowledged)") == 1
-
-
-class _Secrets:
-    """A Kubernetes client that holds one Helm record Secret, whose release data is not a release."""
-
-    def list(self, api_version, kind, namespace, label_selector=None):
-        return [{"metadata": {"name": "sh.helm.release.v1.cilium.v1", "namespace": namespace,
-                              "labels": {"owner": "helm", "name": "cilium", "status": "deployed", "version": "1"}},
-                 "data": {"release": "bm90IGEgcmVsZWFzZQ=="}}]
-
-
-def test_an_unreadable_helm_record_is_a_finding_not_a_failure():
-    found = []
-    out = flow._cilium(_Secrets(), {"cilium": {"release": "ichor-system/cilium"}}, found)  # pylint: disable=protected-access
-    assert out["managed"] is True and out["state"] is None
-    assert [(x["severity"], x["subject"]) for x in found] == [("critical", "ichor-system/cilium")]
-    assert found[0]["what"].startswith("its newest Helm record cannot be read: ")
-
-
-def test_a_new_value_at_an_acknowledged_path_is_a_new_finding_and_the_digest_is_keyed_not_the_value():
-    key, other_key = b"k" * 32, b"o" * 32
-    path = "v1alpha1:machine.sysctls.vm.max_map_count"
-    seen = f.drift("w-1", "A", path, "remove", value=f.value_digest(key, "262144"))
-    acknowledged = [seen["fingerprint"]]
-    assert f.drift("w-1", "A", path, "remove", acknowledged, f.value_digest(key, "262144"))["severity"] == f.WARNING
-    changed = f.drift("w-1", "A", path, "remove", acknowledged, f.value_digest(key, "524288"))
-    assert changed["severity"] == f.CRITICAL and "(acknowledged)" not in changed["what"]
-    # the digest is keyed: the same value under another cluster's key is another digest, and the value is in neither
-    assert f.value_digest(key, "hunter2") != f.value_digest(other_key, "hunter2")
-    assert "hunter2" not in f.value_digest(key, "hunter2") and len(f.value_digest(key, {"a": [1]})) == 16
-    assert f.value_digest(key, {"a": 1, "b": 2}) == f.value_digest(key, {"b": 2, "a": 1})
-    assert f.value_digest(key, None) != f.value_digest(key, "")
 
 
 def test_the_acknowledgement_token_is_the_set_of_fingerprints_whatever_their_order():
@@ -124,100 +315,6 @@ def test_the_acknowledgement_token_is_the_set_of_fingerprints_whatever_their_ord
     assert f.acknowledgement_token(prints) == f.acknowledgement_token(list(reversed(prints)) + prints[:1])
     assert f.acknowledgement_token(prints) != f.acknowledgement_token(prints[1:])
     assert len(f.acknowledgement_token([])) == 16
-
-
-def test_a_hold_counts_from_its_own_start_and_says_so_when_it_counts_from_the_adoption():
-    own = f.held("cp-2", "class B needs consent", NOW - DAY, NOW, 14)
-    assert own["what"] == "held (class B needs consent); for 1.0 days" and own["severity"] == f.WARNING
-    fallback = f.held("cp-2", "class B needs consent", NOW - 60 * DAY, NOW, 14,
-                      "the adoption at 2033-03-19T03:33:20Z: the cluster record keeps no start for this hold")
-    assert fallback["severity"] == f.CRITICAL and fallback["what"].endswith(
-        "(counted from the adoption at 2033-03-19T03:33:20Z: the cluster record keeps no start for this hold)")
-    assert own["fingerprint"] == fallback["fingerprint"]
-    assert "since an unknown time" in f.held("cp-2", "r", None, NOW, 14)["what"]
-
-
-def test_etcd_judgements_no_leader_errors_without_etcds_own_no_leader_and_the_database_against_its_quota():
-    assert f.member_errors("cp-1", [f.NO_LEADER]) is None and f.member_errors("cp-1", []) is None
-    alarm = f.member_errors("cp-1", [f.NO_LEADER, "memberID:7 alarm:NOSPACE "])
-    assert alarm["severity"] == f.CRITICAL and alarm["what"] == "etcd member reports errors: memberID:7 alarm:NOSPACE "
-    lost = f.no_leader(["cp-2", "cp-1"])
-    assert lost["severity"] == f.CRITICAL and lost["what"].startswith("no leader: none of the 2 member(s) that "
-                                                                      "answered (cp-1, cp-2) knows one")
-    mib = 1024 * 1024
-    assert f.database("cp-1", 79 * mib, 100 * mib, "q") is None
-    full = f.database("cp-1", 80 * mib, 100 * mib, "quota-backend-bytes of cp-1's config")
-    assert full["what"].startswith("database 80.0 MiB of its 100 MiB quota (quota-backend-bytes of cp-1's config)")
-    assert f.database("cp-1", 10 ** 12, None, "no quota") is None and f.database("cp-1", 10, -1, "off") is None
-    assert f.extra_member("cp-9", "10.0.0.9")["severity"] == f.WARNING
-
-
-class _Members:
-    """A Talos client whose etcd lists three members (one at an address no machine read here has): ``statuses``
-    by address (a dict of EtcdMemberStatus fields, or an exception)."""
-
-    def __init__(self, statuses):
-        self.statuses = statuses
-        self.asked = []
-
-    def call(self, name, node=None):
-        from types import SimpleNamespace as NS
-        self.asked.append((name, node))
-        if name == "EtcdMemberList":
-            members = [NS(id=i, hostname="cp-%d" % i, client_urls=["https://10.0.0.%d:2379" % i], peer_urls=[])
-                       for i in (1, 2, 3)]
-            return NS(messages=[NS(members=members)])
-        status = self.statuses[node]
-        if isinstance(status, Exception):
-            raise status
-        fields = dict(leader=1, errors=[], db_size=20 * 1024 * 1024)
-        fields.update(status)
-        return NS(messages=[NS(member_status=NS(**fields))])
-
-
-def _cp(n, quota=None):
-    from ansible_collections.maesh.ichor.plugins.module_utils.config import documents
-    cluster = {"etcd": {"extraArgs": {"quota-backend-bytes": quota}}} if quota is not None else {}
-    return {"name": "cp-%d" % n, "node": "10.0.0.%d" % n, "role": "controlplane", "error": None,
-            "docs": [documents.legacy({"version": "v1alpha1", "cluster": cluster})]}
-
-
-def test_every_etcd_member_is_health_checked_a_missing_leader_is_critical_and_the_quota_is_the_clusters():
-    from ansible_collections.maesh.ichor.plugins.module_utils.talos.errors import TalosError
-    mib = 1024 * 1024
-    # cp-3 is no machine read here: it is checked all the same, through a control plane
-    talos = _Members({"10.0.0.1": {}, "10.0.0.2": {}, "10.0.0.3": {"errors": ["memberID:3 alarm:CORRUPT "]}})
-    found = []
-    out = flow._etcd(talos, [_cp(1), _cp(2)], found)  # pylint: disable=protected-access
-    assert ("EtcdStatus", "10.0.0.3") in talos.asked and out["leader"] == "cp-1" and out["healthy"] == ["cp-1", "cp-2"]
-    assert sorted((x["severity"], x["subject"], x["what"][:30]) for x in found) == [
-        ("critical", "cp-3", "etcd member reports errors: me"), ("warning", "cp-3", "an etcd member at 10.0.0.3 tha")]
-    # no member knows a leader: one critical finding, not one per member
-    found = []
-    lost = dict((a, {"leader": 0, "errors": [f.NO_LEADER]}) for a in ("10.0.0.1", "10.0.0.2", "10.0.0.3"))
-    lost["10.0.0.3"] = TalosError("unreachable")
-    out = flow._etcd(_Members(lost), [_cp(1), _cp(2), _cp(3)], found)  # pylint: disable=protected-access
-    assert sorted((x["subject"], x["what"]) for x in found) == [
-        ("cp-3", "etcd member does not answer: unreachable"),
-        ("etcd", "no leader: none of the 2 member(s) that answered (cp-1, cp-2) knows one, so etcd takes no write; "
-                 "check the control planes' etcd (talosctl etcd status, talosctl logs etcd)")] and out["leader"] is None
-    # the quota is the member's config's: 90 MiB is over 80 % of 100 MiB, not of etcd's default 2 GiB
-    found = []
-    out = flow._etcd(_Members(dict((a, {"db_size": 90 * mib}) for a in ("10.0.0.1", "10.0.0.2", "10.0.0.3"))),
-                     [_cp(1, str(100 * mib)), _cp(2), _cp(3)], found)  # pylint: disable=protected-access
-    assert [x["subject"] for x in found] == ["cp-1"] and found[0]["what"].startswith(
-        "database 90.0 MiB of its 100 MiB quota (quota-backend-bytes of cp-1's config): over 80 %")
-    assert out["db"] == "90.0 MiB of 100 MiB (cp-1, quota-backend-bytes of cp-1's config)"
-
-
-def test_the_quota_as_etcd_reads_its_flag():
-    mib = 1024 * 1024
-    quota = flow._quota  # pylint: disable=protected-access
-    assert quota(_cp(1)) == (flow.ETCD_QUOTA, "etcd's default")
-    assert quota(_cp(1, "0")) == (flow.ETCD_QUOTA, "etcd's default")
-    assert quota(_cp(1, [str(mib), str(8 * mib)])) == (8 * mib, "quota-backend-bytes of cp-1's config")
-    assert quota(_cp(1, "-1"))[0] is None
-    assert quota(_cp(1, "lots")) == (flow.ETCD_QUOTA, "etcd's default; cp-1's quota-backend-bytes is not a number")
 
 
 def test_acknowledge_takes_a_token_true_only_in_check_mode_and_says_why_in_one_line():
@@ -234,31 +331,6 @@ def test_acknowledge_takes_a_token_true_only_in_check_mode_and_says_why_in_one_l
             assert str(exc).startswith(starts) and "\n" not in str(exc)
         else:
             raise AssertionError(value)
-
-
-class _Conn:
-    def __init__(self, user, path):
-        self.user, self.path = user, path
-
-    def kubeconfig_user(self):
-        return self.user
-
-    def kubeconfig_path(self):
-        return self.path
-
-
-def test_a_kubeconfig_certificate_given_as_a_file_is_read_relative_to_the_kubeconfig(tmp_path):
-    import base64
-    (tmp_path / "certs").mkdir()
-    (tmp_path / "certs" / "user.crt").write_bytes(b"PEM")
-    read = flow._kubeconfig_certificate  # pylint: disable=protected-access
-    kubeconfig = str(tmp_path / "kubeconfig")
-    assert read(_Conn({"client-certificate": "certs/user.crt"}, kubeconfig)) == (b"PEM", None)
-    assert read(_Conn({"client-certificate": str(tmp_path / "certs" / "user.crt")}, None)) == (b"PEM", None)
-    assert read(_Conn({"client-certificate-data": base64.b64encode(b"PEM").decode()}, kubeconfig)) == (b"PEM", None)
-    assert read(_Conn({"token": "t"}, kubeconfig)) == (None, None)
-    pem, why = read(_Conn({"client-certificate": "certs/gone.crt"}, kubeconfig))
-    assert pem is None and why.startswith("its certificate file %s cannot be read (" % (tmp_path / "certs" / "gone.crt"))
 
 
 def test_adopt_records_when_each_hold_began_and_keeps_it_while_held():
