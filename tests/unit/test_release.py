@@ -6,6 +6,7 @@ import re
 import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
+from tests import versions
 
 README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
 
@@ -25,18 +26,24 @@ def test_compatibility_tables():
     assert release.one_minor_step("v1.35.4", "v1.36.6") and not release.one_minor_step("v1.34.0", "v1.36.6")
 
 
-@pytest.mark.parametrize("running,state", [("v1.14.5", "up_to_date"), ("v1.14.1", "behind"), ("v1.13.9", "behind"),
-                                           ("v1.14.6", "newer"), ("v1.15.0", "newer")])
+# an earlier patch of the set's minor, when the set's Talos is not its minor's first
+EARLIER_PATCH = [(versions.patch_behind(versions.TALOS), "behind")] if release.parse(versions.TALOS)[2] else []
+
+
+@pytest.mark.parametrize("running,state", [(versions.TALOS, "up_to_date"), (versions.TALOS_BEHIND, "behind"),
+                                           (versions.TALOS_NEWER, "newer"), (versions.minor_ahead(versions.TALOS), "newer")]
+                         + EARLIER_PATCH)
 def test_judge(running, state):
     assert release.judge(running, release.TALOS) == state
 
 
 def test_validate_change():
-    assert release.validate_change("talos", "v1.13.9", "v1.13.9") is None  # unchanged, even when behind
-    assert release.validate_change("talos", "v1.13.9", release.TALOS) is None
-    assert "not the release set's" in release.validate_change("talos", "v1.13.9", "v1.14.1")
-    assert "not the release set's" in release.validate_change("kubernetes", None, "v1.37.0")
-    assert release.validate_change("contract", "v1.13", "v1.14") is None
+    behind = versions.TALOS_BEHIND
+    assert release.validate_change("talos", behind, behind) is None  # unchanged, even when behind
+    assert release.validate_change("talos", behind, release.TALOS) is None
+    assert "not the release set's" in release.validate_change("talos", behind, versions.TALOS_NEWER)
+    assert "not the release set's" in release.validate_change("kubernetes", None, versions.KUBERNETES_NEWER)
+    assert release.validate_change("contract", versions.CONTRACT_BEHIND, release.CONTRACT) is None
 
 
 def test_bad_version():

@@ -6,9 +6,12 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import plan
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import kubernetes_step
+from tests import versions
+from tests.versions import CONTRACT_BEHIND, KUBERNETES_BEHIND, TALOS_BEHIND
 
-CPS = [{"name": "cp-%d" % i, "node": "10.5.0.%d" % (i + 1), "role": "controlplane", "talos": "v1.13.9"} for i in (1, 2, 3)]
-WORKERS = [{"name": "worker-1", "node": "10.5.0.5", "role": "worker", "talos": "v1.13.9"}]
+# a cluster one minor behind the set: Talos, its contract and Kubernetes
+CPS = [{"name": "cp-%d" % i, "node": "10.5.0.%d" % (i + 1), "role": "controlplane", "talos": TALOS_BEHIND} for i in (1, 2, 3)]
+WORKERS = [{"name": "worker-1", "node": "10.5.0.5", "role": "worker", "talos": TALOS_BEHIND}]
 
 
 def _k8s(version):
@@ -16,38 +19,36 @@ def _k8s(version):
 
 
 def test_behind_cluster_plans_talos_first_control_planes_first():
-    steps = plan.plan_rollout(WORKERS + CPS, _k8s("v1.35.4"), "v1.13", {"name": "cilium", "version": "1.19.10"})
+    steps = plan.plan_rollout(WORKERS + CPS, _k8s(KUBERNETES_BEHIND), CONTRACT_BEHIND,
+                              {"name": "cilium", "version": versions.CILIUM_BEHIND})
     assert [s["step"] for s in steps] == ["talos", "kubernetes", "cilium"]
     assert steps[0]["machines"] == ["cp-1", "cp-2", "cp-3", "worker-1"]
     # one line per machine in the step's order, in talos_upgrade's words, then the contract that moves with Talos
+    upgrade = "upgrade Talos from %s to %s with %s, reboot, " % (TALOS_BEHIND, release.TALOS, versions.installer())
     assert steps[0]["lines"] == [
-        "cp-1 (10.5.0.2): upgrade Talos from v1.13.9 to v1.14.5 with ghcr.io/siderolabs/installer:v1.14.5, reboot, "
-        "wait for it, its etcd member and its Node",
-        "cp-2 (10.5.0.3): upgrade Talos from v1.13.9 to v1.14.5 with ghcr.io/siderolabs/installer:v1.14.5, reboot, "
-        "wait for it, its etcd member and its Node",
-        "cp-3 (10.5.0.4): upgrade Talos from v1.13.9 to v1.14.5 with ghcr.io/siderolabs/installer:v1.14.5, reboot, "
-        "wait for it, its etcd member and its Node",
-        "worker-1 (10.5.0.5): upgrade Talos from v1.13.9 to v1.14.5 with ghcr.io/siderolabs/installer:v1.14.5, "
-        "reboot, wait for it and its Node",
-        "then record the version contract v1.14 (it moves with Talos)"]
-    mirror = "registry.example:5000/siderolabs/installer:v1.14.5"
-    steps = plan.plan_rollout(CPS[:1], _k8s(release.KUBERNETES), release.CONTRACT, None, image=mirror, target="v1.14.5")
-    assert steps[0]["lines"] == ["cp-1 (10.5.0.2): upgrade Talos from v1.13.9 to v1.14.5 with %s, reboot, wait for "
-                                 "it, its etcd member and its Node" % mirror]
+        "cp-1 (10.5.0.2): " + upgrade + "wait for it, its etcd member and its Node",
+        "cp-2 (10.5.0.3): " + upgrade + "wait for it, its etcd member and its Node",
+        "cp-3 (10.5.0.4): " + upgrade + "wait for it, its etcd member and its Node",
+        "worker-1 (10.5.0.5): " + upgrade + "wait for it and its Node",
+        "then record the version contract %s (it moves with Talos)" % release.CONTRACT]
+    mirror = "registry.example:5000/siderolabs/installer:" + release.TALOS
+    steps = plan.plan_rollout(CPS[:1], _k8s(release.KUBERNETES), release.CONTRACT, None, image=mirror, target=release.TALOS)
+    assert steps[0]["lines"] == ["cp-1 (10.5.0.2): upgrade Talos from %s to %s with %s, reboot, wait for "
+                                 "it, its etcd member and its Node" % (TALOS_BEHIND, release.TALOS, mirror)]
 
 
 def test_config_step_only_after_talos_and_before_kubernetes():
     done = [dict(m, talos=release.TALOS) for m in CPS + WORKERS]
-    pending = [{"name": "cp-1", "form": "v1.13"}]
-    steps = plan.plan_rollout(done, _k8s("v1.35.4"), "v1.13", None, config_pending=pending)
+    pending = [{"name": "cp-1", "form": CONTRACT_BEHIND}]
+    steps = plan.plan_rollout(done, _k8s(KUBERNETES_BEHIND), CONTRACT_BEHIND, None, config_pending=pending)
     assert [s["step"] for s in steps] == ["config", "kubernetes"]
     assert steps[0]["machines"] == ["cp-1"]
-    assert "move the config of cp-1 from the v1.13 form to v1.14" in steps[0]["lines"][0]
+    assert "move the config of cp-1 from the %s form to %s" % (CONTRACT_BEHIND, release.CONTRACT) in steps[0]["lines"][0]
     # behind a Talos step the plan still shows the config step (ADR 0113: the rollout never hides it)
-    steps = plan.plan_rollout(CPS, _k8s("v1.35.4"), "v1.13", None, config_pending=pending)
+    steps = plan.plan_rollout(CPS, _k8s(KUBERNETES_BEHIND), CONTRACT_BEHIND, None, config_pending=pending)
     assert [s["step"] for s in steps] == ["talos", "config", "kubernetes"]
     # no controller applies a pending config here, so the config step also runs with Kubernetes at the set
-    steps = plan.plan_rollout(done, _k8s(release.KUBERNETES), "v1.13", None, config_pending=pending)
+    steps = plan.plan_rollout(done, _k8s(release.KUBERNETES), CONTRACT_BEHIND, None, config_pending=pending)
     assert [s["step"] for s in steps] == ["config"]
 
 
@@ -63,52 +64,55 @@ def test_a_record_a_stopped_run_left_behind_is_brought_to_what_every_machine_run
     # a run killed after the Talos step upgraded every machine and before it recorded the step (the fault campaign)
     machines = [{"name": "cp-1", "role": "controlplane", "talos": release.TALOS, "node": "10.5.0.2"},
                 {"name": "worker-1", "role": "worker", "talos": release.TALOS, "node": "10.5.0.3"}]
-    stored = {"talos": "v1.13.9", "contract": "v1.13", "kubernetes": "v1.35.4"}
-    assert plan.record_behind(stored, machines, "v1.35.4") == {"talos": release.TALOS, "contract": release.CONTRACT}
+    stored = {"talos": TALOS_BEHIND, "contract": CONTRACT_BEHIND, "kubernetes": KUBERNETES_BEHIND}
+    assert plan.record_behind(stored, machines, KUBERNETES_BEHIND) == {"talos": release.TALOS, "contract": release.CONTRACT}
     # one machine still behind: the record never states more than the lowest
-    machines[1]["talos"] = "v1.14.1"
-    assert plan.record_behind(stored, machines, "v1.35.4") == {"talos": "v1.14.1"}
+    between = versions.patch_ahead(TALOS_BEHIND)
+    machines[1]["talos"] = between
+    assert plan.record_behind(stored, machines, KUBERNETES_BEHIND) == {"talos": between}
     # a Kubernetes step stopped before its record; a current record needs nothing
     assert plan.record_behind(stored, machines[:1], release.KUBERNETES) == {
         "talos": release.TALOS, "contract": release.CONTRACT, "kubernetes": release.KUBERNETES}
     assert plan.record_behind({"talos": release.TALOS, "contract": release.CONTRACT, "kubernetes": release.KUBERNETES},
                               machines[:1], release.KUBERNETES) == {}
     # a record ahead of a machine is not lowered here (the plan's own checks judge that)
-    assert plan.record_behind({"talos": release.TALOS, "kubernetes": release.KUBERNETES}, machines, "v1.35.4") == {}
+    assert plan.record_behind({"talos": release.TALOS, "kubernetes": release.KUBERNETES}, machines, KUBERNETES_BEHIND) == {}
 
 
 def test_newer_components_are_refused_naming_both_versions():
     with pytest.raises(plan.Refused) as exc:
-        plan.plan_rollout(CPS + [{"name": "w", "role": "worker", "talos": "v1.14.6"}], _k8s("v1.35.4"), "v1.13")
-    assert "Talos on w is v1.14.6, newer than the release set's v1.14.5" in str(exc.value)
+        plan.plan_rollout(CPS + [{"name": "w", "role": "worker", "talos": versions.TALOS_NEWER}], _k8s(KUBERNETES_BEHIND),
+                          CONTRACT_BEHIND)
+    assert "Talos on w is %s, newer than the release set's %s" % (versions.TALOS_NEWER, release.TALOS) in str(exc.value)
     with pytest.raises(plan.Refused) as exc:
-        plan.plan_rollout(CPS, _k8s("v1.37.0"), "v1.13")
-    assert "v1.37.0, newer than the release set's v1.36.6" in str(exc.value)
+        plan.plan_rollout(CPS, _k8s(versions.KUBERNETES_NEWER), CONTRACT_BEHIND)
+    assert "%s, newer than the release set's %s" % (versions.KUBERNETES_NEWER, release.KUBERNETES) in str(exc.value)
 
 
 def test_two_minor_kubernetes_gap_and_unsupported_kubernetes_are_refused():
     with pytest.raises(plan.Refused) as exc:
-        plan.plan_rollout(CPS, _k8s("v1.34.2"), "v1.13")
+        plan.plan_rollout(CPS, _k8s(versions.KUBERNETES_TWO_BEHIND), CONTRACT_BEHIND)
     assert "more than one minor behind" in str(exc.value)
     with pytest.raises(plan.Refused) as exc:
-        plan.plan_rollout(CPS, _k8s("v1.32.0"), "v1.13")
-    assert "not supported by Talos v1.14.5" in str(exc.value)
+        plan.plan_rollout(CPS, _k8s(versions.KUBERNETES_UNSUPPORTED), CONTRACT_BEHIND)
+    assert "not supported by Talos %s" % release.TALOS in str(exc.value)
 
 
 def test_a_flannel_version_is_never_judged_as_ciliums():
-    steps = plan.plan_rollout(CPS, _k8s("v1.35.4"), "v1.13", {"name": "flannel", "version": "0.28.9"})
+    steps = plan.plan_rollout(CPS, _k8s(KUBERNETES_BEHIND), CONTRACT_BEHIND, {"name": "flannel", "version": "0.28.9"})
     assert "cilium" not in [s["step"] for s in steps]
-    rows = plan.versions_table(CPS, "v1.35.4", "v1.13", {"name": "flannel", "version": "0.28.9"})
+    rows = plan.versions_table(CPS, KUBERNETES_BEHIND, CONTRACT_BEHIND, {"name": "flannel", "version": "0.28.9"})
     assert [r["component"] for r in rows] == ["Talos", "Version contract", "Kubernetes"]
 
 
 def test_cilium_two_minors_behind_is_refused():
     with pytest.raises(plan.Refused):
-        plan.plan_rollout(CPS, _k8s("v1.35.4"), "v1.13", {"name": "cilium", "version": "1.18.16"})
+        plan.plan_rollout(CPS, _k8s(KUBERNETES_BEHIND), CONTRACT_BEHIND,
+                          {"name": "cilium", "version": versions.minor_behind(release.CILIUM, 2)})
 
 
 def test_table_text():
-    rows = plan.versions_table(CPS, "v1.35.4", "v1.13", None)
+    rows = plan.versions_table(CPS, KUBERNETES_BEHIND, CONTRACT_BEHIND, None)
     text = plan.format_table(rows)
     assert text[0].split() == ["Component", "Running", "Target", "State"]
     assert "Behind" in text[1]
@@ -159,13 +163,13 @@ def test_config_pending_and_the_kubernetes_phases_over_real_talos_configs():
     assert rollout.lowest_form(model) == "v1.13"
     cp = model.machines[0]
     assert cp.images == dict((c, "1.35.4") for c in render.COMPONENTS)
-    with pytest.raises(ConfigError, match="not yet in the v1.14 form: run the config step first"):
+    with pytest.raises(ConfigError, match="not yet in the %s form: run the config step first" % release.CONTRACT):
         rollout.kubernetes_phases(model, release.KUBERNETES)
-    # what the config step applies: the v1.14 form with the images the machine runs
+    # what the config step applies: the set's contract form with the images the machine runs
     moved = model.render(cp, release.CONTRACT, cp.images)
     assert documents.find(moved, "KubeletConfig").body["image"].endswith(":v1.35.4")
 
-    # once every config is in the v1.14 form, the phases move their components and keep the later ones
+    # once every config is in the set's contract form, the phases move their components and keep the later ones
     for m in model.machines:
         m.docs = model.render(m, release.CONTRACT, m.images)
         rollout.find_form(model, m)
@@ -173,12 +177,13 @@ def test_config_pending_and_the_kubernetes_phases_over_real_talos_configs():
     phases = rollout.kubernetes_phases(model, release.KUBERNETES)
     assert [p for p, _work in phases] == ["control plane", "kube-proxy", "kubelet"]
     (cp_m, cp_images, _r), = phases[0][1]
-    assert cp_m.name == "cp-1" and cp_images["kube-apiserver"] == "1.36.6" and cp_images["kube-proxy"] == "1.35.4"
+    assert cp_m.name == "cp-1" and cp_images["kube-apiserver"] == versions.bare(release.KUBERNETES)
+    assert cp_images["kube-proxy"] == "1.35.4"
     assert cp_images["kubelet"] == "1.35.4"
     assert [m.name for m, _i, _r in phases[1][1]] == ["cp-1"]
     assert [m.name for m, _i, _r in phases[2][1]] == ["cp-1", "worker-1"]
     last = phases[2][1][1][2]
-    assert documents.find(last, "KubeletConfig").body["image"].endswith(":v1.36.6")
+    assert documents.find(last, "KubeletConfig").body["image"].endswith(":" + release.KUBERNETES)
 
 
 def test_a_config_the_engine_cannot_render_is_refused_naming_the_paths():

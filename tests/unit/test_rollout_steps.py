@@ -23,6 +23,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import (
     cosi_resource_pb2, cosi_state_pb2, machine_image_pb2, machine_lifecycle_pb2, machine_pb2, spec_config_pb2)
+from tests import versions
 
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "configs")
 V113 = "v1.13/v1.13.9/k8s-older"  # contract v1.13, Kubernetes 1.35.4
@@ -317,7 +318,7 @@ def test_check_plans_the_talos_step_of_a_behind_cluster(conns):
 
 def test_check_names_the_installer_image_of_the_talos_step_and_refuses_one_without_a_version(conns):
     world = World(V113, {"*": "v1.13.9"})
-    mirror = "registry.example:5000/siderolabs/installer:v1.14.5"
+    mirror = "registry.example:5000/siderolabs/installer:" + release.TALOS
     result = check.run(dict(world.params(), desired={}, image=mirror), conns(world), True)
     talos = [s for s in result["steps"] if s["step"] == "talos"][0]
     assert all(" with %s, reboot, " % mirror in line for line in talos["lines"][:-1]), talos["lines"]
@@ -328,14 +329,14 @@ def test_check_names_the_installer_image_of_the_talos_step_and_refuses_one_witho
 
 
 @pytest.mark.parametrize("desired, message", [
-    ({"cilium": "1.20.4"}, "desired: unknown field 'cilium' (talos, kubernetes, contract)"),
-    ({"talos": "v1.14.1"}, "talos v1.14.1 is not the release set's v1.14.5; this collection manages only its release "
-                           "set (no override)"),
-    ({"kubernetes": "v1.35.4", "talos": "v1.13.9"}, "talos v1.13.9 is not the release set's v1.14.5"),
+    ({"cilium": release.CILIUM}, "desired: unknown field 'cilium' (talos, kubernetes, contract)"),
+    ({"talos": "v1.14.1"}, "talos v1.14.1 is not the release set's %s; this collection manages only its release "
+                           "set (no override)" % release.TALOS),
+    ({"kubernetes": "v1.35.4", "talos": "v1.13.9"}, "talos v1.13.9 is not the release set's %s" % release.TALOS),
 ])
 def test_check_refuses_a_desired_change_the_stored_versions_do_not_allow(conns, desired, message):
     world = World(V113, {"*": "v1.13.9"})
-    world.configmap = _record(talos="v1.14.5", kubernetes="v1.35.4", contract="v1.13")
+    world.configmap = _record(talos=release.TALOS, kubernetes="v1.35.4", contract="v1.13")
     with pytest.raises(Refused) as exc:
         check.run(dict(world.params(), desired=desired), conns(world), True)
     assert exc.value.message.startswith(message)
@@ -351,10 +352,11 @@ def test_check_takes_an_unchanged_or_pinned_desired_value(conns):
 
 
 def test_check_refuses_a_newer_machine_with_the_table_unset(conns):
-    world = World(V113, {"cp-1": "v1.13.9", "worker-1": "v1.14.6"})
+    world = World(V113, {"cp-1": "v1.13.9", "worker-1": versions.TALOS_NEWER})
     with pytest.raises(Refused) as exc:
         check.run(dict(world.params(), desired={}), conns(world), True)
-    assert "Talos on worker-1 is v1.14.6, newer than the release set's v1.14.5" in exc.value.message
+    assert "Talos on worker-1 is %s, newer than the release set's %s" % (versions.TALOS_NEWER, release.TALOS) \
+        in exc.value.message
     assert "versions" not in exc.value.result and exc.value.result["plan"] == []
 
 
@@ -371,7 +373,7 @@ def test_talos_step_skips_a_machine_at_the_target(conns):
     world = World(V113, {"*": release.TALOS})
     result = talos_step.run(_talos_params(world, "cp-1"), conns(world), False, clock=world.clock)
     assert result["changed"] is False
-    assert result["plan"] == ["cp-1 (10.5.0.2): already at Talos v1.14.5, skipped"]
+    assert result["plan"] == ["cp-1 (10.5.0.2): already at Talos %s, skipped" % release.TALOS]
     assert result["diff"] == {"before": "", "after": ""} and world.writes == []
 
 
@@ -390,9 +392,9 @@ def test_talos_step_in_check_mode_plans_and_sends_nothing(conns):
     world = World(V113, {"*": "v1.13.9"})
     result = talos_step.run(_talos_params(world, "worker-1"), conns(world), True, clock=world.clock)
     assert result["changed"] is True and (result["before"], result["after"]) == ("v1.13.9", release.TALOS)
-    assert result["plan"] == ["worker-1 (10.5.0.3): upgrade Talos from v1.13.9 to v1.14.5 with "
-                              "ghcr.io/siderolabs/installer:v1.14.5, reboot, wait for it and its Node"]
-    assert result["diff"] == {"before": "talos: v1.13.9\n", "after": "talos: v1.14.5\n"}
+    assert result["plan"] == ["worker-1 (10.5.0.3): upgrade Talos from v1.13.9 to %s with %s, reboot, wait for it and its "
+                              "Node" % (release.TALOS, versions.installer())]
+    assert result["diff"] == {"before": "talos: v1.13.9\n", "after": "talos: %s\n" % release.TALOS}
     assert world.writes == []
 
 
@@ -421,8 +423,8 @@ def test_talos_step_names_what_it_waited_for_when_the_machine_does_not_come_back
         talos_step.run(_talos_params(world, "worker-1", wait_timeout=60.0), conns(world, kube=False), False,
                        clock=world.clock)
     assert exc.value.message == ("worker-1 (10.5.0.3) did not come back within 60s: waited for it to answer with Talos "
-                                 "v1.14.5; the remaining machines were not touched; fix the machine and rerun, the "
-                                 "rollout continues from it")
+                                 "%s; the remaining machines were not touched; fix the machine and rerun, the "
+                                 "rollout continues from it" % release.TALOS)
     assert exc.value.result == {"plan": [], "before": "v1.13.9", "after": ""}
 
 
@@ -434,9 +436,9 @@ def test_talos_step_sends_the_containerd_instance_talosctl_sends(conns):
     sent = dict((call, request) for call, _name, request in world.requests)
     for call in ("ImagePull", "LifecycleUpgrade"):
         assert (sent[call].containerd.driver, sent[call].containerd.namespace) == (1, 1), call
-    assert sent["ImagePull"].image_ref == "ghcr.io/siderolabs/installer:v1.14.5"
+    assert sent["ImagePull"].image_ref == versions.installer()
     assert sent["LifecycleUpgrade"].source.image_name == (
-        "ghcr.io/siderolabs/installer@sha256:" + hashlib.sha256(b"ghcr.io/siderolabs/installer:v1.14.5").hexdigest())
+        "ghcr.io/siderolabs/installer@sha256:" + hashlib.sha256(versions.installer().encode()).hexdigest())
     assert world.machine("worker-1").version == release.TALOS
 
 
@@ -448,8 +450,9 @@ def test_talos_step_does_not_reboot_a_control_plane_whose_etcd_failed_while_its_
     with pytest.raises(UpgradeFailed) as exc:
         talos_step.run(_talos_params(world, "cp-1", hostname="cp-1"), conns(world), False, clock=world.clock)
     assert exc.value.message == (
-        "cp-1 is a control plane and etcd is no longer healthy (etcd on 10.5.0.2 reports errors); Talos v1.14.5 is "
-        "installed but the machine was not rebooted and still runs Talos v1.13.9; rerun once etcd is healthy")
+        "cp-1 is a control plane and etcd is no longer healthy (etcd on 10.5.0.2 reports errors); Talos %s is "
+        "installed but the machine was not rebooted and still runs Talos v1.13.9; rerun once etcd is healthy"
+        % release.TALOS)
     assert exc.value.result == {"plan": [], "before": "v1.13.9", "after": "v1.13.9"}
     assert world.writes == [("ImagePull", "cp-1"), ("LifecycleUpgrade", "cp-1")]  # no Reboot
     assert cp.up and cp.version == "v1.13.9"
@@ -479,8 +482,8 @@ def test_talos_step_stops_without_a_reboot_when_the_installer_fails(conns, exit_
     with pytest.raises(UpgradeFailed) as exc:
         talos_step.run(_talos_params(world, "worker-1"), conns(world), False, clock=world.clock)
     assert exc.value.message == (
-        "worker-1 (10.5.0.3): the Talos installer (ghcr.io/siderolabs/installer:v1.14.5) %s; the machine was not "
-        "rebooted and still runs Talos v1.13.9; fix the cause and rerun" % what)
+        "worker-1 (10.5.0.3): the Talos installer (%s) %s; the machine was not "
+        "rebooted and still runs Talos v1.13.9; fix the cause and rerun" % (versions.installer(), what))
     assert exc.value.result == {"plan": [], "before": "v1.13.9", "after": "v1.13.9"}
     assert world.writes == [("ImagePull", "worker-1"), ("LifecycleUpgrade", "worker-1")]  # no Reboot
     assert worker.up and worker.version == "v1.13.9"
@@ -502,11 +505,11 @@ def test_talos_step_quotes_the_installer_redacted_on_one_line_and_cut_from_the_f
 
 def test_talos_step_takes_the_tag_of_an_image_pinned_by_digest_and_converges(conns):
     world = World(V113, {"*": "v1.13.9"})
-    image = "registry.example:5000/siderolabs/installer:v1.14.5@sha256:" + "0123456789abcdef" * 4
+    image = "registry.example:5000/siderolabs/installer:%s@sha256:" % release.TALOS + "0123456789abcdef" * 4
     result = talos_step.run(_talos_params(world, "worker-1", image=image), conns(world, kube=False), False,
                             clock=world.clock)
-    assert result["changed"] is True and result["after"] == "v1.14.5"
-    assert world.machine("worker-1").version == "v1.14.5"
+    assert result["changed"] is True and result["after"] == release.TALOS
+    assert world.machine("worker-1").version == release.TALOS
     sent = dict((call, request) for call, _name, request in world.requests)
     assert sent["ImagePull"].image_ref == image
     assert sent["LifecycleUpgrade"].source.image_name == (
@@ -555,7 +558,7 @@ def test_config_step_refuses_before_the_talos_step_is_done(conns):
 def test_config_step_with_nothing_pending(conns):
     world = World(V114, {"*": release.TALOS})
     result = config_step.run(world.params(), conns(world), False, clock=world.clock)
-    assert result == {"changed": False, "plan": ["every machine's config is in the v1.14 form; nothing to do"],
+    assert result == {"changed": False, "plan": ["every machine's config is in the %s form; nothing to do" % release.CONTRACT],
                       "machines": []}
     assert world.writes == []
 
@@ -565,11 +568,12 @@ def test_config_step_in_check_mode_plans_what_talos_says_it_reboots(conns):
     world.machine("cp-1").needs_reboot = True
     result = config_step.run(world.params(), conns(world), True, clock=world.clock)
     assert result["changed"] is True
-    assert result["plan"] == ["cp-1: config from the v1.13 form to v1.14 (reboots)",
-                              "worker-1: config from the v1.13 form to v1.14 (no reboot)", "reboots: cp-1"]
+    assert result["plan"] == ["cp-1: config from the v1.13 form to %s (reboots)" % release.CONTRACT,
+                              "worker-1: config from the v1.13 form to %s (no reboot)" % release.CONTRACT, "reboots: cp-1"]
     assert result["machines"] == [{"name": "cp-1", "from": "v1.13", "reboot": True, "drop": []},
                                   {"name": "worker-1", "from": "v1.13", "reboot": False, "drop": []}]
-    assert [d["after_header"] for d in result["diff"]] == ["cp-1 (v1.14 form)", "worker-1 (v1.14 form)"]
+    assert [d["after_header"] for d in result["diff"]] == ["cp-1 (%s form)" % release.CONTRACT,
+                                                           "worker-1 (%s form)" % release.CONTRACT]
     assert "KubeletConfig" in result["diff"][0]["after"] and "PRIVATE KEY" not in json.dumps(result)
     assert world.writes == []  # the dry runs are not writes
 
@@ -590,8 +594,8 @@ def test_config_step_stops_when_the_read_back_differs(conns):
     world.machine("cp-1").ignores_applies = True
     with pytest.raises(UpgradeFailed) as exc:
         config_step.run(world.params(), conns(world), False, clock=world.clock)
-    assert exc.value.message == ("cp-1: the config read back differs from the v1.14 render; the remaining machines "
-                                 "were not touched")
+    assert exc.value.message == ("cp-1: the config read back differs from the %s render; the remaining machines "
+                                 "were not touched" % release.CONTRACT)
     assert [w[:2] for w in world.writes] == [("ApplyConfiguration", "cp-1")]
 
 
@@ -600,7 +604,8 @@ def test_config_step_waits_for_a_rebooted_machine_before_the_next(conns):
     world.machine("cp-1").needs_reboot = True
     conn = conns(world)
     result = config_step.run(world.params(wait_timeout=120.0), conn, False, clock=world.clock)
-    assert result["plan"][-2:] == ["cp-1: now in the v1.14 form, read back", "worker-1: now in the v1.14 form, read back"]
+    assert result["plan"][-2:] == ["cp-1: now in the %s form, read back" % release.CONTRACT,
+                                   "worker-1: now in the %s form, read back" % release.CONTRACT]
     assert [w[:2] for w in world.writes] == [("ApplyConfiguration", "cp-1"), ("ApplyConfiguration", "worker-1")]
     assert world.clock.now >= REBOOT_SECONDS  # worker-1 was applied after cp-1 was back
     assert len(conn.talos_clients) == 2  # a new client after the reboot
@@ -633,8 +638,9 @@ def test_kubernetes_step_refuses_while_removed_apis_are_in_use(conns):
     world.metrics = METRICS
     with pytest.raises(UpgradeFailed) as exc:
         kubernetes_step.run(world.params(), conns(world), False, clock=world.clock)
-    assert exc.value.message.startswith("removed APIs are still in use, Kubernetes v1.36.6 no longer serves them: "
-                                        "flowcontrol.apiserver.k8s.io/v1beta3 flowschemas (removed in 1.32)")
+    assert exc.value.message.startswith("removed APIs are still in use, Kubernetes %s no longer serves them: "
+                                        "flowcontrol.apiserver.k8s.io/v1beta3 flowschemas (removed in 1.32)"
+                                        % release.KUBERNETES)
     assert exc.value.result == {"changed": False, "plan": [],
                                 "removed_apis": ["flowcontrol.apiserver.k8s.io/v1beta3 flowschemas (removed in 1.32)"]}
     assert world.writes == []
@@ -653,8 +659,8 @@ def test_kubernetes_step_refuses_before_the_config_step(conns):
     world = World(V113, {"*": release.TALOS})
     with pytest.raises(ConfigError) as exc:
         kubernetes_step.run(world.params(), conns(world), False, clock=world.clock)
-    assert exc.value.message == ("the config of cp-1, worker-1 is not yet in the v1.14 form: run the config step "
-                                 "first")
+    assert exc.value.message == ("the config of cp-1, worker-1 is not yet in the %s form: run the config step "
+                                 "first" % release.CONTRACT)
     assert exc.value.result == {"changed": False, "plan": [], "removed_apis": []} and world.writes == []
 
 
@@ -662,26 +668,27 @@ def test_kubernetes_step_moves_control_planes_then_kube_proxy_then_kubelets(conn
     world = World(V114, {"*": release.TALOS}, workers=2)
     _proxy(world, "v1.36.3")
     check_mode = kubernetes_step.run(world.params(), conns(world), True, clock=world.clock)
+    target = release.KUBERNETES
     assert check_mode["plan"] == [
-        "cp-1: control plane (kube-apiserver, kube-controller-manager, kube-scheduler) to v1.36.6 (no reboot)",
-        "cp-1: kube-proxy to v1.36.6 (no reboot)", "cp-1: kubelet to v1.36.6 (no reboot)",
-        "worker-1: kubelet to v1.36.6 (no reboot)", "worker-2: kubelet to v1.36.6 (no reboot)",
-        "kube-system/kube-proxy DaemonSet to v1.36.6"]
+        "cp-1: control plane (kube-apiserver, kube-controller-manager, kube-scheduler) to %s (no reboot)" % target,
+        "cp-1: kube-proxy to %s (no reboot)" % target, "cp-1: kubelet to %s (no reboot)" % target,
+        "worker-1: kubelet to %s (no reboot)" % target, "worker-2: kubelet to %s (no reboot)" % target,
+        "kube-system/kube-proxy DaemonSet to %s" % target]
     assert [d["before_header"] for d in check_mode["diff"]] == ["cp-1", "worker-1", "worker-2"]
     assert world.writes == []
 
     result = kubernetes_step.run(world.params(), conns(world), False, clock=world.clock)
     assert result["plan"] == check_mode["plan"] and result["changed"] is True
-    # each apply: (machine, kube-apiserver, kube-proxy, kubelet) as the config names them after it
+    # each apply: (machine, kube-apiserver, kube-proxy, kubelet) as the config names them after it (the case: v1.36.3)
     assert world.writes == [
-        ("ApplyConfiguration", "cp-1", "v1.36.6", "v1.36.3", "v1.36.3"),
-        ("ApplyConfiguration", "cp-1", "v1.36.6", "v1.36.6", "v1.36.3"),
-        ("DaemonSet", "registry.k8s.io/kube-proxy:v1.36.6"),
-        ("ApplyConfiguration", "cp-1", "v1.36.6", "v1.36.6", "v1.36.6"),
-        ("ApplyConfiguration", "worker-1", None, None, "v1.36.6"),
-        ("ApplyConfiguration", "worker-2", None, None, "v1.36.6")]
+        ("ApplyConfiguration", "cp-1", target, "v1.36.3", "v1.36.3"),
+        ("ApplyConfiguration", "cp-1", target, target, "v1.36.3"),
+        ("DaemonSet", "registry.k8s.io/kube-proxy:" + target),
+        ("ApplyConfiguration", "cp-1", target, target, target),
+        ("ApplyConfiguration", "worker-1", None, None, target),
+        ("ApplyConfiguration", "worker-2", None, None, target)]
     assert kubernetes_step.run(world.params(), conns(world), False, clock=world.clock) == {
-        "changed": False, "plan": ["Kubernetes is at v1.36.6 on every machine; nothing to do"], "removed_apis": []}
+        "changed": False, "plan": ["Kubernetes is at %s on every machine; nothing to do" % target], "removed_apis": []}
 
 
 def test_kubernetes_step_moves_only_a_kube_proxy_daemonset_left_behind(conns):
@@ -690,8 +697,8 @@ def test_kubernetes_step_moves_only_a_kube_proxy_daemonset_left_behind(conns):
         m.config = m.config.replace(":v1.36.3", ":" + release.KUBERNETES)
     _proxy(world, "v1.36.3")
     result = kubernetes_step.run(world.params(), conns(world), False, clock=world.clock)
-    assert result["plan"] == ["kube-system/kube-proxy DaemonSet to v1.36.6"]
-    assert world.writes == [("DaemonSet", "registry.k8s.io/kube-proxy:v1.36.6")]
+    assert result["plan"] == ["kube-system/kube-proxy DaemonSet to %s" % release.KUBERNETES]
+    assert world.writes == [("DaemonSet", "registry.k8s.io/kube-proxy:" + release.KUBERNETES)]
 
 
 def test_kubernetes_step_waits_for_each_kubelet(conns, monkeypatch):
@@ -706,8 +713,8 @@ def test_kubernetes_step_waits_for_each_kubelet(conns, monkeypatch):
     monkeypatch.setattr(world, "node_object", kubelet_never_moves)
     with pytest.raises(UpgradeFailed) as exc:
         kubernetes_step.run(world.params(wait_timeout=30.0), conns(world), False, clock=world.clock)
-    assert exc.value.message == ("the kubelet of cp-1 did not report v1.36.6 and Ready within 30s; the remaining "
-                                 "machines were not touched; rerun to continue")
+    assert exc.value.message == ("the kubelet of cp-1 did not report %s and Ready within 30s; the remaining "
+                                 "machines were not touched; rerun to continue" % release.KUBERNETES)
     assert [w[1] for w in world.writes] == ["cp-1", "cp-1", "cp-1"]  # worker-1 untouched
 
 
@@ -718,10 +725,10 @@ def test_record_moves_stored_versions_only_to_the_set(conns):
     world.configmap = _record(talos="v1.13.9")
     with pytest.raises(Refused) as exc:
         record.run({"update": {"talos": "v1.14.1"}}, conns(world), False)
-    assert exc.value.message.startswith("talos v1.14.1 is not the release set's v1.14.5")
+    assert exc.value.message.startswith("talos v1.14.1 is not the release set's " + release.TALOS)
     assert exc.value.result == {"plan": []} and world.kube_writes == []
     result = record.run({"update": {"talos": release.TALOS, "note": None}}, conns(world), True)
-    assert result["changed"] is True and result["plan"] == ["cluster record ichor-system/ichor-cluster: set talos=v1.14.5"]
+    assert result["changed"] is True and result["plan"] == ["cluster record ichor-system/ichor-cluster: set talos=" + release.TALOS]
     assert world.kube_writes == [("replace", "ConfigMap", "ichor-cluster", True)]
     assert json.loads(result["diff"]["after"])["talos"] == release.TALOS
     assert record.run({"update": {}}, conns(world), False)["record"] == {"schema": 1, "talos": "v1.13.9"}
