@@ -25,14 +25,14 @@ MARKER = "ICHORfuzzRECORDmarker0123456789abcdefXYZ"
 
 
 def valid_record():
-    return {"schema": 1, "talos": "v1.14.5", "kubernetes": "v1.36.6", "contract": "v1.14",
+    return {"schema": 1, "talos": release.TALOS, "kubernetes": release.KUBERNETES, "contract": release.CONTRACT,
             "cluster": {"id": "c1", "name": "prod", "cni": {"preset": "cilium"}, "inlineManifests": [{"name": "cilium"}]},
             "machines": [{"uuid": "u1", "address": "10.0.0.5", "state": "pending", "source": "reclaim", "at": "2026"},
                          {"uuid": "u0", "address": "10.0.0.4", "state": "ready"}],
             "nodes": {"cp-1": {"uuid": "u3", "node": "10.0.0.1", "role": "controlplane", "spec": {"hostname": "cp-1"}}},
             "held": {"cp-1": "adopted"},
             "adoption": {"adopted": True, "mode": "takeover", "inlineManifest": ["cilium"]},
-            "cilium": {"release": "ichor-system/cilium", "chart": "1.20.4", "tunnel": "vxlan", "kubeProxy": "replace",
+            "cilium": {"release": "ichor-system/cilium", "chart": release.CILIUM, "tunnel": "vxlan", "kubeProxy": "replace",
                        "values": {}, "inlineManifests": ["cilium"]},
             "note": MARKER}
 
@@ -151,7 +151,7 @@ def test_a_newer_schema_is_still_refused_by_number():
 
 def test_a_valid_record_decodes():
     record = use(configmap(json.dumps(valid_record())))
-    assert record.get("talos") == "v1.14.5" and record.resource_version == "42"
+    assert record.get("talos") == release.TALOS and record.resource_version == "42"
     assert cluster_record.decode({"metadata": {"resourceVersion": "7"}}).data == {"schema": 1}
 
 

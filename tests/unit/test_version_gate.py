@@ -10,41 +10,47 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import I
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.machine import cluster_read, facts as machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import version_gate
+from tests import versions
 
-SEED = ("Talos 1.11.5 is older than the oldest version Ichor adopts (v1.12). Upgrade Talos first, with talosctl or "
-        "your usual tool, and run adopt again.")
+# the floor (the set's MINIMUM_TALOS), its first patch, and Talos one and two minors below it
+FLOOR = versions.OLDEST_TALOS
+AT_FLOOR = FLOOR + ".0"
+BELOW = versions.BELOW_OLDEST_TALOS
+FURTHER_BELOW = versions.minor_behind(AT_FLOOR, 2)
+SEED = ("Talos %s is older than the oldest version Ichor adopts (%s). Upgrade Talos first, with talosctl or "
+        "your usual tool, and run adopt again." % (versions.bare(BELOW), FLOOR))
 
 
 def _newer():
-    major, minor, _patch = release.parse(release.TALOS)
-    return "v%d.%d.0" % (major, minor + 1)
+    return versions.minor_ahead(release.TALOS)
 
 
 def test_a_cluster_at_or_above_the_floor_and_not_newer_passes():
-    verdict = version_gate.judge([("cp-1", "v1.12.0"), ("w-1", "v1.13.9"), ("w-2", release.TALOS)])
+    verdict = version_gate.judge([("cp-1", AT_FLOOR), ("w-1", versions.TALOS_BEHIND), ("w-2", release.TALOS)])
     assert verdict == {"refused": False, "message": "", "older": [], "newer": [], "unreadable": []}
 
 
 def test_one_machine_below_the_floor_is_the_seeds_message_exactly():
-    verdict = version_gate.judge([("cp-1", "v1.11.5")])
+    verdict = version_gate.judge([("cp-1", BELOW)])
     assert verdict["refused"] and verdict["message"] == SEED and verdict["older"] == ["cp-1"]
 
 
 def test_a_uniform_old_cluster_is_the_seeds_message_exactly():
-    verdict = version_gate.judge([("cp-1", "v1.11.5"), ("w-1", "v1.11.5")])
+    verdict = version_gate.judge([("cp-1", BELOW), ("w-1", BELOW)])
     assert verdict["message"] == SEED and verdict["older"] == ["cp-1", "w-1"]
 
 
 def test_a_mixed_cluster_names_the_machines_below_whatever_their_order():
-    machines = [("w-2", "v1.11.5"), ("cp-1", "v1.14.1"), ("w-1", "v1.10.7"), ("w-3", "v1.12.11")]
+    machines = [("w-2", BELOW), ("cp-1", release.TALOS), ("w-1", FURTHER_BELOW), ("w-3", FLOOR + ".11")]
     verdict = version_gate.judge(machines)
-    assert verdict["message"] == ("Talos 1.10.7 is older than the oldest version Ichor adopts (v1.12). Upgrade Talos first, "
-                                  "with talosctl or your usual tool, and run adopt again. Below v1.12: w-1 (v1.10.7), w-2 (v1.11.5).")
+    assert verdict["message"] == ("Talos %s is older than the oldest version Ichor adopts (%s). Upgrade Talos first, "
+                                  "with talosctl or your usual tool, and run adopt again. Below %s: w-1 (%s), w-2 (%s)."
+                                  % (versions.bare(FURTHER_BELOW), FLOOR, FLOOR, FURTHER_BELOW, BELOW))
     assert verdict["older"] == ["w-1", "w-2"]
     assert version_gate.judge(list(reversed(machines))) == verdict
-    # a patch below the floor's .0 does not exist: v1.12.0 is in, a v1.11 pre-release is out
-    assert not version_gate.judge([("a", "v1.12.0")])["refused"]
-    assert version_gate.judge([("a", "v1.11.99-alpha.1")])["older"] == ["a"]
+    # a patch below the floor's .0 does not exist: the floor's .0 is in, a pre-release of the minor below is out
+    assert not version_gate.judge([("a", AT_FLOOR)])["refused"]
+    assert version_gate.judge([("a", versions.minor(BELOW) + ".99-alpha.1")])["older"] == ["a"]
 
 
 def test_newer_than_the_release_set_is_refused_in_the_rollouts_words():
@@ -56,13 +62,13 @@ def test_newer_than_the_release_set_is_refused_in_the_rollouts_words():
 
 
 def test_older_and_newer_together_say_both_older_first():
-    verdict = version_gate.judge([("cp-1", "v1.11.5"), ("w-1", _newer())])
-    assert verdict["message"].startswith(SEED + " Below v1.12: cp-1 (v1.11.5). Talos on w-1 is ")
+    verdict = version_gate.judge([("cp-1", BELOW), ("w-1", _newer())])
+    assert verdict["message"].startswith(SEED + " Below %s: cp-1 (%s). Talos on w-1 is " % (FLOOR, BELOW))
     assert verdict["older"] == ["cp-1"] and verdict["newer"] == ["w-1"]
 
 
 def test_a_version_that_is_no_version_refuses_and_is_not_quoted_whole():
-    verdict = version_gate.judge([("cp-1", "v1.14.1"), ("w-1", "x" * 500)])
+    verdict = version_gate.judge([("cp-1", release.TALOS), ("w-1", "x" * 500)])
     assert verdict["refused"] and verdict["unreadable"] == ["w-1"]
     assert "x" * 41 not in verdict["message"] and "w-1" in verdict["message"]
     assert "\n" not in verdict["message"]
