@@ -13,7 +13,14 @@ class ModuleDocFragment:
 options:
   kubeconfig:
     description:
-      - Path of a kubeconfig for the cluster's Kubernetes API. Falls back to E(KUBECONFIG).
+      - Path of a kubeconfig for the cluster's Kubernetes API (C(~) and variables expanded). A file it names that
+        does not exist is refused; it is never replaced by another kubeconfig.
+      - Not given (and no O(kubeconfig_content)), the file E(KUBECONFIG) names is used when it is set and not
+        empty, else C(~/.kube/config), as C(kubectl) and C(kubernetes.core) do.
+      - Given empty (C("")), the task has no Kubernetes connection and never falls back to E(KUBECONFIG) or
+        C(~/.kube/config); a module that needs the API then fails saying so, and one that reads it only when it can
+        (M(maesh.ichor.init_plan), M(maesh.ichor.talos_machine_config)) does not read it. The role
+        C(maesh.ichor.init) passes C("") until the kubeconfig it writes exists.
     type: path
   kubeconfig_content:
     description:

@@ -15,7 +15,9 @@ options:
     description:
       - Path of the talosconfig file (as written by C(talosctl gen config)).
       - When neither this nor O(talosconfig_content) is set, the E(TALOSCONFIG) environment variable is
-        used, else C($TALOS_HOME/config), else C(~/.talos/config), as C(talosctl) does.
+        used (when it is not empty), else C($TALOS_HOME/config), else C(~/.talos/config), as C(talosctl) does.
+      - Given empty (C("")), it names no talosconfig and never falls back to E(TALOSCONFIG) or C(~/.talos/config); a
+        call that needs one fails saying so (machines in maintenance mode need none).
     type: path
   talosconfig_content:
     description:

@@ -138,9 +138,10 @@ def test_no_run_calm_or_killed_through_ansible_playbook_or_runner_leaves_a_key_o
         proc = runs.calm(playbook, *extra)
         assert proc.returncode in (0, 2), (playbook, proc.stdout[-4000:])
         outs.append(proc.stdout + proc.stderr)
-    outs.append(runs.killed("install", "TASK [maesh.ichor.installer : ", True))
-    outs.append(runs.killed("status", "TASK [maesh.ichor.status : ", False))
-    outs.append(runs.killed("upgrade", "TASK [maesh.ichor.upgrade : ", True, "--check"))
+    outs.append(runs.killed("install", "TASK [maesh.ichor.installer : Take the cluster lock", True))
+    outs.append(runs.killed("status", "TASK [maesh.ichor.status : Read the cluster once", False))
+    outs.append(runs.killed("upgrade", "TASK [maesh.ichor.upgrade : See that no other run holds the cluster lock", True,
+                            "--check"))
 
     job = AwxJob(tmp_path / "runner", "status")
     job.inventory(yaml.safe_load(open(inv)))

@@ -6,8 +6,11 @@
 Connection options come in two concerns, each with its doc fragment: Talos
 (``maesh.ichor.talos``: talosconfig, talosconfig_content, context, endpoint, timeout) and Kubernetes
 (``maesh.ichor.kubernetes``: kubeconfig, kubeconfig_content, kube_context, timeout). A module takes
-only the ones it uses. Waiting is ``wait`` (bool) and ``wait_timeout`` (seconds); a machine's
-address is ``node``; ``cluster`` is the cluster spec and ``cluster_name`` its name.
+only the ones it uses. A connection file (talosconfig, kubeconfig) not given falls back to its environment
+variable when that is set and not empty, then to the tool's default file (talosconfig.load, kubeconfig.load); given
+empty, it names no file and never falls back: a task told "no kubeconfig" (init before its own exists) has no
+Kubernetes connection, whatever KUBECONFIG or ~/.kube/config name. Waiting is ``wait`` (bool) and ``wait_timeout``
+(seconds); a machine's address is ``node``; ``cluster`` is the cluster spec and ``cluster_name`` its name.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,10 +20,10 @@ __metaclass__ = type
 import decimal
 import json
 import math
+import os
 
-from ansible.module_utils.basic import env_fallback
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible.module_utils.errors import UnsupportedError
+from ansible.module_utils.errors import AnsibleFallbackNotFound, UnsupportedError
 
 TIMEOUT = dict(type="float", default=30.0)
 # An int option's value has at most this many digits: ansible-core builds the int of any number it is given (".inf"
@@ -28,10 +31,19 @@ TIMEOUT = dict(type="float", default=30.0)
 INT_DIGITS = 100
 
 
+def nonempty_env_fallback(*names):
+    """ansible-core's env_fallback, but an environment variable set empty is unset (as talosctl and kubectl read
+    it): an option not given never becomes the empty option, which means "no file" (see the module docstring)."""
+    for name in names:
+        if os.environ.get(name):
+            return os.environ[name]
+    raise AnsibleFallbackNotFound
+
+
 def talos_connection():
     """The Talos API connection (doc fragment maesh.ichor.talos); the content is no_log."""
     return dict(
-        talosconfig=dict(type="path", fallback=(env_fallback, ["TALOSCONFIG"])),
+        talosconfig=dict(type="path", fallback=(nonempty_env_fallback, ["TALOSCONFIG"])),
         talosconfig_content=dict(type="str", no_log=True),
         context=dict(type="str"),
         endpoint=dict(type="str"),
@@ -42,7 +54,7 @@ def talos_connection():
 def kube_connection():
     """The Kubernetes API connection (doc fragment maesh.ichor.kubernetes); the content is no_log."""
     return dict(
-        kubeconfig=dict(type="path", fallback=(env_fallback, ["KUBECONFIG"])),
+        kubeconfig=dict(type="path", fallback=(nonempty_env_fallback, ["KUBECONFIG"])),
         kubeconfig_content=dict(type="str", no_log=True),
         kube_context=dict(type="str"),
         timeout=dict(TIMEOUT),

@@ -33,6 +33,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common import versions
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError, HelmError
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import excerpt
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s.kubeconfig import EMPTY as NO_KUBECONFIG
 
 # take-ownership exists since 3.17 and works on custom resources since 3.18 (helm/helm#30622);
 # Helm 4 applies server-side by default, which this collection does not drive yet.
@@ -78,6 +79,9 @@ class Helm:
     def __enter__(self):
         if yaml is None:
             raise CiliumError("PyYAML is required to read helm's output (pip install pyyaml)")
+        if self.kubeconfig_content is None and self.kubeconfig is not None and not self.kubeconfig:
+            # named empty: helm would read KUBECONFIG, ~/.kube/config or a pod's own cluster instead
+            raise CiliumError(NO_KUBECONFIG)
         self.dir = tempfile.mkdtemp(prefix="ichor-helm-")
         self._files = contextlib.ExitStack()
         self._inherited = []  # the in-memory files' descriptors: helm reads them by their /proc/self/fd paths

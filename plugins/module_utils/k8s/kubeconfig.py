@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Which kubeconfig a module uses, and its context, cluster and user, checked before any client is made.
 
-The kubeconfig comes from the option ``kubeconfig`` (a path) or ``kubeconfig_content``, else the files
-KUBECONFIG names (several are merged as kubectl merges them), else ``~/.kube/config``. Its contexts are
+The kubeconfig comes from the option ``kubeconfig`` (a path, ``~`` expanded) or ``kubeconfig_content``, else, only when
+neither is given (None), the files KUBECONFIG names (several are merged as kubectl merges them), else
+``~/.kube/config``. The option given empty names no kubeconfig: refused, never a fallback. Its contexts are
 checked here, so a message can list them; the user's credentials are registered for redaction before
 anything can quote them. Importing this costs nothing of the ``kubernetes`` package.
 """
@@ -32,6 +33,10 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import r
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.errors import KubeError, quote
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
+# The option kubeconfig given empty: the task has no Kubernetes connection, and gets none from the environment.
+EMPTY = ("the option kubeconfig is empty: this task has no Kubernetes connection (an empty kubeconfig never falls back "
+         "to KUBECONFIG or ~/.kube/config); set it to the cluster's kubeconfig, or leave it out to use KUBECONFIG, "
+         "else ~/.kube/config")
 # A kubeconfig user's credential fields (token, client-key-data, password, auth-provider secrets).
 _CREDENTIAL = re.compile(r"(?i)(token|key-data|password|secret)")
 # The guard of a kubeconfig read (a file or kubeconfig_content): one is a few kilobytes, tens with many clusters
@@ -217,8 +222,9 @@ def check(data, where, context):
 
 
 def load(kubeconfig=None, kubeconfig_content=None, context=None, environ=None):
-    """The Kubeconfig the options (or KUBECONFIG, or ~/.kube/config) name; KubeError in one line when there is none,
-    it cannot be read or parsed, or the context, its cluster or its user is missing."""
+    """The Kubeconfig the options (or, when neither is given, KUBECONFIG, else ~/.kube/config) name; KubeError in one
+    line when there is none (``kubeconfig`` given empty names none: EMPTY), it cannot be read or parsed, or the
+    context, its cluster or its user is missing."""
     if not HAS_YAML:
         raise KubeError("the PyYAML Python package is required to read a kubeconfig")
     environ = os.environ if environ is None else environ
@@ -238,6 +244,8 @@ def load(kubeconfig=None, kubeconfig_content=None, context=None, environ=None):
     path = kubeconfig
     if path:
         where = "the option kubeconfig"
+    elif path is not None:  # given, and empty: no kubeconfig, and none from the environment either
+        raise KubeError(EMPTY)
     elif environ.get("KUBECONFIG"):
         paths = [p for p in environ["KUBECONFIG"].split(os.pathsep) if p]
         present = [p for p in paths if os.path.exists(os.path.expanduser(p))]

@@ -43,6 +43,12 @@ if HAS_YAML:
     _LOADER = yamlload.LOADER  # libyaml bounds nesting; the pure loader recurses
 
 
+# The option talosconfig given empty: no talosconfig, and none from the environment.
+EMPTY = ("the option talosconfig is empty: this task has no talosconfig (an empty talosconfig never falls back to "
+         "TALOSCONFIG or ~/.talos/config); set it to the cluster's talosconfig, or leave it out to use TALOSCONFIG, "
+         "else ~/.talos/config")
+
+
 def default_path(environ=None):
     """Where talosctl looks: $TALOSCONFIG, else $TALOS_HOME/config, else ~/.talos/config."""
     environ = os.environ if environ is None else environ
@@ -227,10 +233,14 @@ def select(data, context=None, source="talosconfig"):
 
 
 def load(path=None, content=None, context=None):
-    """Load a talosconfig from content (vault, AWX credential) or a path (default: talosctl's)."""
+    """Load a talosconfig from content (vault, AWX credential) or a path (None: talosctl's default_path; empty: no
+    talosconfig, refused with EMPTY, never a fallback)."""
     if content is not None:
         return parse(content, context=context, source="the talosconfig content")
-    path = path or default_path()
+    if path is None:
+        path = default_path()
+    elif not path:
+        raise TalosConfigError(EMPTY)
     try:
         text = untrusted.read_file(path, MAX_SIZE)
     except (IOError, OSError) as exc:
