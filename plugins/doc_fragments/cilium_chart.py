@@ -8,7 +8,7 @@ __metaclass__ = type
 
 
 class ModuleDocFragment:
-    # The chart and helm options of cilium_release and cilium_takeover (module_utils/cilium/chart.py builds their spec).
+    # The chart and helm options of cilium_release and cilium_takeover (module_utils/cilium/pipeline.py: options).
     DOCUMENTATION = r"""
 options:
   chart:

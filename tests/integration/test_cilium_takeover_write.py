@@ -15,7 +15,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from ansible_collections.maesh.ichor.plugins.module_utils.cilium import chart, record, takeover
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import pipeline, record, takeover
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 
@@ -290,10 +290,10 @@ def test_a_foreign_record_is_deleted_only_while_it_is_the_secret_that_was_read(c
                                                                    "labels": secret.metadata.labels},
                                                       "type": secret.type, "data": secret.data})
     with pytest.raises(CiliumError, match="changed since this run read it"):
-        chart.delete_record(kube, read)
+        pipeline.delete_record(kube, read)
     again = lab.core.read_namespaced_secret(secret.metadata.name, "kube-system")
     assert again.metadata.uid != secret.metadata.uid
-    chart.delete_record(kube, record.Record(kube.get("v1", "Secret", secret.metadata.name, "kube-system")))
+    pipeline.delete_record(kube, record.Record(kube.get("v1", "Secret", secret.metadata.name, "kube-system")))
     assert lab.records() == []
 
 

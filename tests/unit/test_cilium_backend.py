@@ -378,7 +378,7 @@ def test_a_backup_is_the_record_byte_for_byte_in_a_secret_helm_does_not_read():
 
 
 def test_a_record_is_deleted_only_while_it_is_the_one_read():
-    from ansible_collections.maesh.ichor.plugins.module_utils.cilium import chart
+    from ansible_collections.maesh.ichor.plugins.module_utils.cilium import pipeline
     from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Conflict, NotFound
 
     class Kube:
@@ -391,8 +391,8 @@ def test_a_record_is_deleted_only_while_it_is_the_one_read():
                 raise self.error
     rec = record.Record(_secret({"name": "cilium"}))
     kube = Kube()
-    chart.delete_record(kube, rec)
+    pipeline.delete_record(kube, rec)
     assert kube.calls == [("Secret", "kube-system", "sh.helm.release.v1.cilium.v1", "u1")]
-    chart.delete_record(Kube(NotFound("gone", status=404)), rec)
+    pipeline.delete_record(Kube(NotFound("gone", status=404)), rec)
     with pytest.raises(CiliumError, match="changed since this run read it"):
-        chart.delete_record(Kube(Conflict("uid", status=409)), rec)
+        pipeline.delete_record(Kube(Conflict("uid", status=409)), rec)

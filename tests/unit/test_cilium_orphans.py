@@ -313,7 +313,8 @@ def test_the_takeover_plans_its_orphans_kept_or_deleted_and_check_mode_writes_no
         flow = takeover.Takeover({"delete_orphans": consent}, kube, helm=None)
         flow.foreign = [_record(1, CHART + RELAY[:1] + [OLD_JOB], status="deployed")]
         flow._orphans(json.loads(json.dumps(CHART)), "chart 1.20.4")  # pylint: disable=protected-access
-        flow._steps(None, [], "takeover", "1.20.4")  # pylint: disable=protected-access
+        flow.chart_version = "1.20.4"
+        flow._steps()  # pylint: disable=protected-access
         result = flow.plan.result
         assert [(o["object"], o["action"]) for o in result["orphans"]] == [
             ("Deployment kube-system/hubble-relay", "delete" if consent else "keep"),

@@ -4,7 +4,7 @@ the effective values, the CNI-unmanaged refusal, the values lines, the backoff, 
 
 import pytest
 
-from ansible_collections.maesh.ichor.plugins.module_utils.cilium import release, values
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import pipeline, release, values
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError, HelmError, Refused
 
 
@@ -24,28 +24,29 @@ def test_the_version_step_is_one_minor_at_a_time_and_never_down():
 
 
 def test_operator_replicas_follow_the_nodes_and_the_spec():
-    assert release.operator_replicas(1) == 1
-    assert release.operator_replicas(2) is None and release.operator_replicas(5) is None
-    assert release.operator_replicas(3, control_planes=1) == 1  # one control plane, workers included
-    assert release.operator_replicas(1, control_planes=3) == 1  # an HA cluster that has one Node yet
-    assert release.operator_replicas(3, control_planes=3) is None
-    assert release.operator_replicas(0, control_planes=1) == 1 and release.operator_replicas(0) is None
+    assert values.operator_replicas(1) == 1
+    assert values.operator_replicas(2) is None and values.operator_replicas(5) is None
+    assert values.operator_replicas(3, control_planes=1) == 1  # one control plane, workers included
+    assert values.operator_replicas(1, control_planes=3) == 1  # an HA cluster that has one Node yet
+    assert values.operator_replicas(3, control_planes=3) is None
+    assert values.operator_replicas(0, control_planes=1) == 1 and values.operator_replicas(0) is None
 
 
 def test_effective_values_layer_the_rule_the_user_and_the_owned_keys():
     owned = values.owned("replaced", "geneve")
-    one = release.effective(1, None, {"debug": {"enabled": True}, "k8sServicePort": 6443}, owned)
+    one = values.effective(1, {"debug": {"enabled": True}, "k8sServicePort": 6443}, owned)
     assert one["operator"] == {"replicas": 1} and one["k8sServicePort"] == 7445 and one["debug"] == {"enabled": True}
-    assert "operator" not in release.effective(2, None, {}, owned)
-    assert release.effective(4, 1, {}, owned)["operator"] == {"replicas": 1}
-    assert release.effective(1, None, {"operator": {"replicas": 2}}, owned)["operator"] == {"replicas": 2}
-    assert release.effective(2, None, {}, owned) == values.effective(2, {}, owned)  # the takeover's, at 2+ Nodes
+    assert "operator" not in values.effective(2, {}, owned)
+    assert values.effective(4, {}, owned, control_planes=1)["operator"] == {"replicas": 1}
+    assert values.effective(1, {"operator": {"replicas": 2}}, owned)["operator"] == {"replicas": 2}
+    # the takeover's (no spec: no control planes) at one Node, as the release's with any spec
+    assert values.effective(1, {}, owned) == values.effective(1, {}, owned, control_planes=3)
 
 
 def test_the_unmanaged_preset_is_read_from_the_record_spec():
-    assert release.unmanaged({"cluster": {"cni": {"preset": "unmanaged"}}})
-    assert not release.unmanaged({"cluster": {"cni": {"preset": "cilium"}}})
-    assert not release.unmanaged({}) and not release.unmanaged({"cluster": "x"}) and not release.unmanaged(None)
+    assert pipeline.unmanaged({"cluster": {"cni": {"preset": "unmanaged"}}})
+    assert not pipeline.unmanaged({"cluster": {"cni": {"preset": "cilium"}}})
+    assert not pipeline.unmanaged({}) and not pipeline.unmanaged({"cluster": "x"}) and not pipeline.unmanaged(None)
 
 
 def test_values_lines_name_each_changed_path():
@@ -59,7 +60,7 @@ def test_values_lines_name_each_changed_path():
 
 
 def test_the_backoff_doubles_up_to_its_cap():
-    assert [release.backoff(n) for n in range(1, release.ATTEMPTS)] == [5.0, 10.0, 20.0, 30.0, 30.0]
+    assert [release.BACKOFF(n) for n in range(1, release.ATTEMPTS)] == [5.0, 10.0, 20.0, 30.0, 30.0]
 
 
 class FakeHelm:

@@ -176,7 +176,8 @@ def as_stored(kube, obj):
     return stored
 
 
-def _dump(obj):
+def dump(obj):
+    """An object as the --diff shows it (YAML, keys sorted; "" for none)."""
     return yaml.safe_dump(obj, default_flow_style=False, sort_keys=True) if obj is not None else ""
 
 
@@ -245,7 +246,7 @@ def run(kube, rendered, release_namespace, chart_label):
         if live is None:
             gate.add(ref, None, "absent live: Helm creates it")
             gate.diff.append({"before_header": "%s (not live)" % ref, "after_header": "%s (%s)" % (ref, chart_label),
-                              "before": "", "after": _dump(chart)})
+                              "before": "", "after": dump(chart)})
             continue
         try:
             after = comparable(kube.apply(obj, MANAGER, dry_run=True))
@@ -258,5 +259,5 @@ def run(kube, rendered, release_namespace, chart_label):
             gate.add(ref, path, change, live_value, chart_value)
         if found:
             gate.diff.append({"before_header": "%s (live)" % ref, "after_header": "%s (%s)" % (ref, chart_label),
-                              "before": _dump(live_view), "after": _dump(chart)})
+                              "before": dump(live_view), "after": dump(chart)})
     return gate

@@ -24,11 +24,6 @@ import hashlib
 import json
 import re
 
-try:
-    import yaml
-except ImportError:  # the module fails with missing_required_lib-like words when it needs it
-    yaml = None
-
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import gate as gate_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import helm as helm_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError
@@ -333,7 +328,7 @@ def diff(orphan):
     """The --diff entry of an orphan the takeover deletes: the live object (Secret data masked), then nothing."""
     return {"before_header": "%s (live, of the foreign release %s)" % (orphan.ref, orphan.release_ref),
             "after_header": "%s (deleted: delete_orphans)" % orphan.ref,
-            "before": yaml.safe_dump(gate_mod.comparable(orphan.live), default_flow_style=False, sort_keys=True),
+            "before": gate_mod.dump(gate_mod.comparable(orphan.live)),
             "after": ""}
 
 

@@ -1,29 +1,28 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The flow of ``cilium_takeover``: every precondition, read-only, then the plan, then the takeover.
+"""``cilium_takeover``: the variant ``Takeover`` of the Cilium pipeline (pipeline.py): a running Cilium made the
+collection's Helm release. Its own stages:
 
-Order: helm and the chart (the set's version only), the running Cilium (none: nothing to take over;
-already the collection's release: nothing to do, or only the foreign records left to retire), the
-version rule, the owned keys (IPAM, tunnel, kube-proxy mode, KubePrism, the Talos guide's keys), the
-values (the newest foreign record's, or ``cilium_values`` for a Cilium without one), health, and the
-diff gate, which also lists every object of the foreign release that the chart does not render (orphans.py:
-Helm's take-ownership leaves them owned by no release). A refusal carries the plan so far and ends with its
-"refused:" line. Nothing up to here writes: the gate's dry runs are ``dryRun=All``, and check mode stops here.
+* what runs: a running Cilium and the records of the foreign release that installed it; already our release: nothing
+  to do, its inline entry left to record, or the hand-over left to finish; the version rule of live.py;
+* the network: IPAM ``kubernetes`` only, a known tunnel (kept), the kube-proxy mode as detected and agreeing with
+  Cilium's kubeProxyReplacement;
+* the user's values: the owned keys as they run against ours (a change needs ``accept_cilium_changes``, the Talos
+  guide's keys are matched), then the newest foreign record's values, or ``cilium_values`` for a Cilium without one;
+* the checks: health, consent, the inline entry; the gate's verdict: the orphans listed (what the foreign release
+  owned and the chart does not render, orphans.py), a difference needs ``accept_cilium_diff``;
+* the hand-over (the act): ``helm upgrade --install --take-ownership`` stores the release in ichor-system with every
+  object kept in kube-system (no helm wait); once Cilium is ready, the orphans are deleted when ``delete_orphans``
+  consents (each backed up, read back, deleted by UID; re-created from the backups when a delete fails), else kept;
+  the user's values, the tunnel and the kept orphans go into the cluster record; then each foreign record is backed up
+  into its own Secret in ichor-system, read back and compared byte for byte, and deleted only while it is the same
+  Secret (UID precondition).
 
-The takeover: a ``pending-*`` record of ours left by a killed run is deleted (UID precondition), then
-``helm upgrade --install --take-ownership`` stores the release in ichor-system with every object kept in
-kube-system (never atomic, never an uninstall, no helm wait); once our record is deployed and the
-DaemonSet and operator are ready on every node, the orphans are deleted when ``delete_orphans`` consents
-(each backed up into its own Secret, read back, deleted by UID; re-created from the backups when a delete
-fails), or else kept; the user's values, the tunnel and the kept orphans go into the cluster record; then
-each foreign record is copied into its own backup Secret in ichor-system, read back and compared byte for
-byte, and deleted only if it is still the same Secret (UID precondition).
-
-With ``machines`` (the Talos connection), the machines are read too: the control planes' configs for a Cilium inline
-manifest entry (found by content, machines.py), and every machine's KubePrism (health). The entry's name goes into the
-cluster record with the rest, that is only once the hand-over is complete; the config rollout then renders the
-machine configs without it (rollout/model.py). Nothing here writes to a machine.
+With ``machines`` (the Talos connection) the control planes' configs are read for a Cilium inline manifest entry
+(found by content, machines.py) and every machine for KubePrism (health). The entry's name goes into the cluster
+record once the hand-over is complete; the config rollout then renders the configs without it (rollout/model.py).
+Nothing here writes to a machine.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -32,57 +31,54 @@ __metaclass__ = type
 
 import json
 
-from ansible_collections.maesh.ichor.plugins.module_utils.cilium import chart as chart_mod
-from ansible_collections.maesh.ichor.plugins.module_utils.cilium import gate as gate_mod
-from ansible_collections.maesh.ichor.plugins.module_utils.cilium import helm as helm_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import live as live_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import machines as machines_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import orphans as orphans_mod
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import pipeline
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record as record_mod
-from ansible_collections.maesh.ichor.plugins.module_utils.cilium import release as release_mod
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import values as values_mod
-from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError, Refused
-from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium.errors import CiliumError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 
-RELEASE = live_mod.RELEASE
-RELEASE_NAMESPACE = live_mod.RELEASE_NAMESPACE
+RELEASE = pipeline.RELEASE
+RELEASE_NAMESPACE = pipeline.RELEASE_NAMESPACE
 BACKUP_PREFIX = "ichor-cilium-prior."
 BACKUP_OF = "ichor.maesh.dev/backup-of"
+INLINE_KEY = "inlineManifests"
+ORPHANS_KEY = "orphans"
+# owned keys the user's values may set otherwise without a word: what runs decides them
+_AS_RUNNING = ("tunnel", "tunnelProtocol", "routingMode", "kubeProxyReplacement", "ipam.mode")
 
 
 def options():
-    """The module's own options (the Kubernetes connection options are added by ansible_module.specs)."""
-    return dict(
-        chart_mod.options(),
-        kube_proxy=dict(type="str", choices=["enabled", "replaced"]),
-        cilium_values=dict(type="dict"),
-        accept_cilium_changes=dict(type="bool", default=False),
-        accept_cilium_diff=dict(type="bool", default=False),
-        delete_orphans=dict(type="bool", default=False),
-    )
+    return pipeline.options(accept_cilium_changes=dict(type="bool", default=False),
+                            accept_cilium_diff=dict(type="bool", default=False),
+                            delete_orphans=dict(type="bool", default=False))
 
 
-def _kube_proxy(plan, kube, expected, running):
-    """The kube-proxy mode, detected and checked against the expected one and against Cilium's kubeProxyReplacement."""
-    detected = live_mod.kube_proxy_mode(kube)
-    where = "kube-system runs the kube-proxy DaemonSet" if detected == "enabled" else "no kube-proxy DaemonSet runs"
+# -- the pure rules ------------------------------------------------------------------------------
+def ipam_refusal(ipam):
+    if ipam != "kubernetes":
+        return ("Cilium runs IPAM mode %s; only kubernetes is taken over: changing IPAM renumbers every pod (never "
+                "accepted)" % ipam)
+
+
+def kube_proxy_refusal(expected, detected, replaced):
+    """Refusal when the mode given is not the one detected, or Service routing has no owner or two (kube-proxy and
+    Cilium's kubeProxyReplacement ``replaced``)."""
     if expected is not None and expected != detected:
-        raise plan.refuse("kube_proxy is %s, but %s (%s); give the mode that runs (the cluster spec's cni.kubeProxy)" % (
-            expected, where, detected))
-    replaced = running.kube_proxy_replacement
+        return "kube_proxy is %s, but %s (%s); give the mode that runs (the cluster spec's cni.kubeProxy)" % (
+            expected, pipeline.kube_proxy_where(detected), detected)
     if detected == "replaced" and not replaced:
-        raise plan.refuse("kube-proxy is disabled and Cilium's kubeProxyReplacement is false: nothing routes Services; "
-                          "switch one of them deliberately first")
+        return ("kube-proxy is disabled and Cilium's kubeProxyReplacement is false: nothing routes Services; "
+                "switch one of them deliberately first")
     if detected == "enabled" and replaced:
-        raise plan.refuse("kube-proxy runs and Cilium's kubeProxyReplacement is true: two owners of Service routing; "
-                          "disable one of them deliberately first")
-    plan.say("kube-proxy: %s (%s; Cilium kubeProxyReplacement %s)" % (detected, where, str(replaced).lower()))
-    return detected
+        return ("kube-proxy runs and Cilium's kubeProxyReplacement is true: two owners of Service routing; "
+                "disable one of them deliberately first")
 
 
-def _owned(plan, running, ours, accept_changes):
-    """Compare the owned keys as they run with the collection's; a change needs accept_cilium_changes."""
+def owned_rows(say, running, ours, accept_changes):
+    """(rows, changes): the owned keys as they run against the collection's; a change needs accept_cilium_changes."""
     rows, changes = [], []
     for key in ("k8sServiceHost", "k8sServicePort") + values_mod.GUIDE_KEYS:
         have, want = running.get(key), values_mod.get(ours, key)
@@ -94,25 +90,43 @@ def _owned(plan, running, ours, accept_changes):
             action = "keep"
         elif key in values_mod.GUIDE_KEYS:
             action = "match"
-            plan.say("owned %s: %s -> %s (made to match the Talos guide)" % (key, _text(have), _text(want)))
+            say("owned %s: %s -> %s (made to match the Talos guide)" % (key, _shown(have), _shown(want)))
         else:
             action = "change"
             changes.append(key)
-            plan.say("owned %s: %s -> %s (a change on the running data plane%s)" % (
-                key, _text(have), _text(want), "; accepted" if accept_changes else ": needs accept_cilium_changes"))
+            say("owned %s: %s -> %s (a change on the running data plane%s)" % (
+                key, _shown(have), _shown(want), "; accepted" if accept_changes else ": needs accept_cilium_changes"))
         rows.append({"key": key, "running": have, "chart": want, "action": action})
-    for key, have in (("ipam.mode", running["ipam.mode"]), ("tunnel", running["tunnel"]),
-                      ("kubeProxyReplacement", running["kubeProxyReplacement"])):
-        rows.append({"key": key, "running": have, "chart": have, "action": "keep"})
+    for key in ("ipam.mode", "tunnel", "kubeProxyReplacement"):
+        rows.append({"key": key, "running": running[key], "chart": running[key], "action": "keep"})
     return rows, changes
 
 
-def _text(value):
+def overridden(say, taken, ours):
+    """A line per owned key the user's values set otherwise (those that what runs decides aside)."""
+    for key in sorted(taken):
+        if key not in _AS_RUNNING and values_mod.get(ours, key) != taken[key]:
+            say("owned %s: the user's values say %s, the collection sets %s" % (
+                key, _shown(taken[key]), _shown(values_mod.get(ours, key))))
+
+
+def unaccepted_changes(changes, accept):
+    if changes and not accept:
+        return "the takeover would change %s on the running data plane; set accept_cilium_changes to accept" % (
+            ", ".join(changes))
+
+
+def unaccepted_diff(found, accept):
+    if not found.empty and not accept:
+        return "%s; review them (--diff shows each object) and set accept_cilium_diff to accept" % found.summary()
+
+
+def _shown(value):
     return "unset" if value is None else ",".join(value) if isinstance(value, list) else str(value)
 
 
 def _user_values(plan, foreign, given):
-    """(values, source): the newest foreign record's config, or cilium_values for a Cilium without one."""
+    """(source, values): the newest foreign record's config, or cilium_values for a Cilium without one."""
     newest = record_mod.newest(foreign)
     if newest is not None:
         if given is not None:
@@ -122,114 +136,104 @@ def _user_values(plan, foreign, given):
             plan.say("warning: the newest foreign record %s is %s, not deployed" % (newest.ref, newest.status))
         plan.say("values: lifted from %s (revision %d, %s, chart %s)" % (
             newest.ref, newest.revision, newest.status, newest.chart_version))
-        return newest.config, "record"
+        return "record", newest.config
     if given is not None:
         plan.say("values: cilium_values (this Cilium has no Helm record)")
-        return given, "cilium_values"
+        return "cilium_values", given
     plan.say("values: none (no Helm record and no cilium_values): the chart's defaults and the owned keys; "
              "the gate shows what that changes")
-    return {}, "defaults"
+    return "defaults", {}
 
 
-class Takeover:
-    def __init__(self, params, kube, helm):
-        self.params = params
-        self.kube = kube
-        self.helm = helm
-        self.plan = chart_mod.Plan(step="none", cilium={}, records=[], values_source=None, values={}, user_values={},
-                                   owned=[], health=[], gate=[], diff=[], inline_manifests=[], orphans=[])
-        self.helm_done = False
-        self.repair = None
-        self.foreign = []
-        self.running = self.chart = self.chart_version = self.effective = self.lifted = self.mode = None
+class Takeover(pipeline.Flow):
+    NOT_DEPLOYED = "the foreign records are kept"
+    NOT_READY = "Cilium is not ready after the takeover (%s); the foreign records are kept: rerun to finish"
+
+    def __init__(self, params, kube, helm, clock=None):
+        super(Takeover, self).__init__(params, kube, helm, pipeline.Plan(
+            step="none", cilium={}, records=[], values_source=None, values={}, user_values={}, owned=[], health=[],
+            gate=[], diff=[], inline_manifests=[], orphans=[]), clock)
+        self.helm_done = False  # our release is deployed already: the hand-over is left to finish
+        self.foreign = []  # the foreign release's records
+        self.changes = []  # owned keys the takeover changes on the running data plane
         self.talos = None  # a TalosClient when machines are given
         self.views = None  # machines_mod.MachineView per machine
         self.inline = []  # names of the Cilium inline manifest entries in the control planes' configs
         self.inline_only = False  # the release is ours already: only the inline entry is left to record
         self.orphans = []  # orphans_mod.Orphan: what the foreign release owned and the chart does not render
 
-    def preconditions(self):
-        """Every read-only check; returns the Plan (its result says what a run would do)."""
-        plan, kube, params = self.plan, self.kube, self.params
-        stored = cluster_record.read(kube).data
-        if release_mod.unmanaged(stored):  # adopted with its CNI left alone
-            raise plan.refuse(release_mod.UNMANAGED)
-        self.chart, chart_version = chart_mod.resolve(self.helm, params, plan.say)
+    # -- the stages ---------------------------------------------------------------------------
+    def read_running(self):
+        plan, kube = self.plan, self.kube
         running = live_mod.read(kube)
         if running is None:
             raise plan.refuse("no Cilium runs here (no DaemonSet %s/%s): there is nothing to take over" % (
                 live_mod.NAMESPACE, live_mod.DAEMONSET))
-        foreign = live_mod.foreign_records(kube, running)
+        self.running, self.foreign = running, live_mod.foreign_records(kube, running)
         own = live_mod.records(kube, RELEASE_NAMESPACE, RELEASE)
-        plan.result["records"] = [r.summary() for r in foreign]
-        plan.result["cilium"] = {"version": running.version, "image": running.image, "chart": chart_version}
-        self.foreign, self.running = foreign, running
-        newest_own = record_mod.newest(own)
-        recorded = (stored.get("cilium") or {}).get("release") == "%s/%s" % (RELEASE_NAMESPACE, RELEASE)
-        if running.helm_release == (RELEASE, RELEASE_NAMESPACE) and newest_own is not None and \
-                newest_own.status == "deployed":
-            if not foreign and recorded:
-                self._inline(warn=False)
-                if self.inline and not set(self.inline) <= set(_recorded_inline(kube)):
-                    plan.say("Cilium %s is already the Helm release %s/%s; the inline manifest %s is not in the "
-                             "cluster record yet: record it" % (running.version, RELEASE_NAMESPACE, RELEASE,
-                                                                ", ".join(self.inline)))
-                    say_inline_steps(plan.say, self.inline)
-                    self.inline_only = True
-                    plan.result["changed"] = True
-                    return plan
-                plan.say("Cilium %s is already the Helm release %s/%s: nothing to take over" % (
-                    running.version, RELEASE_NAMESPACE, RELEASE))
-                return plan
-            plan.say("Cilium %s is already the Helm release %s/%s, but %s: finish the hand-over" % (
-                running.version, RELEASE_NAMESPACE, RELEASE,
-                "the foreign records are still there (a run stopped before retiring them)" if foreign else
-                "the cluster record does not name it yet (a run stopped before recording it)"))
-            self.helm_done = True
-        if newest_own is not None and newest_own.status in chart_mod.PENDING:
-            self.repair = newest_own
-            plan.say("repair: delete %s (%s, left by a run that was stopped; uid %s), then take over" % (
-                newest_own.ref, newest_own.status, newest_own.uid))
-        try:
-            step = live_mod.version_step(running.version, chart_version, result=plan.result)
-        except Refused as exc:
-            plan.say("refused: " + exc.message)
-            raise
-        plan.result["step"] = step
+        plan.result["records"] = [r.summary() for r in self.foreign]
+        plan.result["cilium"] = {"version": running.version, "image": running.image, "chart": self.chart_version}
+        if self._handed_over(record_mod.newest(own)):
+            return False
+        self.pending(own, ", then take over")
+        self.step = plan.result["step"] = self.version_step(live_mod.version_step, running.version)
         plan.say("Cilium %s runs (DaemonSet %s/%s): %s" % (
             running.version, live_mod.NAMESPACE, live_mod.DAEMONSET,
-            "takeover at the same minor" if step == "takeover" else
-            "an older minor: the takeover is an upgrade to %s" % chart_version))
-        owned_running = running.owned_as_running()
-        if running.ipam != "kubernetes":
-            raise plan.refuse("Cilium runs IPAM mode %s; only kubernetes is taken over: changing IPAM renumbers every "
-                              "pod (never accepted)" % running.ipam)
-        if running.tunnel not in values_mod.TUNNELS:
-            raise plan.refuse("Cilium runs tunnel %r, which the collection does not know (vxlan, geneve, native)" %
-                              running.tunnel)
+            "takeover at the same minor" if self.step == "takeover" else
+            "an older minor: the takeover is an upgrade to %s" % self.chart_version))
+        return True
+
+    def _handed_over(self, newest_own):
+        """Whether the run ends here: what runs is our deployed release, the cluster record names it and no foreign
+        record is left (an inline entry may be left to record). Ours but unfinished: helm is done already."""
+        plan, running = self.plan, self.running
+        if running.helm_release != (RELEASE, RELEASE_NAMESPACE) or (newest_own and newest_own.status) != "deployed":
+            return False
+        if not self.foreign and self.recorded().get("release") == pipeline.RELEASE_REF:
+            self._inline(warn=False)
+            if self.inline and not set(self.inline) <= _inline_names(self.recorded()):
+                plan.say("Cilium %s is already the Helm release %s; the inline manifest %s is not in the cluster "
+                         "record yet: record it" % (running.version, pipeline.RELEASE_REF, ", ".join(self.inline)))
+                say_inline_steps(plan.say, self.inline)
+                self.inline_only = True
+                plan.result["changed"] = True
+            else:
+                plan.say("Cilium %s is already the Helm release %s: nothing to take over" % (
+                    running.version, pipeline.RELEASE_REF))
+            return True
+        plan.say("Cilium %s is already the Helm release %s, but %s: finish the hand-over" % (
+            running.version, pipeline.RELEASE_REF,
+            "the foreign records are still there (a run stopped before retiring them)" if self.foreign else
+            "the cluster record does not name it yet (a run stopped before recording it)"))
+        self.helm_done = True
+        return False
+
+    def network(self):
+        plan, running = self.plan, self.running
+        self.refuse_if(ipam_refusal(running.ipam))
+        self.refuse_if(pipeline.unknown_tunnel(running.tunnel))
         plan.say("tunnel: %s (kept; immutable after the takeover)" % running.tunnel)
-        mode = _kube_proxy(plan, kube, params.get("kube_proxy"), running)
-        ours = values_mod.owned(mode, running.tunnel, params.get("kubeprism_port") or values_mod.KUBEPRISM_PORT)
-        rows, changes = _owned(plan, owned_running, ours, self.params["accept_cilium_changes"])
+        detected, replaced = live_mod.kube_proxy_mode(self.kube), running.kube_proxy_replacement
+        self.refuse_if(kube_proxy_refusal(self.params.get("kube_proxy"), detected, replaced))
+        plan.say("kube-proxy: %s (%s; Cilium kubeProxyReplacement %s)" % (
+            detected, pipeline.kube_proxy_where(detected), str(replaced).lower()))
+        return detected, running.tunnel
+
+    def user_values(self, owned):
+        plan = self.plan
+        rows, self.changes = owned_rows(plan.say, self.running.owned_as_running(), owned,
+                                        self.params["accept_cilium_changes"])
         plan.result["owned"] = rows
-        plan.result["cilium"].update({"kube_proxy": mode, "tunnel": running.tunnel, "ipam": running.ipam})
-        user, source = _user_values(plan, foreign, params.get("cilium_values"))
-        lifted, taken = values_mod.lift(user)
-        if taken:
-            plan.say("owned keys in the user's values, set by the collection instead: %s" % ", ".join(sorted(taken)))
-        for key in sorted(taken):
-            if key in ("tunnel", "tunnelProtocol", "routingMode", "kubeProxyReplacement", "ipam.mode") or \
-                    values_mod.get(ours, key) == taken[key]:
-                continue
-            plan.say("owned %s: the user's values say %s, the collection sets %s" % (
-                key, _text(taken[key]), _text(values_mod.get(ours, key))))
-        nodes = live_mod.node_count(kube)
-        effective = values_mod.effective(nodes, lifted, ours)
-        plan.result.update({"values_source": source, "user_values": lifted, "values": effective})
-        self.effective, self.lifted, self.mode, self.chart_version = effective, lifted, mode, chart_version
+        plan.result["cilium"].update({"kube_proxy": self.mode, "tunnel": self.tunnel, "ipam": self.running.ipam})
+        return _user_values(plan, self.foreign, self.params.get("cilium_values"))
+
+    def decide(self, nodes, owned, taken):
+        """Health (KubePrism too, with machines), consent to the owned changes, the machines' inline entry."""
+        plan = self.plan
+        overridden(plan.say, taken, owned)
         plan.result["cilium"]["nodes"] = nodes
-        healthy, lines = live_mod.health(running, nodes)
-        prism_ok, prism_lines = self._kubeprism(params.get("kubeprism_port") or values_mod.KUBEPRISM_PORT)
+        healthy, lines = live_mod.health(self.running, nodes)
+        prism_ok, prism_lines = self._kubeprism(self.kubeprism_port)
         healthy, lines = healthy and prism_ok, lines + prism_lines
         plan.result["health"] = lines
         if self._machines() is None:
@@ -238,33 +242,15 @@ class Takeover:
             plan.say("health: " + line)
         if not healthy:
             raise plan.refuse("Cilium is not healthy (%s); fix it before the takeover" % "; ".join(lines))
-        if changes and not params["accept_cilium_changes"]:
-            raise plan.refuse("the takeover would change %s on the running data plane; set accept_cilium_changes to "
-                              "accept" % ", ".join(changes))
+        self.refuse_if(unaccepted_changes(self.changes, self.params["accept_cilium_changes"]))
         self._inline()
-        self._gate(effective, chart_version)
-        self._steps(running, foreign, step, chart_version)
-        plan.result["changed"] = True
-        return plan
 
-    def _gate(self, effective, chart_version):
-        plan, kube = self.plan, self.kube
-        manifest = self.helm.template(self.chart, RELEASE, RELEASE_NAMESPACE, effective, live_mod.server_version(kube),
-                                      live_mod.api_versions(kube))
-        rendered = helm_mod.documents(manifest)
-        found = gate_mod.run(kube, rendered, RELEASE_NAMESPACE, "chart %s" % chart_version)
-        plan.result["gate"] = found.entries
-        plan.result["diff"] = found.diff
-        plan.say(found.summary())
-        for line in found.lines() + ["gate: skipped " + s for s in found.skipped]:
-            plan.say(line)
-        self._orphans(rendered, "chart %s" % chart_version)
-        if found.invalid:
-            raise plan.refuse("the API server refuses %d of the chart's objects over the live ones: %s" % (
-                len(found.invalid), "; ".join("%s: %s" % (e["object"], e["live"]) for e in found.invalid)))
-        if not found.empty and not self.params["accept_cilium_diff"]:
-            raise plan.refuse("%s; review them (--diff shows each object) and set accept_cilium_diff to accept" %
-                              found.summary())
+    def judge(self, found, rendered):
+        self._orphans(rendered, "chart %s" % self.chart_version)
+        self.refuse_if(pipeline.refused_objects(found))
+        self.refuse_if(unaccepted_diff(found, self.params["accept_cilium_diff"]))
+        self._steps()
+        self.plan.result["changed"] = True
 
     def _orphans(self, rendered, chart_label):
         """What the foreign release owned and the chart does not render: listed by the gate, kept or deleted."""
@@ -284,16 +270,15 @@ class Takeover:
             plan.say(line)
         plan.result["diff"] += [orphans_mod.diff(o) for o in self.orphans if o.delete]
 
-    def _steps(self, running, foreign, step, chart_version):
+    def _steps(self):
         say = self.plan.say
         if not self.helm_done:
             say("takeover: helm upgrade --install %s <chart %s> --namespace %s --take-ownership (never atomic, never an "
                 "uninstall); every object stays in %s (namespaceOverride)" % (
-                    RELEASE, chart_version, RELEASE_NAMESPACE, live_mod.NAMESPACE))
-            if step == "upgrade":
-                say("upgrade: Cilium %s -> %s" % (running.version, chart_version))
-        say("wait: DaemonSet %s/%s and Deployment %s/%s ready on every node" % (
-            live_mod.NAMESPACE, live_mod.DAEMONSET, live_mod.NAMESPACE, live_mod.OPERATOR))
+                    RELEASE, self.chart_version, RELEASE_NAMESPACE, live_mod.NAMESPACE))
+            if self.step == "upgrade":
+                say("upgrade: Cilium %s -> %s" % (self.running.version, self.chart_version))
+        say(pipeline.WAIT)
         say("cluster record: the user's values and the tunnel go into %s/%s" % (cluster_record.NAMESPACE,
                                                                                 cluster_record.NAME))
         if self.inline:
@@ -306,31 +291,21 @@ class Takeover:
             else:
                 say("keep: %s (uid %s), owned by no release; it is listed in the cluster record %s/%s" % (
                     orphan.ref, orphan.uid, cluster_record.NAMESPACE, cluster_record.NAME))
-        for rec in foreign:
+        for rec in self.foreign:
             say("back up foreign record %s into %s/%s, read it back, compare byte for byte" % (
                 rec.ref, RELEASE_NAMESPACE, backup_name(rec)))
             say("delete foreign record %s (uid %s, only if still the same Secret)" % (rec.ref, rec.uid))
 
-    # -- the takeover -----------------------------------------------------------------------
-    def apply(self, wait=True, wait_timeout=600.0, clock=None):
+    # -- the hand-over ------------------------------------------------------------------------
+    def apply(self, wait=True, wait_timeout=600.0):
         """Write what the plan says; returns the result. Only after preconditions() said changed."""
         plan, kube = self.plan, self.kube
         if self.inline_only:
             self._record_inline()
             return plan.result
         if not self.helm_done:
-            if self.repair is not None:
-                chart_mod.delete_record(kube, self.repair)
-                plan.say("repaired: deleted %s" % self.repair.ref)
-            self.helm.upgrade_install(self.chart, RELEASE, RELEASE_NAMESPACE, self.effective)
-            newest = record_mod.newest(live_mod.records(kube, RELEASE_NAMESPACE, RELEASE))
-            if newest is None or newest.status != "deployed":
-                raise CiliumError("helm finished but the release %s/%s is %s, not deployed; the foreign records are kept"
-                                  % (RELEASE_NAMESPACE, RELEASE, newest.status if newest else "missing"),
-                                  result=plan.result)
-            plan.say("done: the Helm release %s/%s is deployed (revision %d, chart %s)" % (
-                RELEASE_NAMESPACE, RELEASE, newest.revision, newest.chart_version))
-        if not self._ready(wait, wait_timeout, clock):
+            self.install(lambda: self.helm.upgrade_install(self.chart, RELEASE, RELEASE_NAMESPACE, self.effective))
+        if not self.ready(wait, wait_timeout):
             return plan.result
         if any(o.delete for o in self.orphans):
             plan.result["orphan_backups"] = orphans_mod.Retirement(kube, RELEASE_NAMESPACE, plan.say,
@@ -338,11 +313,6 @@ class Takeover:
         self._record()
         plan.result["backups"] = [self._retire(rec) for rec in self.foreign]
         return plan.result
-
-    def _ready(self, wait, wait_timeout, clock):
-        return chart_mod.ready(self.kube, self.plan, wait, wait_timeout, clock,
-                               "Cilium is not ready after the takeover (%s); the foreign records are kept: rerun to "
-                               "finish")
 
     def _retire(self, rec):
         """Back the record up into its own Secret, check the copy byte for byte, delete the record (same UID)."""
@@ -357,13 +327,12 @@ class Takeover:
                 RELEASE_NAMESPACE, name, rec.ref), result=self.plan.result)
         self.plan.say("backed up: %s into %s/%s (%d bytes, read back identical)" % (
             rec.ref, RELEASE_NAMESPACE, name, len(data.get("release", ""))))
-        chart_mod.delete_record(kube, rec)
+        pipeline.delete_record(kube, rec)
         self.plan.say("deleted: foreign record %s" % rec.ref)
         return {"record": rec.ref, "backup": "%s/%s" % (RELEASE_NAMESPACE, name), "uid": rec.uid}
 
     def _record(self):
-        wanted = {"release": "%s/%s" % (RELEASE_NAMESPACE, RELEASE), "chart": self.chart_version,
-                  "values": self.lifted, "tunnel": self.running.tunnel, "kubeProxy": self.mode}
+        wanted = self.record_keys()
         kept = [dict((k, v) for k, v in o.summary().items() if k != "action") for o in self.orphans if not o.delete]
         if kept:
             wanted[ORPHANS_KEY] = kept  # owned by no release once the foreign records are retired
@@ -425,17 +394,9 @@ class Takeover:
                 name, ", ".join(holders), live_mod.NAMESPACE, live_mod.DAEMONSET))
 
 
-INLINE_KEY = "inlineManifests"
-ORPHANS_KEY = "orphans"
-
-
 def _inline_names(cilium):
     names = (cilium or {}).get(INLINE_KEY) if isinstance(cilium, dict) else None
     return set(n for n in names if isinstance(n, str)) if isinstance(names, list) else set()
-
-
-def _recorded_inline(kube):
-    return _inline_names(cluster_record.read(kube).get("cilium"))
 
 
 def say_inline_steps(say, names):
@@ -462,18 +423,10 @@ def backup_secret(rec):
 
 
 def run(params, conn, check_mode, clock=None):
-    """The module's backend: the preconditions and the gate; outside check mode, the takeover."""
-    kube = conn.kube()
-    with chart_mod.helm(params) as helm:
-        takeover = Takeover(params, kube, helm)
+    """The module's backend: the pipeline with this variant, which reads the machines' Talos API when given them."""
+    def takeover(kube, helm):
+        flow = Takeover(params, kube, helm, clock=clock)
         if params.get("machines"):
-            takeover.talos = conn.talos()
-        try:
-            plan = takeover.preconditions()
-        except IchorError as exc:
-            if exc.result is None:  # helm, the chart or the API server failed: the plan so far goes with it
-                exc.result = takeover.plan.result
-            raise
-        if not plan.result["changed"] or check_mode:
-            return plan.result
-        return takeover.apply(params.get("wait", True), float(params.get("wait_timeout") or 600), clock)
+            flow.talos = conn.talos()
+        return flow
+    return pipeline.run(params, conn, check_mode, takeover)

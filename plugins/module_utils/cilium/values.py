@@ -91,10 +91,19 @@ def lift(user_values):
     return lifted, taken
 
 
-def preset(nodes):
-    """The collection's layer under the user's values: one Node (Ready or not) runs one operator replica, since the
-    operator's host ports and anti-affinity allow one per node; two or more keep the chart's default."""
-    return {"operator": {"replicas": 1}} if nodes == 1 else {}
+def operator_replicas(nodes, control_planes=None):
+    """1 when the spec has one control plane (workers included) or the cluster one Node, since the operator's host
+    ports and anti-affinity allow one per node; None (the chart's default) with two or more Nodes. Every Node counts,
+    Ready or not; 0 Nodes (unknown) falls back to the control-plane count."""
+    if control_planes == 1 or nodes == 1:
+        return 1
+    return None
+
+
+def preset(nodes, control_planes=None):
+    """The collection's layer under the user's values: the operator replicas."""
+    replicas = operator_replicas(nodes, control_planes)
+    return {"operator": {"replicas": replicas}} if replicas is not None else {}
 
 
 def owned(kube_proxy, tunnel, kubeprism_port=KUBEPRISM_PORT):
@@ -115,7 +124,7 @@ def owned(kube_proxy, tunnel, kubeprism_port=KUBEPRISM_PORT):
     return out
 
 
-def effective(nodes, user_values, owned_values):
-    """chart defaults < preset(nodes) < the user's values (owned keys removed) < the owned keys."""
+def effective(nodes, user_values, owned_values, control_planes=None):
+    """chart defaults < preset(nodes, control_planes) < the user's values (owned keys removed) < the owned keys."""
     lifted = lift(user_values)[0]
-    return merge(merge(preset(nodes), lifted), owned_values)
+    return merge(merge(preset(nodes, control_planes), lifted), owned_values)

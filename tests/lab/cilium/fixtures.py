@@ -29,7 +29,6 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from ansible_collections.maesh.ichor.plugins.module_utils.cilium import release as cilium_release
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import values as cilium_values
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
@@ -137,7 +136,7 @@ class CiliumLab:
         """The collection's own release at an older chart, as a maesh.ichor whose set had that minor left it: stored
         in ichor-system, objects in kube-system, its values and chart in the cluster record. Returns its values."""
         owned = cilium_values.owned("replaced", "vxlan")
-        effective = cilium_release.effective(nodes, None, user_values, owned)
+        effective = cilium_values.effective(nodes, user_values, owned)
         self.helm_install(minor, effective, namespace="ichor-system", args=("--create-namespace",))
         self.wait_ready()
         cluster_record.update(KubeClient(kubeconfig=self.kube.kubeconfig), lambda data: data.update(cilium={
