@@ -140,8 +140,8 @@ def test_a_pending_machine_is_information_named_by_its_address_else_its_uuid():
 
 def test_a_node_is_a_stranger_unless_the_record_or_a_machine_read_knows_its_name_or_an_address():
     record = {"nodes": {"cp-1": {"node": "10.0.0.5"}}}
-    nodes = [{"name": n, "addresses": a} for n, a in (("cp-1", []), ("w-1", []), ("host-5", ["10.0.0.5"]),
-                                                       ("host-1", ["10.0.0.1"]), ("stranger", ["10.9.9.9"]))]
+    known = (("cp-1", []), ("w-1", []), ("host-5", ["10.0.0.5"]), ("host-1", ["10.0.0.1"]), ("stranger", ["10.9.9.9"]))
+    nodes = [{"name": n, "addresses": a} for n, a in known]
     assert found(f.unknown_nodes, record=record, machines=[row()], nodes=nodes) == [
         ("warning", "stranger", "a Node the cluster runs that the cluster record does not know (not made by init nor "
                                 "adopted)")]

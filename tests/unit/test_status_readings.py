@@ -11,9 +11,8 @@ MIB = 1024 * 1024
 
 def test_the_machines_read_are_the_inventorys_then_those_only_the_record_names():
     given = [{"name": "cp-1", "node": "10.0.0.1", "role": "controlplane"}]
-    record = {"nodes": {"cp-1": {"node": "10.0.0.9"}, "w-2": {"node": "10.0.0.2"}, "w-1": {"node": "10.0.0.3",
-                                                                                         "role": "worker"},
-                        "gone": {}, "odd": "x"}}
+    record = {"nodes": {"cp-1": {"node": "10.0.0.9"}, "w-2": {"node": "10.0.0.2"},
+                        "w-1": {"node": "10.0.0.3", "role": "worker"}, "gone": {}, "odd": "x"}}
     assert [(m["name"], m["node"], m["role"], m["source"]) for m in readings.machines(given, record)] == [
         ("cp-1", "10.0.0.1", "controlplane", "inventory"), ("w-1", "10.0.0.3", "worker", "record"),
         ("w-2", "10.0.0.2", "worker", "record")]
@@ -198,8 +197,6 @@ def test_a_kubeconfig_certificate_given_as_a_file_is_read_relative_to_the_kubeco
     assert read(_Conn({"token": "t"}, kubeconfig)) == (None, None)
     pem, why = read(_Conn({"client-certificate": "certs/gone.crt"}, kubeconfig))
     assert pem is None and why.startswith("its certificate file %s cannot be read (" % (tmp_path / "certs" / "gone.crt"))
-
-
 
 
 def test_a_certificate_file_that_cannot_be_read_is_read_as_such_and_the_result_shows_no_end(tmp_path):
