@@ -29,8 +29,10 @@ def test_an_action_is_tried_until_it_returns_and_never_more_than_the_attempts(se
     waits, told = [], []
     action = Flaky(failures)
     base, cap = rng.choice([0.5, 1, 2]), rng.choice([1, 3, 10])
-    run = lambda: retry.attempt(action, attempts, KeyError, delay=retry.doubling(base, cap), sleep=waits.append,
-                                before_retry=lambda exc, n, s: told.append((str(exc), n, s)))
+
+    def run():
+        return retry.attempt(action, attempts, KeyError, delay=retry.doubling(base, cap), sleep=waits.append,
+                             before_retry=lambda exc, n, s: told.append((str(exc), n, s)))
     if failures < attempts:
         assert run() == (failures + 1, failures + 1)
         assert action.calls == failures + 1
