@@ -83,8 +83,8 @@ def without_release(running, install):
 
 def not_ours(running):
     """Refusal when the running Cilium belongs to another release than ours (the takeover has not run)."""
-    name, namespace = running.helm_release if running is not None else (RELEASE, RELEASE_NAMESPACE)
-    if (name, namespace) != (RELEASE, RELEASE_NAMESPACE):
+    if running is not None and running.helm_release != (RELEASE, RELEASE_NAMESPACE):
+        name, namespace = running.helm_release
         return "the Cilium DaemonSet %s/%s belongs to %s, not to the release %s: run cilium_takeover first" % (
             live_mod.NAMESPACE, live_mod.DAEMONSET,
             "the Helm release %s/%s" % (namespace, name) if name else "no Helm release", pipeline.RELEASE_REF)
