@@ -39,7 +39,8 @@ EXAMPLES = r"""
 RETURN = r"""
 _raw:
   description:
-    - One line per variable that is set and names no file, in the order of the names, for example
+    - >-
+      One line per variable that is set and names no file, in the order of the names, for example
       C(ichor_kubeconfig names ~/clusters/prod/kubeconfig (/home/me/clusters/prod/kubeconfig), which does not exist:
       correct the path (nothing was read or sent)); empty when each names a file.
   type: list

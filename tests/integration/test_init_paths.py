@@ -19,12 +19,14 @@ from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_rec
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 
 from tests.integration.ansible_env import REPO, ansible_playbook
-from tests.integration.test_init import KUBE_PROXY, _cilium, _inventory, init_cleanup  # noqa: F401 (a fixture)
+from tests.integration import test_init
+from tests.integration.test_init import KUBE_PROXY, _cilium, _inventory
 from tests.lab.cilium import fixtures as cilium_fixtures
 from tests.lab.kube.cluster import KubeLab, event_user
 
 pytestmark = pytest.mark.lab
 
+init_cleanup = test_init.init_cleanup
 cilium_charts = cilium_fixtures.cilium_charts
 cilium_lab = cilium_fixtures.cilium_lab
 

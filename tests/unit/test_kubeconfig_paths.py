@@ -75,7 +75,7 @@ class Listener:
     def _accept(self):
         while not self._stop.is_set():
             try:
-                conn, _ = self.sock.accept()
+                conn = self.sock.accept()[0]
             except OSError:
                 continue
             self.connections += 1
@@ -114,13 +114,13 @@ def test_a_path_is_expanded_as_a_path_option_expands_it(tmp_path, monkeypatch):
     assert paths.expanded("$CLUSTERS/prod/kubeconfig") == str(tmp_path / "clusters" / "prod" / "kubeconfig")
     assert paths.expanded("/etc/kubeconfig") == "/etc/kubeconfig"
     for given in ("~/clusters/prod/kubeconfig", "$CLUSTERS/prod/kubeconfig", "relative/kubeconfig"):
-        options, _, problem = specs.validate(specs.kube_connection(), {"kubeconfig": given})
+        options, unused_no_log, problem = specs.validate(specs.kube_connection(), {"kubeconfig": given})
         assert problem is None and options["kubeconfig"] == paths.expanded(given), given
 
 
 def test_a_named_kubeconfig_with_a_tilde_is_that_file_and_not_the_environments(elsewhere):
     prod = _write_kubeconfig(os.path.join(elsewhere.home, "clusters", "prod", "kubeconfig"), "https://10.5.0.11:6443")
-    options, _, _ = specs.validate(specs.kube_connection(), {"kubeconfig": "~/clusters/prod/kubeconfig"})
+    options = specs.validate(specs.kube_connection(), {"kubeconfig": "~/clusters/prod/kubeconfig"})[0]
     loaded = kubeconfig.load(kubeconfig=options["kubeconfig"])
     assert (loaded.path, loaded.source.server) == (prod, "https://10.5.0.11:6443")
     # helm is handed the same file, never KUBECONFIG
@@ -225,7 +225,7 @@ def test_an_empty_kubeconfig_names_none_and_never_falls_back(elsewhere):
     with pytest.raises(KubeError):
         kubeconfig.load(kubeconfig="", environ={})
     # what a module's connection layer makes of it: no connection where one is optional, the refusal where needed
-    options, _, _ = specs.validate(specs.kube_connection(), {"kubeconfig": ""})
+    options = specs.validate(specs.kube_connection(), {"kubeconfig": ""})[0]
     assert options["kubeconfig"] == ""
     conn = runner.Connections(options)
     assert conn.has_kube() is False
@@ -244,24 +244,24 @@ def test_an_empty_talosconfig_names_none_and_never_falls_back(elsewhere):
     with pytest.raises(TalosConfigError) as exc:
         talosconfig.load(path="")
     assert str(exc.value) == talosconfig.EMPTY
-    options, _, _ = specs.validate(specs.talos_connection(), {"talosconfig": ""})
+    options = specs.validate(specs.talos_connection(), {"talosconfig": ""})[0]
     with pytest.raises(TalosConfigError):
         runner.Connections(options).talos_context()
 
 
 def test_only_a_task_that_names_no_kubeconfig_falls_back_and_an_empty_variable_is_unset(elsewhere, monkeypatch):
     # KUBECONFIG set: a task that names none gets it (the kubernetes.core convention)
-    options, _, _ = specs.validate(specs.kube_connection(), {})
+    options = specs.validate(specs.kube_connection(), {})[0]
     assert options["kubeconfig"] == os.environ["KUBECONFIG"]
     assert kubeconfig.load(kubeconfig=options["kubeconfig"]).source.context == "env"
     # KUBECONFIG set empty is unset, as kubectl reads it: ~/.kube/config, never the empty option that means "none"
     monkeypatch.setenv("KUBECONFIG", "")
-    options, _, _ = specs.validate(specs.kube_connection(), {})
+    options = specs.validate(specs.kube_connection(), {})[0]
     assert options["kubeconfig"] is None
     loaded = kubeconfig.load(kubeconfig=options["kubeconfig"])
     assert (loaded.path, loaded.source.context) == (elsewhere.default, "default")
     monkeypatch.setenv("TALOSCONFIG", "")
-    options, _, _ = specs.validate(specs.talos_connection(), {})
+    options = specs.validate(specs.talos_connection(), {})[0]
     assert options["talosconfig"] is None
 
 
