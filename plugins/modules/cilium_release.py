@@ -104,7 +104,8 @@ options:
     type: float
     default: 600
 notes:
-  - The flow of this module is C(plugins/module_utils/cilium/release.py), run in the controller by its action plugin
+  - The flow of this module is C(plugins/module_utils/cilium/release.py) with
+    C(plugins/module_utils/cilium/pipeline.py), run in the controller by its action plugin
     C(plugins/action/cilium_release.py).
   - Run M(maesh.ichor.cilium_takeover) once first on a cluster whose Cilium was installed another way.
   - The upgrade role passes C(ichor_upgrade_cilium_chart) as O(chart).

@@ -137,7 +137,8 @@ options:
     type: float
     default: 600
 notes:
-  - The flow of this module is C(plugins/module_utils/cilium/takeover.py), run in the controller by its action plugin
+  - The flow of this module is C(plugins/module_utils/cilium/takeover.py) with
+    C(plugins/module_utils/cilium/pipeline.py), run in the controller by its action plugin
     C(plugins/action/cilium_takeover.py).
   - Adopt calls this module in its third phase; it also runs on its own, for a cluster already adopted.
   - The kubeconfig's user needs get on DaemonSets, Deployments, ConfigMaps and the chart's objects, list on Secrets of

@@ -42,7 +42,8 @@ description:
     found now as known in the cluster record (the last acknowledgement's list is replaced), under the cluster lock,
     if it is what the run that printed the token found, and refuses otherwise.
 notes:
-  - The flow of this module is C(plugins/module_utils/status/flow.py), run in the controller by its action plugin
+  - The flow of this module is C(plugins/module_utils/status/flow.py) with C(plugins/module_utils/status/readings.py)
+    with C(plugins/module_utils/status/findings.py), run in the controller by its action plugin
     C(plugins/action/cluster_status.py).
 author:
   - maesh.ichor developers (@maesh-ichor)

@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import release as adopt_release
-from ansible_collections.maesh.ichor.plugins.module_utils.cilium import release as cilium_release
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import pipeline as cilium_pipeline
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim import flow, policy
@@ -65,7 +65,7 @@ def use(given):
     except cluster_record.RecordError:
         pass
     state.handed_over(record.data)
-    cilium_release.unmanaged(record.data)
+    cilium_pipeline.unmanaged(record.data)
     try:
         adopt_release._render_spec(record)  # pylint: disable=protected-access
     except IchorError:

@@ -18,11 +18,14 @@ from ansible_collections.maesh.ichor.plugins.module_utils.adopt import inspectio
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import release as adopt_release
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import write as adopt_write
 from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module import specs
+from ansible_collections.maesh.ichor.plugins.module_utils.cilium import pipeline as cilium_pipeline
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import release as cilium_release
 from ansible_collections.maesh.ichor.plugins.module_utils.cilium import takeover as cilium_takeover
 from ansible_collections.maesh.ichor.plugins.module_utils.cluster import facts as cluster_facts
 from ansible_collections.maesh.ichor.plugins.module_utils.cluster import lock as cluster_lock
+from ansible_collections.maesh.ichor.plugins.module_utils.status import findings as status_findings
 from ansible_collections.maesh.ichor.plugins.module_utils.status import flow as cluster_status
+from ansible_collections.maesh.ichor.plugins.module_utils.status import readings as status_readings
 from ansible_collections.maesh.ichor.plugins.module_utils.init import plan as init_plan
 from ansible_collections.maesh.ichor.plugins.module_utils.init import write as init_write
 from ansible_collections.maesh.ichor.plugins.module_utils.installer import stages
@@ -128,16 +131,18 @@ MODULES = {
     "adopt_release": Entry(adopt_release.options, adopt_release, talos=True, kube=True),
     "adopt_write": Entry(lambda: dict(adopt_write.options(), machines=specs.machines()), adopt_write,
                          talos=True, kube=True, **_ONE_SECRETS_SOURCE),
-    "cilium_release": Entry(lambda: dict(cilium_release.options(), **specs.wait(600)), cilium_release,
-                            kube=True),
+    "cilium_release": Entry(lambda: dict(cilium_release.options(), **specs.wait(600)),
+                            (cilium_release, cilium_pipeline), kube=True),
     "cilium_takeover": Entry(lambda: dict(cilium_takeover.options(), machines=dict(specs.machines(), required=False),
-                                          **specs.wait(600)), cilium_takeover, talos=True, kube=True),
+                                          **specs.wait(600)), (cilium_takeover, cilium_pipeline),
+                             talos=True, kube=True),
     "cluster_facts": Entry(dict, cluster_facts, run=lambda params, conn, check_mode: cluster_facts.run(conn),
                            kube=True),
     "cluster_lock": Entry(cluster_lock.options, cluster_lock, kube=True,
                           required_if=[("state", "released", ["holder"])]),
     "cluster_record": Entry(lambda: dict(update=dict(type="dict", default={})), record, kube=True),
-    "cluster_status": Entry(lambda: dict(cluster_status.options(), machines=specs.machines()), cluster_status,
+    "cluster_status": Entry(lambda: dict(cluster_status.options(), machines=specs.machines()),
+                            (cluster_status, status_readings, status_findings),
                             talos=True, kube=True),
     "config_upgrade": Entry(_rollout(wait_timeout=specs.wait(900)["wait_timeout"]), config_step, talos=True, kube=True),
     "etcd_snapshot": Entry(lambda: dict(node=dict(type="str", required=True), path=dict(type="path", required=True)),

@@ -36,7 +36,6 @@ from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_rec
 
 RELEASE = pipeline.RELEASE
 RELEASE_NAMESPACE = pipeline.RELEASE_NAMESPACE
-unmanaged = pipeline.unmanaged  # the name the cluster record's fuzz test reads it by
 DESCRIPTION = "maesh.ichor cilium_release"
 # the retries of a failed helm apply: runs in all, first wait, cap (seconds)
 ATTEMPTS = 6
