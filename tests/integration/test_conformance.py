@@ -20,6 +20,7 @@ import subprocess
 
 import pytest
 
+from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, talosconfig
@@ -125,7 +126,7 @@ def test_real_client_against_unbootstrapped_ecdsa_lab(conformance_bin, talos_lab
                for line in result.stdout.splitlines()), _show(result)
 
 
-PINNED = "registry.example:5000/siderolabs/installer:v1.14.5@sha256:" + "0123456789abcdef" * 4
+PINNED = "registry.example:5000/siderolabs/installer:%s@sha256:" % release.TALOS + "0123456789abcdef" * 4
 REQUESTS = ("/machine.ImageService/Pull", "/machine.LifecycleService/Upgrade", "/machine.MachineService/Reboot")
 
 
@@ -164,7 +165,7 @@ def test_our_upgrade_requests_are_what_machinerys_client_sends(conformance_bin, 
         result = talos_step.run(params, conn, False)
     finally:
         conn.close()
-    assert result["changed"] is True and lab.machine("worker-1")["version"] == "v1.14.5"
+    assert result["changed"] is True and lab.machine("worker-1")["version"] == release.TALOS
     result = _requests(conformance_bin, lab, "worker-1", PINNED)
     _assert_passed(result)
     for path in REQUESTS:

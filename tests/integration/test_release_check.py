@@ -12,6 +12,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 
+from tests import versions
 from tests.integration.ansible_env import REPO, ansible_playbook, write_inventory
 
 pytestmark = pytest.mark.lab
@@ -72,17 +73,17 @@ def test_behind_cluster(talos_kube_lab, tmp_path):
         {"name": "worker-2", "form": "v1.13", "drop": []}]
     assert result["steps"][0]["machines"] == ["cp-1", "worker-1", "worker-2"]
     plan = "\n".join(result["plan"])
-    assert "Kubernetes        v1.35.4  v1.36.6  Behind" in plan
-    assert "Version contract  v1.13    v1.14    Behind" in plan
+    assert "Kubernetes        v1.35.4  %-7s  Behind" % release.KUBERNETES in plan
+    assert "Version contract  v1.13    %-7s  Behind" % release.CONTRACT in plan
 
 
 def test_newer_machine_refused_before_any_write(talos_kube_lab, tmp_path):
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version="v1.13.9",
-                         overrides=[{"name": "worker-1", "version": "v1.14.6"}])
+                         overrides=[{"name": "worker-1", "version": versions.TALOS_NEWER}])
     mark = lab.kube.audit_mark()
     proc = _run(lab, tmp_path)
     assert proc.returncode != 0
-    assert "Talos on worker-1 is v1.14.6, newer than the release set's v1.14.5" in proc.stdout
+    assert "Talos on worker-1 is %s, newer than the release set's %s" % (versions.TALOS_NEWER, release.TALOS) in proc.stdout
     _no_write(lab, mark)
 
 
@@ -92,7 +93,7 @@ def test_newer_kubernetes_refused_before_any_write(talos_kube_lab, tmp_path):
     mark = lab.kube.audit_mark()
     proc = _run(lab, tmp_path)
     assert proc.returncode != 0
-    assert "is v1.37.0, newer than the release set's v1.36.6" in proc.stdout
+    assert "is v1.37.0, newer than the release set's %s" % release.KUBERNETES in proc.stdout
     _no_write(lab, mark)
 
 
@@ -100,7 +101,7 @@ def test_two_minor_kubernetes_gap_refused(talos_kube_lab, tmp_path):
     lab = talos_kube_lab(case=CONFIGS + "v1.12/v1.12.7/k8s-older", controlplanes=1, workers=0, version="v1.12.7")
     proc = _run(lab, tmp_path)
     assert proc.returncode != 0
-    assert "Kubernetes v1.34.12 is more than one minor behind the release set's v1.36.6" in proc.stdout
+    assert "Kubernetes v1.34.12 is more than one minor behind the release set's %s" % release.KUBERNETES in proc.stdout
 
 
 def test_a_config_the_engine_cannot_render_is_refused_before_any_step(talos_kube_lab, tmp_path):
@@ -119,8 +120,8 @@ def test_desired_change_validated_against_the_record(talos_kube_lab, tmp_path):
     kube = KubeClient(kubeconfig=lab.kube.kubeconfig)
     cluster_record.update(kube, lambda d: d.update(talos="v1.13.9", kubernetes="v1.35.4", contract="v1.13"))
     proc = _run(lab, tmp_path, "-e", '{"ichor_desired": {"talos": "v1.14.1"}}')
-    assert proc.returncode != 0 and "talos v1.14.1 is not the release set's v1.14.5" in proc.stdout
-    proc = _run(lab, tmp_path, "-e", '{"ichor_desired": {"talos": "v1.14.5", "kubernetes": "v1.35.4"}}')
+    assert proc.returncode != 0 and "talos v1.14.1 is not the release set's %s" % release.TALOS in proc.stdout
+    proc = _run(lab, tmp_path, "-e", '{"ichor_desired": {"talos": "%s", "kubernetes": "v1.35.4"}}' % release.TALOS)
     assert proc.returncode == 0, proc.stdout
 
 

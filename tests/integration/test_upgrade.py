@@ -22,6 +22,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Kube
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import kubernetes_step
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import etcd
 
+from tests import versions
 from tests.chaos.scenario import check_lock_history
 from tests.integration.ansible_env import REPO, ansible_env, ansible_playbook, write_inventory
 
@@ -97,9 +98,9 @@ def test_talos_step_rolls_one_machine_at_a_time(talos_kube_lab, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PLAN (check mode: nothing was written)" in proc.stdout
     for name, version in (("cp-1", "v1.13.9"), ("worker-1", "v1.13.9"), ("worker-2", "v1.12.7")):
-        assert "%s (%s): upgrade Talos from %s to v1.14.5 with ghcr.io/siderolabs/installer:v1.14.5, reboot" % (
-            name, lab.address(name), version) in proc.stdout, proc.stdout
-    assert "Talos             v1.12.7  v1.14.5  Behind" in proc.stdout
+        assert "%s (%s): upgrade Talos from %s to %s with %s, reboot" % (
+            name, lab.address(name), version, release.TALOS, versions.installer()) in proc.stdout, proc.stdout
+    assert "Talos             v1.12.7  %s  Behind" % release.TALOS in proc.stdout
     assert "then: config, kubernetes" in proc.stdout, proc.stdout  # the config step is shown, not hidden
     assert set(_versions(lab).values()) == {"v1.13.9", "v1.12.7"}
     # the plan is one task that reads each machine once: the per-machine play has no hosts in check mode
@@ -136,8 +137,8 @@ def test_check_mode_prints_the_plan_without_the_plan_callback_and_records_no_ste
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PLAN (check mode" not in proc.stdout  # no plan callback: what follows is the role's own output
     shown = _before_recap(proc)
-    for line in ("Component         Running  Target   State", "Talos             v1.13.9  v1.14.5  Behind",
-                 "next step: talos", "cp-1 (%s): upgrade Talos from v1.13.9 to v1.14.5" % lab.address("cp-1"),
+    for line in ("Component         Running  Target   State", "Talos             v1.13.9  %s  Behind" % release.TALOS,
+                 "next step: talos", "cp-1 (%s): upgrade Talos from v1.13.9 to %s" % (lab.address("cp-1"), release.TALOS),
                  "then: config, kubernetes"):
         assert line in shown, shown
     assert "Record the Talos step (the version contract moves with it)" not in proc.stdout, proc.stdout
@@ -186,7 +187,7 @@ def test_a_machine_that_does_not_come_back_stops_the_run_and_the_rerun_continues
     time.sleep(1)
     proc = _upgrade(inv)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "cp-1 (%s): already at Talos v1.14.5, skipped" % lab.address("cp-1") in proc.stdout
+    assert "cp-1 (%s): already at Talos %s, skipped" % (lab.address("cp-1"), release.TALOS) in proc.stdout
     assert set(_versions(lab).values()) == {release.TALOS}
 
 
@@ -326,8 +327,8 @@ def test_talos_step_stops_at_a_failed_installer_without_a_reboot(talos_kube_lab,
     lab.control.reset_calls("worker-1")
     proc = _upgrade(inv)
     assert proc.returncode != 0
-    said = ("worker-1 (%s): the Talos installer (ghcr.io/siderolabs/installer:v1.14.5) exited with code 7 (installation "
-            "error), it said: " % lab.address("worker-1"))
+    said = ("worker-1 (%s): the Talos installer (%s) exited with code 7 (installation "
+            "error), it said: " % (lab.address("worker-1"), versions.installer()))
     assert said in proc.stdout, proc.stdout[-3000:]
     assert ("validating install disk / error: failed to install bootloader: write /boot/EFI: no space left on device"
             in proc.stdout.split(said, 1)[1].split("; the machine was not rebooted", 1)[0]), proc.stdout[-3000:]
@@ -344,7 +345,7 @@ def test_talos_step_stops_at_a_failed_installer_without_a_reboot(talos_kube_lab,
 
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
-PINNED = "registry.example:5000/siderolabs/installer:v1.14.5@" + DIGEST
+PINNED = "registry.example:5000/siderolabs/installer:%s@%s" % (release.TALOS, DIGEST)
 
 TALOS_UPGRADE_PLAY = """
 - hosts: controlplane:worker
@@ -380,13 +381,13 @@ def test_an_installer_pinned_by_digest_upgrades_to_its_tag_and_converges(talos_k
     proc = ansible_playbook("-i", inv, str(play), "-e", "image=" + PINNED)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "changed=0" in proc.stdout and "changed=1" not in proc.stdout, proc.stdout
-    assert "worker-1 (%s): already at Talos v1.14.5, skipped" % lab.address("worker-1") in proc.stdout
+    assert "worker-1 (%s): already at Talos %s, skipped" % (lab.address("worker-1"), release.TALOS) in proc.stdout
 
 
 def _assert_at_the_set(lab, inv):
     configs = _configs(lab)
     for name, docs in configs.items():
-        assert "KubeletConfig" in _kinds(docs), name  # the v1.14 form
+        assert "KubeletConfig" in _kinds(docs), name  # the set's contract form (typed documents)
         assert _image(docs, "KubeletConfig") == "ghcr.io/siderolabs/kubelet:%s" % release.KUBERNETES
     assert _image(configs["cp-1"], "KubeAPIServerConfig") == "registry.k8s.io/kube-apiserver:%s" % release.KUBERNETES
     assert _image(configs["cp-1"], "KubeProxyConfig") == "registry.k8s.io/kube-proxy:%s" % release.KUBERNETES
@@ -417,8 +418,8 @@ def test_a_v113_cluster_is_rolled_step_by_step_to_the_set(talos_kube_lab, tmp_pa
     proc = _upgrade(inv, "--check", "--diff")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "next step: config" in proc.stdout
-    assert "cp-1: config from the v1.13 form to v1.14 (no reboot)" in proc.stdout
-    assert "worker-1: config from the v1.13 form to v1.14 (no reboot)" in proc.stdout
+    assert "cp-1: config from the v1.13 form to %s (no reboot)" % release.CONTRACT in proc.stdout
+    assert "worker-1: config from the v1.13 form to %s (no reboot)" % release.CONTRACT in proc.stdout
     assert "reboots: none" in proc.stdout
     assert "KubeletConfig" in proc.stdout and "PRIVATE KEY" not in proc.stdout
     assert all("KubeletConfig" not in _kinds(docs) for docs in _configs(lab).values())
@@ -433,10 +434,10 @@ def test_a_v113_cluster_is_rolled_step_by_step_to_the_set(talos_kube_lab, tmp_pa
     assert proc.returncode == 0, proc.stdout
     lines = [line.strip().lstrip("- ") for line in proc.stdout.splitlines()]
     order = [i for i, line in enumerate(lines) if line in (
-        "cp-1: control plane (kube-apiserver, kube-controller-manager, kube-scheduler) to v1.36.6 (no reboot)",
-        "cp-1: kube-proxy to v1.36.6 (no reboot)",
-        "cp-1: kubelet to v1.36.6 (no reboot)",
-        "worker-1: kubelet to v1.36.6 (no reboot)")]
+        "cp-1: control plane (kube-apiserver, kube-controller-manager, kube-scheduler) to %s (no reboot)" % release.KUBERNETES,
+        "cp-1: kube-proxy to %s (no reboot)" % release.KUBERNETES,
+        "cp-1: kubelet to %s (no reboot)" % release.KUBERNETES,
+        "worker-1: kubelet to %s (no reboot)" % release.KUBERNETES)]
     assert len(order) == 4 and order == sorted(order), proc.stdout
     proc = _upgrade(inv)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -467,7 +468,7 @@ def test_follow_runs_the_steps_in_order_in_one_run(talos_kube_lab, tmp_path):
 def test_a_run_stopped_before_it_recorded_its_step_is_recorded_by_the_rerun(talos_kube_lab, tmp_path):
     # found by the fault campaign (its first schedule: ansible-playbook killed with SIGKILL after the Talos
     # step upgraded every machine, before it recorded the step): the rerun found the step done, never recorded it,
-    # and the record stated Talos v1.13.9 for machines that all ran v1.14.5
+    # and the record stated Talos v1.13.9 for machines that all ran the set's
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=1, version=release.TALOS)
     kube = KubeClient(kubeconfig=lab.kube.kubeconfig)
     cluster_record.update(kube, lambda data: data.update(talos="v1.13.9", contract="v1.13", kubernetes="v1.35.4"))
@@ -515,14 +516,14 @@ def test_kubernetes_step_alone_moves_the_kube_proxy_daemonset_too(talos_kube_lab
         proc = _upgrade(inv, "--check", "--diff")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "next step: kubernetes" in proc.stdout
-        assert "worker-1: kubelet to v1.36.6 (no reboot)" in proc.stdout
-        assert "kube-system/kube-proxy DaemonSet to v1.36.6" in proc.stdout
+        assert "worker-1: kubelet to %s (no reboot)" % release.KUBERNETES in proc.stdout
+        assert "kube-system/kube-proxy DaemonSet to %s" % release.KUBERNETES in proc.stdout
         assert "kubelet:v1.36.3" in lab.machine("worker-1")["machine_config"]
         proc = _upgrade(inv)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert "kubelet:v1.36.6" in lab.machine("worker-1")["machine_config"]
+        assert "kubelet:" + release.KUBERNETES in lab.machine("worker-1")["machine_config"]
         ds = kube.get("apps/v1", "DaemonSet", "kube-proxy", "kube-system")
-        assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.k8s.io/kube-proxy:v1.36.6"
+        assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.k8s.io/kube-proxy:" + release.KUBERNETES
         proc = _upgrade(inv)
         assert proc.returncode == 0 and "changed=0" in proc.stdout, proc.stdout
     finally:
@@ -587,8 +588,8 @@ def test_config_step_reboots_what_talos_says_and_leaks_no_secret(talos_kube_lab,
     markers = _bundle_secrets(V113_K8S_135)
     proc = _upgrade(inv, "--check", "--diff", "-vvvv")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "cp-1: config from the v1.13 form to v1.14 (reboots)" in proc.stdout
-    assert "worker-1: config from the v1.13 form to v1.14 (no reboot)" in proc.stdout
+    assert "cp-1: config from the v1.13 form to %s (reboots)" % release.CONTRACT in proc.stdout
+    assert "worker-1: config from the v1.13 form to %s (no reboot)" % release.CONTRACT in proc.stdout
     assert "reboots: cp-1" in proc.stdout
     assert "KubeletConfig" in proc.stdout and "<redacted>" in proc.stdout
     for marker in markers:
@@ -598,7 +599,7 @@ def test_config_step_reboots_what_talos_says_and_leaks_no_secret(talos_kube_lab,
     # bundle in the runner's artifacts
     job = _awx_job(lab, inv, tmp_path)
     rc, out = job.run(cmdline="--check --diff")
-    assert rc == 0 and "config from the v1.13 form to v1.14" in out, out[-4000:]
+    assert rc == 0 and "config from the v1.13 form to " + release.CONTRACT in out, out[-4000:]
     assert job.sweep(markers + job.markers, [out]) == []
 
     proc = _upgrade(inv, "--diff", "-vvvv")

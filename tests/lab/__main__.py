@@ -29,12 +29,13 @@ from tests import collection_path  # noqa: E402
 
 collection_path.ensure()
 
+from tests import versions  # noqa: E402
 from tests.lab.talos_sim import config as cfg, runner  # noqa: E402
 
 
 # Real Talos configs (machinery v1.14.1, Kubernetes 1.36.3) with their secrets bundle, so that every module
-# works against the default lab; Talos and Kubernetes are one patch behind the release set, so the rollout
-# has steps to plan.
+# works against the default lab; Talos and Kubernetes are behind the release set (within its minors), so the
+# rollout has steps to plan.
 DEFAULT_CASE = "v1.14/v1.14.1/k8s-older"
 
 
@@ -48,8 +49,9 @@ def _parser():
     up.add_argument("--talos-version", default="v1.14.1")
     up.add_argument("--mode", choices=["configured", "maintenance"], default="configured")
     up.add_argument("--ca", choices=["ed25519", "ecdsa"], default="ed25519")
-    up.add_argument("--kubernetes-version", default="v1.36.6",
-                    help="Kubernetes in the machine configs (per machine: --set NAME:kubernetes=v1.35.4)")
+    up.add_argument("--kubernetes-version", default=versions.KUBERNETES,
+                    help="Kubernetes in the machine configs, the release set's by default (per machine: --set "
+                         "NAME:kubernetes=v1.35.4)")
     up.add_argument("--latency-ms", type=int, default=0,
                     help="latency fault set on every machine at start")
     up.add_argument("--index", type=int, default=None,

@@ -12,7 +12,7 @@ import sys
 import time
 
 
-from tests import collection_path
+from tests import collection_path, versions
 
 from .control import LabControl
 
@@ -33,7 +33,7 @@ class LabStartError(RuntimeError):
 class LabProcess:
     """A lab simulator running as a subprocess (``python -m tests.lab up``)."""
 
-    def __init__(self, workdir, controlplanes=3, workers=2, version="v1.14.1", kubernetes_version="v1.36.6",
+    def __init__(self, workdir, controlplanes=3, workers=2, version="v1.14.1", kubernetes_version=versions.KUBERNETES,
                  mode="configured", ca="ed25519", latency_ms=0, overrides=(), additions=(),
                  mixed_versions=False, extra_maintenance=False, bootstrapped=True,
                  reboot_seconds=0.3, upgrade_seconds=0.5, install_seconds=0.2, name="lab",

@@ -9,6 +9,8 @@ import string
 
 import yaml
 
+from tests import versions
+
 from .. import pki
 
 _ALNUM = string.ascii_lowercase + string.digits
@@ -36,7 +38,7 @@ class ConfigError(ValueError):
 
 
 def generate_machine_config(secrets, role, hostname, endpoint_address, version="v1.14.1",
-                            install_disk="/dev/sda", kubernetes_version="1.36.6"):
+                            install_disk="/dev/sda", kubernetes_version=versions.bare(versions.KUBERNETES)):
     """A plausible multi-document Talos machine config (legacy v1alpha1 + a typed document)."""
     ca = secrets["os_ca"]
     machine_type = "controlplane" if role == "controlplane" else "worker"

@@ -12,6 +12,8 @@ import time
 from grpclib.const import Status
 from grpclib.server import Server
 
+from tests import versions
+
 from .. import pki
 from . import config as cfg
 from . import files as simfiles
@@ -377,7 +379,7 @@ class Lab:
         elif mode == st.CONFIGURED:
             data = cfg.generate_machine_config(self.secrets, role, name, endpoint or address,
                                                version=version,
-                                               kubernetes_version=(kubernetes or "1.36.6").lstrip("v"))
+                                               kubernetes_version=versions.bare(kubernetes or versions.KUBERNETES))
             self.set_machine_config(m, data)
         self.machines.append(m)
         self.nodes[name] = Node(self, m)
