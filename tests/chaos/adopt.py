@@ -19,6 +19,7 @@ from tests.chaos.upgrade import check_record as check_versions
 from tests.integration.ansible_env import REPO
 from tests.lab.cilium import charts as cilium_charts
 from tests.lab.cilium.fixtures import TALOS_VALUES, CiliumLab, merged
+from tests.versions import CILIUM_MINOR
 
 CASE = os.path.join(REPO, "tests", "fixtures", "configs", "v1.13", "v1.14.1", "cni-none")
 TALOS_VERSION = "v1.14.1"
@@ -81,9 +82,9 @@ class Adopt(Scenario):
                     self.foreign_objects.append((doc["apiVersion"], doc["kind"], meta.get("namespace"), meta["name"],
                                                  meta["uid"]))
         self.lab.write_inventory(self.lab.inventory, ichor_adopt_recover_from="cp-1",
-                                 ichor_adopt_cilium_chart=cilium.chart("1.20"), ichor_adopt_helm=kube.bins["helm"],
+                                 ichor_adopt_cilium_chart=cilium.chart(CILIUM_MINOR), ichor_adopt_helm=kube.bins["helm"],
                                  ichor_adopt_etcd_snapshot_dir=os.path.join(self.work, "etcd"),
-                                 ichor_adopt_wait_timeout=120, ichor_upgrade_cilium_chart=cilium.chart("1.20"),
+                                 ichor_adopt_wait_timeout=120, ichor_upgrade_cilium_chart=cilium.chart(CILIUM_MINOR),
                                  ichor_upgrade_helm=kube.bins["helm"])
         self.configs = dict((m["name"], m["machine_config"]) for m in self.lab.talos.state(full=True)["machines"])
         self.mark = kube.audit_mark()

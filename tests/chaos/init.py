@@ -18,6 +18,7 @@ from tests.chaos.scenario import (API_FAULTS, OTHER_FAULTS, RUN_FAULTS, TALOS_FA
                                   Violation, helm_release, helm_status, record)
 from tests.integration.ansible_env import ansible_playbook
 from tests.lab.cilium import charts
+from tests.versions import CILIUM_MINOR
 
 CONTROLPLANES, WORKERS = 3, 2
 RUNNING = ("cp-1", "worker-1")  # the cluster the first init made
@@ -54,7 +55,7 @@ class Init(Scenario):
                        mode="maintenance", bootstrapped=False)
         os.makedirs(self.keep, mode=0o700, exist_ok=True)
         self.lab.client.apply(KUBE_PROXY, "lab")
-        chart = charts.ensure(self.lab.kube.bins["helm"])["1.20"]["chart"]
+        chart = charts.ensure(self.lab.kube.bins["helm"])[CILIUM_MINOR]["chart"]
         self.extra = dict(ichor_init_cilium_chart=chart, ichor_init_helm=self.lab.kube.bins["helm"],
                           ichor_init_wait_timeout=WAIT_TIMEOUT)
         first = ansible_playbook("-i", self.inventory("first", RUNNING), "maesh.ichor.init", timeout=600)

@@ -12,6 +12,7 @@ from tests.lab.cilium.fixtures import CiliumLab
 from tests.chaos.scenario import (API_FAULTS, OTHER_FAULTS, RUN_FAULTS, TALOS_FAULTS, TALOS_WRITES, Lab, Scenario, Violation,
                                   helm_status, record)
 from tests.integration.ansible_env import REPO
+from tests.versions import CILIUM_MINOR
 
 CASE = os.path.join(REPO, "tests", "fixtures", "configs", "v1.13", "v1.13.9", "k8s-older")
 CASE_VERSIONS = dict(talos="v1.13.9", contract="v1.13", kubernetes="v1.35.4")
@@ -40,7 +41,7 @@ class Upgrade(Scenario):
         os.makedirs(os.path.join(self.work, "cilium"), exist_ok=True)
         CiliumLab(self.lab.kube, charts, os.path.join(self.work, "cilium")).older_collection_release(
             "1.19", CILIUM_VALUES, nodes=CONTROLPLANES + WORKERS)
-        self.lab.inventory = self.lab.write_inventory(ichor_upgrade_cilium_chart=charts["1.20"]["chart"],
+        self.lab.inventory = self.lab.write_inventory(ichor_upgrade_cilium_chart=charts[CILIUM_MINOR]["chart"],
                                                       ichor_upgrade_helm=helm)
         return self.lab
 

@@ -13,6 +13,7 @@ from kubernetes.client.rest import ApiException
 from ansible_collections.maesh.ichor.plugins.module_utils.cluster import facts as cluster_facts
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 
+from tests import versions
 from tests.integration.ansible_env import ansible_playbook
 from tests.lab.cilium import fixtures
 from tests.lab.cilium.fixtures import TALOS_VALUES, merged
@@ -156,18 +157,18 @@ def test_no_cni(kube_lab, objects):
 
 def test_cilium_by_helm_with_kube_proxy(kube_lab, cilium_lab):
     lab = cilium_lab(kube_proxy=True)
-    lab.helm_install("1.20", ENABLED_VALUES)
+    lab.helm_install(versions.CILIUM_MINOR, ENABLED_VALUES)
     facts = _facts(kube_lab)
     assert facts["cni"]["verdict"] == "cilium-helm", facts["cni"]
     cilium = facts["cilium"]
-    assert (cilium["namespace"], cilium["version"], cilium["config"]) == ("kube-system", "1.20.4", True)
+    assert (cilium["namespace"], cilium["version"], cilium["config"]) == ("kube-system", versions.CILIUM, True)
     assert (cilium["kube_proxy_replacement"], cilium["kube_proxy_replacement_setting"]) == (False, "false")
     assert cilium["helm_release"] == {"name": "cilium", "namespace": "kube-system"}
     assert cilium["crd_ciliumnodes"] is True and facts["crds"]["ciliumnodes"] is True
     assert [(r["namespace"], r["release"], r["revision"], r["status"], r["chart"], r["cli"])
-            for r in facts["cilium_releases"]] == [("kube-system", "cilium", 1, "deployed", "1.20.4", False)]
+            for r in facts["cilium_releases"]] == [("kube-system", "cilium", 1, "deployed", versions.CILIUM, False)]
     assert facts["kube_proxy"]["present"] is True
-    assert "foreign Helm release kube-system/cilium: revision 1, deployed, chart 1.20.4" in facts["cni"]["evidence"]
+    assert "foreign Helm release kube-system/cilium: revision 1, deployed, chart " + versions.CILIUM in facts["cni"]["evidence"]
     # the agent only: cilium-envoy (a DaemonSet of the chart's) is not a second CNI
     assert [d["name"] for d in facts["cni"]["daemonsets"]] == ["cilium"]
 
@@ -177,7 +178,7 @@ def test_cilium_by_helm_in_another_namespace(kube_lab, cilium_lab):
     objects = Objects(kube_lab)
     objects.namespace("net-cilium")
     try:
-        lab.helm_install("1.20", TALOS_VALUES, release="cni", namespace="net-cilium")
+        lab.helm_install(versions.CILIUM_MINOR, TALOS_VALUES, release="cni", namespace="net-cilium")
         facts = _facts(kube_lab)
         assert facts["cni"]["verdict"] == "cilium-helm", facts["cni"]
         assert facts["cilium"]["namespace"] == "net-cilium"
@@ -190,7 +191,7 @@ def test_cilium_by_helm_in_another_namespace(kube_lab, cilium_lab):
 
 def test_cilium_by_the_cli(kube_lab, cilium_lab):
     lab = cilium_lab()
-    lab.cli_install("1.20", TALOS_VALUES)
+    lab.cli_install(versions.CILIUM_MINOR, TALOS_VALUES)
     facts = _facts(kube_lab)
     assert facts["cni"]["verdict"] == "cilium-cli", facts["cni"]
     assert facts["cilium_releases"][0]["cli"] is True
@@ -210,17 +211,18 @@ def test_cilium_from_helm_template(kube_lab, cilium_lab):
 def test_our_own_release(kube_lab, cilium_lab):
     lab = cilium_lab()
     # as cilium_release installs it: the record in ichor-system, every object in kube-system
-    lab.helm_install("1.20", merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system",
+    lab.helm_install(versions.CILIUM_MINOR, merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system",
                      args=("--create-namespace",))
     facts = _facts(kube_lab)
     assert facts["cni"]["verdict"] == "ours", facts["cni"]
     assert facts["cilium"]["namespace"] == "kube-system"
-    assert facts["cni"]["evidence"][-1] == "the collection's release ichor-system/cilium: revision 1, deployed, chart 1.20.4"
+    assert facts["cni"]["evidence"][-1] == ("the collection's release ichor-system/cilium: revision 1, deployed, chart "
+                                            + versions.CILIUM)
 
 
 def test_two_cnis(kube_lab, cilium_lab, objects):
     lab = cilium_lab()
-    lab.helm_install("1.20", TALOS_VALUES)
+    lab.helm_install(versions.CILIUM_MINOR, TALOS_VALUES)
     objects.daemonset("kube-flannel", "kube-flannel-ds", "docker.io/flannel/flannel:v0.26.7")
     facts = _facts(kube_lab)
     assert facts["cni"]["verdict"] == "two-cnis"

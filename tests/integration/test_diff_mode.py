@@ -66,7 +66,7 @@ def _tasks(lab, tmp_path, namespace):
          "data": {"v": "1"}}]))
     installer = {"bundle": [str(bundle_dir)], "namespace": namespace}
     cluster = {"name": "k8s-older", "endpoint": "https://k8s-older.example.com:6443", "kubernetesVersion": "1.35.4",
-               "talosVersion": release.TALOS, "versionContract": "v1.14",
+               "talosVersion": release.TALOS, "versionContract": release.CONTRACT,
                "cni": {"preset": "unmanaged", "unmanaged": {"talosCNI": "default"}}}
     cp = lab.address("cp-1")
     return [
@@ -86,9 +86,9 @@ def _tasks(lab, tmp_path, namespace):
         ("talos_reset", {"node": lab.address("spare"), "cluster_name": "k8s-older",
                          "foreign_talosconfig": lab.talosconfig, "foreign_context": "lab", "wait_timeout": 30}),
         # no Cilium runs in this lab: refused with its plan (and an empty gate in diff mode)
-        ("cilium_takeover", {"chart": os.path.join(cilium_chart_cache(), "cilium-1.20.4.tgz"),
+        ("cilium_takeover", {"chart": os.path.join(cilium_chart_cache(), "cilium-%s.tgz" % release.CILIUM),
                              "helm": lab.kube.bins["helm"] if hasattr(lab, "kube") else "helm"}),
-        ("cilium_release", {"chart": os.path.join(cilium_chart_cache(), "cilium-1.20.4.tgz"),
+        ("cilium_release", {"chart": os.path.join(cilium_chart_cache(), "cilium-%s.tgz" % release.CILIUM),
                             "helm": lab.kube.bins["helm"] if hasattr(lab, "kube") else "helm"}),
         ("cluster_facts", {}),
         # the record the test writes names no machine: nothing drifts, so nothing is acknowledged (and no lock taken);

@@ -12,6 +12,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, nodes
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 
+from tests import versions
 from tests.integration import test_conformance as conformance
 from tests.integration.ansible_env import ansible_playbook
 from tests.lab.cilium import fixtures as cilium_fixtures
@@ -73,10 +74,10 @@ def _cilium(cilium_lab, kube_lab, cilium_charts, kube_proxy=True):
     """What init's Cilium install needs from the lab, as init's variables (the chart and helm): what the install
     leaves, rendered for teardown (its objects in kube-system: namespaceOverride), and unless ``kube_proxy`` is
     false the kube-proxy DaemonSet (Talos deploys it from its bootstrap manifests; nothing runs them in the lab)."""
-    cilium_lab(nodes=0).render("1.20", merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system")
+    cilium_lab(nodes=0).render(versions.CILIUM_MINOR, merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system")
     if kube_proxy:
         KubeClient(kubeconfig=kube_lab.kubeconfig).apply(KUBE_PROXY, "lab")
-    return dict(ichor_init_cilium_chart=cilium_charts["1.20"]["chart"], ichor_init_helm=kube_lab.bins["helm"])
+    return dict(ichor_init_cilium_chart=cilium_charts[versions.CILIUM_MINOR]["chart"], ichor_init_helm=kube_lab.bins["helm"])
 
 
 def test_three_control_planes_and_two_workers_from_maintenance_mode_to_a_ready_cluster(

@@ -12,6 +12,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.installer import inven
 from ansible_collections.maesh.ichor.plugins.module_utils.installer.live import Installer
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient, KubeError
 
+from tests import versions
 from tests.integration.ansible_env import REPO, ansible_playbook
 from tests.lab.cilium import fixtures as cilium_fixtures
 
@@ -520,11 +521,11 @@ def test_network_policies_are_applied_only_where_cilium_runs_and_its_crd_exists_
     assert "maesh.ichor's network policies are not applied: the CNI is none (no CNI DaemonSet runs)" in proc.stdout
     # Cilium's own CRDs, as its operator installs them
     kube_lab.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager", "cilium-operator",
-                     "-f", cilium_charts["1.20"]["crds"])
+                     "-f", cilium_charts[versions.CILIUM_MINOR]["crds"])
     labels = {"k8s-app": "cilium"}
     agent = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "cilium", "namespace": kube_namespace},
              "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
-                 "containers": [{"name": "cilium-agent", "image": "quay.io/cilium/cilium:v1.20.4"}]}}}}
+                 "containers": [{"name": "cilium-agent", "image": "quay.io/cilium/cilium:v" + versions.CILIUM}]}}}}
     client.apply(agent, "lab")
     try:
         mark = kube_lab.audit_mark()

@@ -14,12 +14,14 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import I
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.machine import cluster_read, facts as machine
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
+from tests import versions
 from tests.integration.ansible_env import ansible_playbook
 
 pytestmark = pytest.mark.lab
 
-SEED = ("Talos 1.11.5 is older than the oldest version Ichor adopts (v1.12). Upgrade Talos first, with talosctl or "
-        "your usual tool, and run adopt again.")
+BELOW = versions.BELOW_OLDEST_TALOS  # a Talos below the oldest adopt takes (the set's MINIMUM_TALOS)
+SEED = ("Talos %s is older than the oldest version Ichor adopts (%s). Upgrade Talos first, with talosctl or "
+        "your usual tool, and run adopt again." % (versions.bare(BELOW), versions.OLDEST_TALOS))
 # what a read-only read may call: anything else would be a write
 READS = {"Version", "Get", "List"}
 
@@ -108,7 +110,7 @@ def test_the_fan_out_is_concurrent(talos_lab):
 
 
 def test_below_the_floor_is_refused_with_the_seeds_message_and_nothing_written(talos_lab):
-    lab = talos_lab(controlplanes=1, workers=0, version="v1.11.5")
+    lab = talos_lab(controlplanes=1, workers=0, version=BELOW)
     with _client(lab) as client:
         with pytest.raises(IchorError) as exc:
             cluster_read.cluster_facts_result(client, _machines(lab))
@@ -119,7 +121,7 @@ def test_below_the_floor_is_refused_with_the_seeds_message_and_nothing_written(t
 
 
 def test_a_mixed_cluster_is_refused_naming_its_machines_through_ansible(talos_lab, tmp_path):
-    lab = talos_lab(controlplanes=1, workers=2, overrides=["worker-1:version=v1.11.5"])
+    lab = talos_lab(controlplanes=1, workers=2, overrides=["worker-1:version=" + BELOW])
     playbook = tmp_path / "adopt_read.yml"
     playbook.write_text("""
 - hosts: localhost
@@ -133,7 +135,7 @@ def test_a_mixed_cluster_is_refused_naming_its_machines_through_ansible(talos_la
     proc = ansible_playbook("-i", "localhost,", "-c", "local", str(playbook), "-e",
                             "ansible_python_interpreter={{ ansible_playbook_python }}")
     assert proc.returncode != 0
-    assert SEED + " Below v1.12: worker-1 (v1.11.5)." in proc.stdout, proc.stdout[-3000:]
+    assert SEED + " Below %s: worker-1 (%s)." % (versions.OLDEST_TALOS, BELOW) in proc.stdout, proc.stdout[-3000:]
     assert "Traceback" not in proc.stdout + proc.stderr
     _only_reads(lab)
 
