@@ -85,8 +85,8 @@ class _Loop:
     def run(self, coro):
         return self._loop.run_until_complete(coro)
 
-    def fan_out(self, fn, nodes):
-        return tc.TalosClient.fan_out(self, fn, nodes)
+    def fan_out(self, fn, nodes, concurrency):
+        return tc.TalosClient.fan_out(self, fn, nodes, concurrency)
 
 
 def _fake_facts(seen):
