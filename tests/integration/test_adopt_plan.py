@@ -26,6 +26,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import Kube
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as talos_client
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine, talosconfig
 
+from tests import versions
 from tests.integration.ansible_env import REPO, ansible_playbook
 from tests.integration.test_cilium_inline import _case_c
 from tests.lab.cilium import fixtures
@@ -43,8 +44,8 @@ BASIC = os.path.join(CONFIGS, "v1.14", "v1.14.1", "k8s-older")
 KUBEPRISM_OFF = os.path.join(CONFIGS, "v1.13", "v1.14.1", "kubeprism-off")
 SEED_TAIL = ("Ichor will not install or operate it; to adopt the cluster with the CNI left exactly as it is, run again "
              "with ichor_cni_unmanaged=true.")
-SEED_OLD = ("Talos 1.11.5 is older than the oldest version Ichor adopts (v1.12). Upgrade Talos first, with talosctl or "
-            "your usual tool, and run adopt again.")
+SEED_OLD = ("Talos %s is older than the oldest version Ichor adopts (%s). Upgrade Talos first, with talosctl or "
+            "your usual tool, and run adopt again." % (versions.bare(versions.BELOW_OLDEST_TALOS), versions.OLDEST_TALOS))
 READS = {"Version", "Get", "List", "EtcdMemberList", "EtcdStatus"}  # reads only
 ENABLED_VALUES = merged(TALOS_VALUES, {"kubeProxyReplacement": False})
 
@@ -219,16 +220,16 @@ def test_two_cni_configs_on_one_machine_are_refused_even_with_the_flag(talos_kub
 
 def test_b8_talos_below_v1_12_is_refused_and_a_mixed_cluster_names_its_machines(
         talos_kube_lab, kube_lab, workloads, reader):
-    lab = _flannel_cluster(talos_kube_lab, workloads, workers=2, overrides=["worker-2:version=v1.11.5"])
+    below = versions.BELOW_OLDEST_TALOS
+    lab = _flannel_cluster(talos_kube_lab, workloads, workers=2, overrides=["worker-2:version=" + below])
     refused = _refused(lab, reader, cni_unmanaged=True)
-    assert refused.message == SEED_OLD + " Below v1.12: worker-2 (v1.11.5)."
+    assert refused.message == SEED_OLD + " Below %s: worker-2 (%s)." % (versions.OLDEST_TALOS, below)
     assert refused.result["versions"]["older"] == ["worker-2"] and "cni" not in refused.result
     _only_reads(lab)
 
 
 def test_a_talos_newer_than_the_set_is_refused(talos_kube_lab, kube_lab, workloads, reader):
-    major, minor, unused_patch = release.parse(release.TALOS)
-    newer = "v%d.%d.0" % (major, minor + 1)
+    newer = versions.minor_ahead(release.TALOS)
     lab = _flannel_cluster(talos_kube_lab, workloads, workers=1, overrides=["worker-1:version=%s" % newer])
     refused = _refused(lab, reader, cni_unmanaged=True)
     assert refused.message == ("Talos on worker-1 is %s, newer than the release set's %s; this collection cannot "
@@ -250,7 +251,7 @@ def test_b4_kubeprism_off_refuses_a_managed_adoption_in_enabled_and_in_replaced_
     cilium = cilium_lab(nodes=0)  # the Nodes are the Talos machines'
     # enabled: Talos runs kube-proxy, Cilium's replacement is off
     workloads.kube_proxy()
-    cilium.helm_install("1.20", ENABLED_VALUES)
+    cilium.helm_install(versions.CILIUM_MINOR, ENABLED_VALUES)
     cilium.wait_ready()
     mark = kube_lab.audit_mark()
     refused = _refused(lab, reader)
@@ -277,7 +278,7 @@ def test_b4_kubeprism_off_refuses_a_managed_adoption_in_enabled_and_in_replaced_
 
 
 def cilium_charts_path(cilium):
-    return cilium.charts["1.20"]["chart"]
+    return cilium.charts[versions.CILIUM_MINOR]["chart"]
 
 
 def test_the_kube_proxy_rule_on_the_lab_two_owners_refused(
@@ -505,7 +506,7 @@ def test_a_case_c_cilium_is_adopted_taken_over_and_its_inline_entry_released_mac
     lab, cilium = _case_c(talos_kube_lab, cilium_lab)
     for m in lab.machines:
         lab.control.reset_calls(m["name"])
-    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_adopt_cilium_chart=cilium_charts["1.20"]["chart"],
+    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_adopt_cilium_chart=cilium_charts[versions.CILIUM_MINOR]["chart"],
                      ichor_adopt_helm=kube_lab.bins["helm"], ichor_adopt_cilium_values=TALOS_VALUES,
                      ichor_adopt_etcd_snapshot_dir=str(tmp_path / "etcd"))
     kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
@@ -514,7 +515,7 @@ def test_a_case_c_cilium_is_adopted_taken_over_and_its_inline_entry_released_mac
     assert refused.returncode != 0 and "set accept_cilium_diff to accept" in refused.stdout, refused.stdout[-6000:]
     planned = _adopt(inv, "--check", "--diff", "-e", "ichor_accept_cilium_diff=true")
     assert planned.returncode == 0, planned.stdout[-6000:]
-    assert "phase 3: the Cilium takeover" in planned.stdout and "upgrade: Cilium 1.19.5 -> 1.20.4" in planned.stdout
+    assert "phase 3: the Cilium takeover" in planned.stdout and "upgrade: Cilium 1.19.5 -> %s" % release.CILIUM in planned.stdout
     assert not cluster_record.read(kube).exists
     _only_reads(lab)
     # a takeover that fails after the write phase: the run fails saying so, every machine stays held, nothing applied
@@ -541,7 +542,7 @@ def test_a_case_c_cilium_is_adopted_taken_over_and_its_inline_entry_released_mac
     docs = [d for d in yaml.safe_load_all(cp["machine_config"]) if d]
     assert not (docs[0].get("cluster") or {}).get("inlineManifests"), "the Cilium inline entry is still in cp-1's config"
     image = kube.get("apps/v1", "DaemonSet", "cilium", "kube-system")["spec"]["template"]["spec"]["containers"][0]["image"]
-    assert image == "quay.io/cilium/cilium:v1.20.4"
+    assert image == "quay.io/cilium/cilium:v" + release.CILIUM  # the lab packages the set's minor as the set's chart
     again = _adopt(inv, *args)
     assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-8000:]
 
@@ -557,7 +558,7 @@ def test_b6_three_control_planes_are_released_one_at_a_time_each_back_before_the
     cilium = cilium_lab(nodes=0)
     cilium.template_apply("1.19", TALOS_VALUES)
     cilium.wait_ready()
-    cilium.render("1.20", TALOS_VALUES)  # what the takeover installs, for teardown
+    cilium.render(versions.CILIUM_MINOR, TALOS_VALUES)  # what the takeover installs, for teardown
     manifest = open(cilium.manifests[0]).read()
     controlplanes = [m for m in lab.machines if m["role"] == "controlplane"]
     with _talos(lab) as client:
@@ -569,7 +570,7 @@ def test_b6_three_control_planes_are_released_one_at_a_time_each_back_before_the
     for cp in controlplanes:
         lab.control.set_faults(cp["name"], apply_needs_reboot=True)
     lab.control.reset_timeline()
-    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_adopt_cilium_chart=cilium_charts["1.20"]["chart"],
+    inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_adopt_cilium_chart=cilium_charts[versions.CILIUM_MINOR]["chart"],
                      ichor_adopt_helm=kube_lab.bins["helm"], ichor_adopt_cilium_values=TALOS_VALUES,
                      ichor_adopt_etcd_snapshot_dir=str(tmp_path / "etcd"))
     adopted = _adopt(inv, "-e", "ichor_adopt_confirm=true", "-e", "ichor_accept_cilium_diff=true",
@@ -709,7 +710,7 @@ def test_d3_a_cilium_adopted_unmanaged_is_left_alone_by_the_cilium_modules_and_t
     # Cilium detected and its CRD there: the policies are applied although the CNI is not managed
     assert "maesh.ichor's network policies are applied: Cilium runs and the CRD" in adopted.stdout
     assert _policies(kube_lab) == ["ichor-system-default-deny"]
-    params = dict(chart=cilium_charts["1.20"]["chart"], chart_digest=None, helm=kube_lab.bins["helm"],
+    params = dict(chart=cilium_charts[versions.CILIUM_MINOR]["chart"], chart_digest=None, helm=kube_lab.bins["helm"],
                   kubeconfig=kube_lab.kubeconfig, kubeconfig_content=None, kube_context=None, timeout=30.0,
                   install=False, cilium_values=None, kube_proxy=None, tunnel=None, kubeprism_port=7445,
                   control_planes=None, wait=True, wait_timeout=60.0)
@@ -906,11 +907,11 @@ def test_no_cni_our_cilium_is_installed_first_then_the_cluster_is_adopted_manage
     runner = LabAgent(kube_lab.api_client(), talos_lab=None, owner="no-cni").start()
     cilium = cilium_lab(nodes=0)
     # what the install leaves (its objects in kube-system: namespaceOverride), for teardown
-    cilium.render("1.20", merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system")
+    cilium.render(versions.CILIUM_MINOR, merged(TALOS_VALUES, {"namespaceOverride": "kube-system"}), namespace="ichor-system")
     # the CRDs Cilium's operator creates when it starts (the lab runs no operator)
-    cilium.apply_crds("1.20")
+    cilium.apply_crds(versions.CILIUM_MINOR)
     try:
-        inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_adopt_cilium_chart=cilium_charts["1.20"]["chart"],
+        inv = _inventory(lab, tmp_path, ichor_adopt_recover_from="cp-1", ichor_adopt_cilium_chart=cilium_charts[versions.CILIUM_MINOR]["chart"],
                          ichor_adopt_helm=kube_lab.bins["helm"], ichor_adopt_etcd_snapshot_dir=str(tmp_path / "etcd"))
         planned = _adopt(inv, "--check", "--diff")
         assert planned.returncode == 0, planned.stdout[-4000:]
