@@ -148,3 +148,19 @@ def test_the_contract_override_in_full():
     assert _refusal(rules.contract_override, "v1.12") == (
         "version_contract v1.12: an override may only name the release set's contract %s" % release.CONTRACT)
     assert rules.contract_override("") is None
+
+
+def test_our_release_and_an_unfinished_takeover_return_the_whole_outcome():
+    ours = [dict(namespace="ichor-system", release="cilium", status="deployed")]
+    k8s = dict(_k8s(kfacts.OURS, ["cilium"], ["e1"]), cilium_releases=ours)
+    assert rules.cni_outcome(k8s, {"cp-1": "none"}, {}, False, "ichor-system/cilium") == dict(
+        row=kfacts.OURS, mode=rules.OURS, preset="cilium", talos_cni="none", lines=[
+            "CNI: %s (e1)" % kfacts.OURS, "mode: managed, the collection's Cilium release exists: adopt only checks it"])
+    out = rules.cni_outcome(k8s, {"cp-1": ""}, {}, False, None)
+    assert dict(out, lines=None) == dict(row=kfacts.OURS, mode=rules.TAKEOVER, preset="cilium", talos_cni="default",
+                                         lines=None)
+
+
+def test_another_cni_names_each_of_its_names_and_all_its_evidence():
+    assert _refusal(rules.cni_outcome, _k8s(kfacts.OTHER, ["weave", "kube-router"], ["e1", "e2"]), {"cp-1": ""}, {},
+                    False) == "the CNI is weave, kube-router (e1; e2). %s" % UNMANAGED_ONLY

@@ -144,3 +144,32 @@ def test_the_seeds_c7_texts_in_full():
         "the reset was sent but the machine did not come back at 10.0.0.9: waiting for 10.0.0.9 to return to "
         "maintenance mode: deadline of 600s exceeded (last probe: connection refused). 10.0.0.9 did not return to "
         "maintenance mode with UUID U-1. " + hint, hint)
+
+
+def test_force_is_off_unless_given_and_a_nameless_cluster_is_named_by_a_question_mark():
+    assert policy.refusals(_cp(1, 1), MANAGED, confirm_cluster="foreign")[0] == {
+        "kind": "last", "overridden": False, "text": 'this is the last control plane of cluster "foreign"; ' + FORCE}
+    nameless = _cp(1, 1)
+    nameless["cluster"]["name"] = None
+    assert policy.refusals(nameless, MANAGED)[0]["text"] == 'this is the last control plane of cluster "?"; ' + FORCE
+
+
+def test_two_members_one_unhealthy_is_an_unhealthy_cluster_not_the_only_member():
+    assert policy.refusals(_cp(1, 2), MANAGED)[1]["text"] == \
+        'cluster "foreign" is not healthy or not reachable from the node (etcd)' + UNGRACEFUL
+
+
+def test_the_plan_names_every_volume_member_and_control_plane_and_etcds_error():
+    volumes = [{"id": v, "location": "/var/mnt/" + v, "parent": "sdb", "encrypted": True} for v in ("a", "b")]
+    insp = inspection("controlplane", volumes=volumes, members=[member("cp-1", this=True)])
+    insp["etcd"]["members"][0]["hostname"] = ""
+    lines = policy.plan_lines(insp, [], False, MANAGED, True, 1, False)
+    assert lines[4] == ("encrypted user volumes whose data becomes unreadable (their keys derived from STATE or META are "
+                        "gone): a (/var/mnt/a), b (/var/mnt/b)")
+    assert lines[5] == "etcd: 1 members: cp-1 (this node, healthy, x)"
+    insp["etcd"] = {"members": [], "error": "deadline exceeded"}
+    assert "etcd: not answering (deadline exceeded)" in policy.plan_lines(insp, [], False, MANAGED, True, 1, False)
+    worker = inspection(cps=[{"hostname": "", "address": "10.0.0.1", "healthy": True, "checked_by": "x"},
+                             {"hostname": "cp-2", "address": "10.0.0.2", "healthy": True, "checked_by": "y"}])
+    assert "control planes of the cluster: ? 10.0.0.1 (x), cp-2 10.0.0.2 (y)" in \
+        policy.plan_lines(worker, [], False, MANAGED, True, 1, False)

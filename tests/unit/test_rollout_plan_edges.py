@@ -145,3 +145,14 @@ def test_the_record_behind_takes_the_sets_contract_with_the_sets_talos():
                                                                         "contract": release.CONTRACT}
     assert plan.record_behind(dict(stored, contract=release.CONTRACT), machines, release.KUBERNETES) == {
         "talos": release.TALOS}
+
+
+def test_the_table_text_in_full_each_column_its_own_width():
+    rows = [{"component": "Talos", "running": "a-long-running", "target": "t", "state": "Behind"}]
+    assert plan.format_table(rows) == ["Component  Running         Target  State",
+                                       "Talos      a-long-running  t       Behind"]
+
+
+def test_control_planes_go_first_whatever_their_names():
+    machines = [_machine("a-worker", "worker", TALOS_BEHIND), _machine("b-cp", "controlplane", TALOS_BEHIND)]
+    assert plan.plan_rollout(machines, {}, None)[0]["machines"] == ["b-cp", "a-worker"]
