@@ -156,3 +156,8 @@ def test_the_table_text_in_full_each_column_its_own_width():
 def test_control_planes_go_first_whatever_their_names():
     machines = [_machine("a-worker", "worker", TALOS_BEHIND), _machine("b-cp", "controlplane", TALOS_BEHIND)]
     assert plan.plan_rollout(machines, {}, None)[0]["machines"] == ["b-cp", "a-worker"]
+
+
+def test_a_short_running_version_is_padded_to_its_own_column():
+    rows = [{"component": "Talos", "running": "r", "target": "a-long-target", "state": "Behind"}]
+    assert plan.format_table(rows)[1] == "Talos      r        a-long-target  Behind"
