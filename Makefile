@@ -1,4 +1,4 @@
-.PHONY: demo test test-unit lab
+.PHONY: demo test test-unit mutation lab
 
 # Set up everything and run the collection against a simulated Talos cluster.
 demo:
@@ -11,3 +11,7 @@ test:
 # The inner loop: what needs no lab, fuzz cut short (under two minutes on 2 cores).
 test-unit:
 	./scripts/test-unit
+
+# Mutation testing of the rule modules (never part of make test: 5-40 minutes on 2 cores).
+mutation:
+	./scripts/mutation
