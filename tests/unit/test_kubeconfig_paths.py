@@ -32,6 +32,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconf
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.errors import TalosConfigError
 from tests import collection_path
 from tests.integration.ansible_env import ansible_playbook
+from tests.unit.test_guides import _strings
 
 REPO = collection_path.REPO
 INIT_TASKS = os.path.join(REPO, "roles", "init", "tasks")
@@ -126,18 +127,6 @@ def test_a_named_kubeconfig_with_a_tilde_is_that_file_and_not_the_environments(e
     # helm is handed the same file, never KUBECONFIG
     with helm.Helm("helm", kubeconfig=options["kubeconfig"], run_process=lambda *a, **k: (0, "", "")) as h:
         assert h.env()["KUBECONFIG"] == prod
-
-
-def _strings(node):
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield from _strings(key)
-            yield from _strings(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _strings(item)
-    elif isinstance(node, str):
-        yield node
 
 
 def test_init_tests_and_passes_only_the_expanded_paths():
