@@ -246,6 +246,16 @@ def test_class_b_needs_consent():
     assert result["verified"] and result["apply_mode"] == "no_reboot" and machine.applied == [("NO_REBOOT", False)]
 
 
+def test_class_b_refusal_names_the_consent_as_the_caller_gives_it():
+    """Adopt's release passes the role's variable: the playbook's user is told what they set, not accept_class_b."""
+    machine = Machine(config=_read(BASIC, "controlplane.conf"))
+    consent = "ichor_accept_changes=true, module option accept_changes"
+    error = refusal(dict(params(_managed(), role="controlplane"), consent=consent), machine)
+    assert "need consent (%s); nothing applied" % consent in error.message and "accept_class_b" not in error.message
+    assert error.result["plan"][-1] == "%s: class B (Ichor-owned) changes need %s" % (NODE, consent)
+    assert machine.applied == []
+
+
 def test_reboot_needed_but_not_allowed():
     error = refusal(params(with_sysctl(), allow_reboot=False), worker_machine(reboots=True))
     line = "%s: the change needs a reboot and allow_reboot is false; nothing applied" % NODE

@@ -91,7 +91,9 @@ def _run(params, conn, check_mode, result, clock):
     cluster = _render_spec(record)
     mc_params = dict(node=entry["node"], bundle=_bundle(kube), secrets=None, cluster=cluster, machine=entry["spec"],
                      maintenance=False, accept_class_b=params["accept_changes"], allow_reboot=True, wait=True,
-                     wait_timeout=params["wait_timeout"])
+                     wait_timeout=params["wait_timeout"],
+                     # the consent as the adopt playbook's user sets it, and as this module's user does
+                     consent="ichor_accept_changes=true, module option accept_changes")
     try:  # one pass: the gates refuse before anything is applied, in check mode as in the real run
         judged = machine_config.run(mc_params, conn, check_mode, clock)
     except ConfigError as exc:

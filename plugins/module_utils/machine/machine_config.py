@@ -40,8 +40,10 @@ def run(params, conn, check_mode, clock=None):
     """The module's result dict (changed, plan, apply_mode, contract, probe, drift, verified, diff).
 
     ``params``: node, secrets, cluster, machine, maintenance, accept_class_b, allow_reboot, wait,
-    wait_timeout. ``conn.talos(maintenance=..., dial_only=...)`` gives a Talos client. Every failure
-    (ConfigError, TalosError) carries the result so far (plan, drift) as ``result``.
+    wait_timeout; optional consent, how the class B refusal says to give the consent (default
+    ``accept_class_b: true``, the module's option; adopt's release names the role's variable ichor_accept_changes).
+    ``conn.talos(maintenance=..., dial_only=...)`` gives a Talos client. Every failure (ConfigError, TalosError)
+    carries the result so far (plan, drift) as ``result``.
     """
     result = dict(changed=False, plan=[], apply_mode="none")
     try:
@@ -202,9 +204,10 @@ def _gates(params, result, found):
         raise ConfigError("%s: %d class C path(s) cannot be represented; nothing applied (%s)" % (
             node, counts["C"], "; ".join(group["hint"] for group in found.hints())))
     if found.of_class("B") and not params["accept_class_b"]:
-        result["plan"].append("%s: class B (Ichor-owned) changes need accept_class_b: true" % node)
-        raise ConfigError("%s: %d class B (Ichor-owned) change(s) need consent (accept_class_b: true); nothing applied" % (
-            node, counts["B"]))
+        consent = params.get("consent") or "accept_class_b: true"  # as the caller's user sets it (a role's variable)
+        result["plan"].append("%s: class B (Ichor-owned) changes need %s" % (node, consent))
+        raise ConfigError("%s: %d class B (Ichor-owned) change(s) need consent (%s); nothing applied" % (
+            node, counts["B"], consent))
 
 
 FOREIGN = ("%s is configured, and not by this cluster (it does not accept this talosconfig's CA, and it refuses the "
