@@ -119,7 +119,7 @@ EXAMPLES = r"""
   maesh.ichor.cilium_release:
     kubeconfig: "{{ ichor_kubeconfig }}"
     chart: /srv/charts/cilium-1.20.4.tgz
-    chart_digest: "sha256:{{ ichor_cilium_chart_sha256 }}"
+    chart_digest: sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef   # sha256sum of the .tgz
     control_planes: "{{ groups['controlplane'] | length }}"
 
 - name: Change the user's values (they go into the cluster record)

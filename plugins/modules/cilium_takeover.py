@@ -152,8 +152,8 @@ EXAMPLES = r"""
   maesh.ichor.cilium_takeover:
     kubeconfig: "{{ ichor_kubeconfig }}"
     chart: /srv/charts/cilium-1.20.4.tgz
-    chart_digest: "sha256:{{ ichor_cilium_chart_sha256 }}"
-    kube_proxy: "{{ ichor_cluster.cni.kubeProxy }}"
+    chart_digest: sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef   # sha256sum of the .tgz
+    kube_proxy: replaced   # the mode the cluster runs: maesh.ichor.adopt_plan returns it as kube_proxy
     accept_cilium_changes: "{{ ichor_accept_cilium_changes }}"
     accept_cilium_diff: "{{ ichor_accept_cilium_diff }}"
   check_mode: true
@@ -164,7 +164,7 @@ EXAMPLES = r"""
   maesh.ichor.cilium_takeover:
     kubeconfig: "{{ ichor_kubeconfig }}"
     chart: /srv/charts/cilium-1.20.4.tgz
-    kube_proxy: "{{ ichor_cluster.cni.kubeProxy }}"
+    kube_proxy: replaced
     accept_cilium_diff: "{{ ichor_accept_cilium_diff }}"
     wait_timeout: 900
 

@@ -399,3 +399,69 @@ def test_every_playbook_a_guide_runs_exists():
     for guide in _markdown_files():
         for name in re.findall(r"ansible-playbook\b[^\n]*?\bmaesh\.ichor\.([a-z_]+)", _read(os.path.join(DOCS, guide))):
             assert os.path.isfile(os.path.join(PLAYBOOKS, name + ".yml")), "docs/%s runs maesh.ichor.%s" % (guide, name)
+
+
+def _module_examples():
+    modules = os.path.join(REPO, "plugins", "modules")
+    for name in sorted(os.listdir(modules)):
+        if name.endswith(".py") and not name.startswith("_"):
+            for node in ast.parse(_read(os.path.join(modules, name))).body:
+                if isinstance(node, ast.Assign) and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["EXAMPLES"]:
+                    yield name, node.value.value
+
+
+def _registered(data):
+    return set(node["register"] for node in _walk(data or []) if isinstance(node.get("register"), str))
+
+
+def registered_anywhere():
+    """The results a module's example or a role's task registers (an example may read another module's)."""
+    names = set()
+    for _name, text in _module_examples():
+        names |= _registered(yaml.safe_load(text))
+    for role in os.listdir(ROLES):
+        tasks = os.path.join(ROLES, role, "tasks")
+        for name in os.listdir(tasks) if os.path.isdir(tasks) else ():
+            names |= _registered(_load(os.path.join(tasks, name)))
+    return names
+
+
+def example_names(text, inventory, known):
+    """The ichor_ names a module's EXAMPLES reads in a template that nothing an operator has defines: neither a
+    variable of a role, a playbook or the example inventory (a path into one of its dicts must exist there), nor
+    a result registered (``known`` holds the others' names; a fact is read as ansible_facts.<name>)."""
+    registered = _registered(yaml.safe_load(text))
+    unknown = []
+    for template in re.findall(r"\{\{(.*?)\}\}", text, flags=re.S):
+        for path in re.findall(r"(?<![\w.])ichor_[a-z0-9_]*[a-z0-9](?:\.[A-Za-z_]\w*)*", template):
+            head, _, rest = path.partition(".")
+            if head in registered:
+                continue
+            if head in inventory:
+                value = inventory[head]
+                for part in rest.split(".") if rest else ():
+                    value = value.get(part) if isinstance(value, dict) else None
+                if value is None:
+                    unknown.append(path)
+            elif head not in known:
+                unknown.append(path)
+    return unknown
+
+
+def test_a_module_example_reads_only_variables_an_operator_has():
+    """The examples of every module read the variables a guide's operator has (the example inventory's, the roles'
+    and playbooks'), or what an example registered; a name nothing defines is a value nobody has."""
+    inventory = _load(os.path.join(DOCS, "inventory.example.yml"))["all"]["vars"]
+    known = defined_variables() | registered_anywhere()
+    unknown = dict((name, found) for name, text in _module_examples() for found in [example_names(text, inventory, known)]
+                   if found)
+    assert not unknown, unknown
+
+
+def test_the_module_example_check_catches_what_it_should():
+    inventory = {"ichor_cluster": {"name": "prod"}, "ichor_kubeconfig": "~/.kube/config"}
+    text = ("- maesh.ichor.cilium_takeover:\n    kube_proxy: \"{{ ichor_cluster.cni.kubeProxy }}\"\n"
+            "    chart_digest: \"sha256:{{ ichor_cilium_chart_sha256 }}\"\n    kubeconfig: \"{{ ichor_kubeconfig }}\"\n"
+            "  register: ichor_plan\n- ansible.builtin.debug:\n    msg: \"{{ ichor_plan.plan }} {{ ichor_cluster.name }}\"\n")
+    assert example_names(text, inventory, {"ichor_accept_changes"}) == ["ichor_cluster.cni.kubeProxy",
+                                                                         "ichor_cilium_chart_sha256"]
