@@ -289,12 +289,17 @@ def test_install_playbook_under_the_installers_own_service_account(kube_lab, tmp
 
 @pytest.mark.floor
 def test_install_through_ansible_runner_as_awx_runs_it_leaks_no_credential(kube_lab, tmp_path):
-    """AWX's way (tests/integration/awx.py): the kubeconfig credential type injects a 0600 file named by KUBECONFIG, the survey's
-    extra bundle as an !unsafe extravar; the plan, the install, a rerun that changes nothing, a prune; the runner's
-    artifacts and stdout hold nothing of the kubeconfig's secrets."""
+    """AWX's way (tests/integration/awx.py): the kubeconfig credential type injects a 0600 file named by
+    ichor_kubeconfig (and KUBECONFIG), the survey's extra bundle as an !unsafe extravar; the plan, the install, a rerun
+    that changes nothing, a prune; the runner's artifacts and stdout hold nothing of the kubeconfig's secrets. The
+    inventory's own ichor_kubeconfig (here a file that does not exist, which the role would refuse) loses to the
+    credential's, as an inventory the maesh.ichor.talos plugin made sets one."""
     from tests.integration.awx import AwxJob, kubeconfig_markers
     job = AwxJob(tmp_path / "runner", "install")
     job.inventory({"all": {"hosts": {"localhost": {"ansible_connection": "local"}}}})
+    with open(os.path.join(job.private, "inventory", "hosts.yml"), "w") as handle:
+        yaml.safe_dump({"all": {"hosts": {"localhost": {"ansible_connection": "local"}},
+                                "vars": {"ichor_kubeconfig": str(tmp_path / "inventory-kubeconfig-absent")}}}, handle)
     with open(kube_lab.kubeconfig) as handle:
         job.credential_of_type("kubeconfig", {"kubeconfig": handle.read()})  # docs/awx/credential_types.yml
     markers = kubeconfig_markers(kube_lab.kubeconfig)

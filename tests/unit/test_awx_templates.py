@@ -61,6 +61,8 @@ def test_a_survey_question_matches_the_argument_spec(template, question):
     if question["type"] == "multiplechoice":
         if kind == "bool":
             assert sorted(question["choices"]) == ["false", "true"] and question.get("default") in ("false", "true")
+            # one click does what the CLI does with no -e: the role's default (upgrade's follow is false)
+            assert question["default"] == str(bool(option.get("default", False))).lower(), variable
         elif option.get("choices"):
             assert set(question["choices"]) <= set(option["choices"]), variable
         if "default" in option and kind != "bool":
@@ -109,8 +111,48 @@ def test_a_credential_type_injects_its_secrets_only_as_files(kind):
 
 
 def test_every_job_template_has_credential_types_for_what_its_playbook_reads():
-    """The managed cluster's type gives what init, adopt and upgrade read (ichor_talosconfig, ichor_kubeconfig);
-    the kubeconfig type gives install its KUBECONFIG; reclaim's foreign type gives TALOSCONFIG."""
-    assert set(CREDENTIAL_TYPES["managed_cluster"]["injectors"]["extra_vars"]) >= {"ichor_talosconfig", "ichor_kubeconfig"}
-    assert set(CREDENTIAL_TYPES["kubeconfig"]["injectors"]["env"]) == {"KUBECONFIG"}
-    assert set(CREDENTIAL_TYPES["foreign_talosconfig"]["injectors"]["env"]) == {"TALOSCONFIG"}
+    """The managed cluster's type gives what init, adopt and upgrade read (ichor_talosconfig, ichor_kubeconfig) and
+    what an inventory sync's maesh.ichor.talos reads (TALOSCONFIG, KUBECONFIG: a sync gets no extra variables), each
+    naming its file; the kubeconfig type gives install the ichor_kubeconfig its role reads (an extra variable wins
+    over the inventory's); reclaim's foreign type gives TALOSCONFIG and ichor_reclaim_foreign_talosconfig (which
+    the playbook passes, so that the managed type's TALOSCONFIG on the same job does not decide)."""
+    managed = CREDENTIAL_TYPES["managed_cluster"]["injectors"]
+    assert set(managed["extra_vars"]) >= {"ichor_talosconfig", "ichor_kubeconfig"}
+    assert managed["env"] == {"TALOSCONFIG": managed["extra_vars"]["ichor_talosconfig"],
+                              "KUBECONFIG": managed["extra_vars"]["ichor_kubeconfig"]}
+    kube = CREDENTIAL_TYPES["kubeconfig"]["injectors"]
+    assert set(kube["env"]) == {"KUBECONFIG"} and kube["extra_vars"] == {"ichor_kubeconfig": kube["env"]["KUBECONFIG"]}
+    foreign = CREDENTIAL_TYPES["foreign_talosconfig"]["injectors"]
+    assert set(foreign["env"]) == {"TALOSCONFIG"}
+    assert foreign["extra_vars"]["ichor_reclaim_foreign_talosconfig"] == foreign["env"]["TALOSCONFIG"]
+    assert "ichor_reclaim_foreign_talosconfig" in _reclaim_variables()
+    installer = open(os.path.join(REPO, "roles", "installer", "tasks", "main.yml")).read()
+    assert 'kubeconfig: "{{ ichor_kubeconfig | default(omit) }}"' in installer
+
+
+def test_the_inventory_plugin_reads_what_the_managed_cluster_type_puts_in_the_environment():
+    text = open(os.path.join(REPO, "plugins", "inventory", "talos.py")).read()
+    documentation = yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', text, re.S).group(1))
+    managed = CREDENTIAL_TYPES["managed_cluster"]["injectors"]["env"]
+    for option in ("talosconfig", "kubeconfig"):
+        names = [entry["name"] for entry in documentation["options"][option].get("env") or []]
+        assert option.upper() in names and option.upper() in managed, option
+
+
+def test_the_adopt_templates_take_the_chart_the_values_and_every_consent():
+    """What the adopt guide has an operator give: the chart (or a mirror) and its digest, the values of a Cilium with
+    no Helm record (a mapping: an extra variable edited at launch), and every consent the plan can ask for."""
+    wanted = {"ichor_adopt_cilium_chart", "ichor_adopt_cilium_chart_digest", "ichor_adopt_cilium_chart_repository",
+              "ichor_accept_changes", "ichor_accept_cilium_diff", "ichor_accept_cilium_changes",
+              "ichor_adopt_delete_cilium_orphans", "ichor_adopt_recover_from", "ichor_cni_unmanaged"}
+    for name in ("adopt_plan", "adopt_run"):
+        template = TEMPLATES[name]
+        assert set(q["variable"] for q in _questions(template)) == wanted, name
+        assert template["ask_variables_on_launch"] is True and template["extra_vars"]["ichor_adopt_cilium_values"] == {}
+    assert _role_options("adopt")["ichor_adopt_cilium_values"]["type"] == "dict"
+
+
+def test_the_upgrade_template_takes_one_step_unless_told_to_follow():
+    """As the CLI and the guide: one step per run; following every step is a choice made at launch."""
+    follow = [q for q in _questions(TEMPLATES["upgrade_run"]) if q["variable"] == "ichor_upgrade_follow"]
+    assert [q["default"] for q in follow] == ["false"]
