@@ -187,6 +187,13 @@ def test_an_even_number_of_control_planes_is_a_warning_in_the_plan(refusal_lab, 
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert ("2 control planes: etcd tolerates no more failures than with 1 (a quorum of 2 needs 2); an odd number is "
             "the usual choice") in proc.stdout
+    # without the plan callback, the plan is the output of the role's task that prints it
+    proc = ansible_playbook("-i", inv, "maesh.ichor.init", "--check",
+                            env={"ANSIBLE_CALLBACKS_ENABLED": "ansible.builtin.default"})
+    assert proc.returncode == 0 and "PLAN (check mode" not in proc.stdout, proc.stdout[-4000:]
+    printed = proc.stdout.split("Print the plan (the machines, their configs, where etcd is bootstrapped)]", 1)
+    assert len(printed) == 2, proc.stdout[-4000:]
+    assert "etcd: bootstrapped once, on cp-1" in printed[1] and "2 control planes: etcd tolerates" in printed[1]
 
 
 def test_an_unreachable_machine_is_named_and_nothing_is_sent(refusal_lab, tmp_path):

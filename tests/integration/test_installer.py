@@ -275,6 +275,11 @@ def test_install_playbook_under_the_installers_own_service_account(kube_lab, tmp
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PLAN (check mode: nothing was written)" in proc.stdout
     assert "create ServiceAccount ichor-system/ichor-sa-test-a" in proc.stdout
+    # without the plan callback, the plan is the output of the role's task that prints it
+    proc = ansible_playbook(*(args + ["--check"]), env={"ANSIBLE_CALLBACKS_ENABLED": "ansible.builtin.default"})
+    assert proc.returncode == 0 and "PLAN (check mode" not in proc.stdout, proc.stdout + proc.stderr
+    printed = proc.stdout.split("Print the plan (what the bundle creates, updates, prunes and keeps)]", 1)
+    assert len(printed) == 2 and "create ServiceAccount ichor-system/ichor-sa-test-a" in printed[1].split("TASK [")[0]
     proc = ansible_playbook(*args)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # drop them again: pruned by the ServiceAccount, and a rerun changes nothing

@@ -378,7 +378,9 @@ def _task_names(role):
 
 
 @pytest.mark.parametrize("playbook, role, registered", [("adopt.yml", "adopt", "ichor_adopt_plan"),
-                                                        ("upgrade.yml", "upgrade", "ichor_upgrade_check")])
+                                                        ("upgrade.yml", "upgrade", "ichor_upgrade_check"),
+                                                        ("init.yml", "init", "ichor_init_plan"),
+                                                        ("install.yml", "installer", "ichor_installer_applied")])
 def test_the_task_the_guide_names_prints_the_plan_with_any_callback(playbook, role, registered):
     """Check mode is the plan: the guide says which task prints it, and that task is a debug of the plan lines the
     planning module returned (so Ansible's default output shows them, without the plan callback)."""
