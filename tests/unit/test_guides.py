@@ -465,5 +465,5 @@ def test_the_module_example_check_catches_what_it_should():
     text = ("- maesh.ichor.cilium_takeover:\n    kube_proxy: \"{{ ichor_cluster.cni.kubeProxy }}\"\n"
             "    chart_digest: \"sha256:{{ ichor_cilium_chart_sha256 }}\"\n    kubeconfig: \"{{ ichor_kubeconfig }}\"\n"
             "  register: ichor_plan\n- ansible.builtin.debug:\n    msg: \"{{ ichor_plan.plan }} {{ ichor_cluster.name }}\"\n")
-    assert example_names(text, inventory, {"ichor_accept_changes"}) == ["ichor_cluster.cni.kubeProxy",
-                                                                         "ichor_cilium_chart_sha256"]
+    found = example_names(text, inventory, {"ichor_accept_changes"})
+    assert found == ["ichor_cluster.cni.kubeProxy", "ichor_cilium_chart_sha256"]
