@@ -173,3 +173,53 @@ def test_masked_documents_keep_kind_name_and_every_value_but_the_secrets():
 def test_an_image_whose_tag_states_no_version_is_never_a_minor_back():
     assert not drift.minor_back("registry.k8s.io/kube-apiserver:latest", APISERVER)
     assert not drift.minor_back(APISERVER, "registry.k8s.io/kube-apiserver:latest")
+
+
+def test_a_component_image_the_render_adds_is_class_a_and_one_it_drops_class_c():
+    path = "v1alpha1:machine.kubelet.image"
+    kubelet = "ghcr.io/siderolabs/kubelet:%s" % versions.KUBERNETES
+    added, dropped = drift.Difference(path, kubelet, None), drift.Difference(path, None, kubelet)
+    drift.classify([added, dropped], _spec())
+    assert (added.cls, added.hint) == ("A", "spec.kubernetesVersion")
+    assert (dropped.cls, dropped.hint) == ("C", drift.HINT_IMAGE)
+
+
+# ---------------------------------------------------------------------------- cert SANs, empty containers, compare
+
+
+def _sans(machine, api, controlplane=True):
+    cluster = {"apiServer": {"certSANs": api}}
+    if controlplane:
+        cluster["apiServer"]["image"] = APISERVER
+    return [documents.legacy({"machine": {"certSANs": machine}, "cluster": cluster})]
+
+
+def test_a_control_plane_whose_machine_and_api_server_sans_agree_drifts_in_class_a():
+    result = drift.drift(_sans(["b.example"], ["b.example"]), _sans(["a.example"], ["a.example"]), _spec())
+    assert [(d.path, d.cls, d.hint) for d in result.differences] == [
+        ("v1alpha1:cluster.apiServer.certSANs", "A", drift.HINT_CERT_SANS),
+        ("v1alpha1:machine.certSANs", "A", drift.HINT_CERT_SANS)]
+    result = drift.drift(_sans(["b.example"], ["b.example"]), _sans(["a.example"], ["c.example"]), _spec())
+    assert [(d.cls, d.hint) for d in result.differences] == [("C", drift.HINT_SANS_SPLIT)] * 2
+
+
+def test_a_control_plane_without_any_sans_is_not_split():
+    live = [documents.legacy({"cluster": {"apiServer": {"image": APISERVER}}})]
+    rendered = [documents.legacy({"machine": {"certSANs": ["a.example"]}, "cluster": {"apiServer": {"image": APISERVER}}})]
+    result = drift.drift(rendered, live, _spec())
+    assert [(d.path, d.cls) for d in result.differences] == [("v1alpha1:machine.certSANs", "A")]
+
+
+def test_an_empty_container_faces_only_content_below_it_not_a_sibling_whose_name_extends_its_own():
+    rendered = [documents.legacy({"machine": {"kernel": {}}})]
+    live = [documents.legacy({"machine": {"kernelXtra": 1}})]
+    assert [(d.path, d.change) for d in drift.compare(rendered, live)] == [
+        ("v1alpha1:machine.kernel", "add"), ("v1alpha1:machine.kernelXtra", "remove")]
+    live = [documents.legacy({"machine": {"kernel": {"modules": [{"name": "br_netfilter"}]}}})]
+    assert [(d.path, d.change) for d in drift.compare(rendered, live)] == [
+        ("v1alpha1:machine.kernel.modules[br_netfilter].name", "remove")]
+
+
+def test_compare_leaves_each_difference_unclassified():
+    found = drift.compare([documents.legacy({"machine": {"type": "worker"}})], [])
+    assert [(d.path, d.cls, d.hint) for d in found] == [("v1alpha1:", None, None), ("v1alpha1:machine.type", None, None)]
