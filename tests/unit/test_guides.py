@@ -436,7 +436,7 @@ def example_names(text, inventory, known):
     unknown = []
     for template in re.findall(r"\{\{(.*?)\}\}", text, flags=re.S):
         for path in re.findall(r"(?<![\w.])ichor_[a-z0-9_]*[a-z0-9](?:\.[A-Za-z_]\w*)*", template):
-            head, _, rest = path.partition(".")
+            head, unused_dot, rest = path.partition(".")
             if head in registered:
                 continue
             if head in inventory:
