@@ -1,8 +1,10 @@
-"""config.drift, the edges mutation testing found untested (issue 43, scripts/mutation, group drift): the registry
-mirror fold at its edges (a field it does not know, a value of another type or null, an entry that is no mapping, a
-typed endpoint that is no mapping), a typed Cilium inline manifest found by its name among others, the printable
-forms (a Difference's and a Drift's dict, the plan lines, the masked documents) in full, and a component image whose
-tag states no version."""
+"""config.drift, the edges mutation testing found untested (issue 43, scripts/mutation, group drift): each class rule's
+class and hint exactly; the registry mirror fold at its edges (a field it does not know, a value of another type or
+null, an entry that is no mapping, a typed endpoint that is no mapping, every legacy host, the document left as it
+was); machinery's placeholders dropped and nothing else; an empty container against content and against a sibling
+whose name extends its own; Cilium's inline manifest found by name, typed or legacy, rendered or live; cert SANs
+that agree or not on a control plane; the printable forms (a Difference's and a Drift's dict, the plan lines, the
+masked documents) in full; component images added, dropped, or tagged without a version."""
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import REDACTED
 from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, drift
@@ -203,6 +205,20 @@ def test_a_control_plane_whose_machine_and_api_server_sans_agree_drifts_in_class
     assert [(d.cls, d.hint) for d in result.differences] == [("C", drift.HINT_SANS_SPLIT)] * 2
 
 
+def _typed_sans(machine, api):
+    return [documents.legacy({"machine": {"certSANs": machine}}),
+            documents.typed("KubeAPIServerConfig", {"image": APISERVER, "certExtraSANs": api})]
+
+
+def test_a_typed_control_plane_whose_machine_and_api_server_sans_agree_drifts_in_class_a():
+    result = drift.drift(_typed_sans(["b.example"], ["b.example"]), _typed_sans(["a.example"], ["a.example"]), _spec())
+    assert [(d.path, d.cls, d.hint) for d in result.differences] == [
+        ("KubeAPIServerConfig:certExtraSANs", "A", drift.HINT_CERT_SANS),
+        ("v1alpha1:machine.certSANs", "A", drift.HINT_CERT_SANS)]
+    result = drift.drift(_typed_sans(["b.example"], ["b.example"]), _typed_sans(["a.example"], ["c.example"]), _spec())
+    assert [(d.cls, d.hint) for d in result.differences] == [("C", drift.HINT_SANS_SPLIT)] * 2
+
+
 def test_a_control_plane_without_any_sans_is_not_split():
     live = [documents.legacy({"cluster": {"apiServer": {"image": APISERVER}}})]
     rendered = [documents.legacy({"machine": {"certSANs": ["a.example"]}, "cluster": {"apiServer": {"image": APISERVER}}})]
@@ -223,3 +239,130 @@ def test_an_empty_container_faces_only_content_below_it_not_a_sibling_whose_name
 def test_compare_leaves_each_difference_unclassified():
     found = drift.compare([documents.legacy({"machine": {"type": "worker"}})], [])
     assert [(d.path, d.cls, d.hint) for d in found] == [("v1alpha1:", None, None), ("v1alpha1:machine.type", None, None)]
+
+
+# ---------------------------------------------------------------------------- each class rule, class and hint exactly
+
+DISK = 'disk.dev_path == "/dev/sda"'
+# (path, rendered, live, managed, keywords of _classify_one) -> (class, hint)
+RULES = [
+    ("v1alpha1:machine.token", "a", "b", True, {}, ("C", drift.HINT_SECRETS)),
+    ("KubeEtcdEncryptionConfig:config", "a", "b", True, {}, ("C", drift.HINT_ENCRYPTION)),
+    ("v1alpha1:cluster.network.cni.name", "none", "flannel", False, {"unmapped": ("cni",)},
+     ("C", drift.HINT_DISAGREE % "spec.cni")),
+    ("v1alpha1:machine.certSANs", ["a"], ["b"], False, {"unmapped": ("certSANs",)},
+     ("C", drift.HINT_DISAGREE % "spec.certSANs")),
+    ("registries/docker.io:endpoints", ["a"], ["b"], False, {"mixed_hosts": {"docker.io"}}, ("C", drift.HINT_MIRROR_MIXED)),
+    ("registries/ghcr.io:endpoints", ["a"], ["b"], False, {"mixed_hosts": {"docker.io"}}, ("A", drift.HINT_REGISTRIES)),
+    ("registries/endpoints:endpoints", ["a"], ["b"], False, {"mixed_hosts": {"docker.io"}}, ("A", drift.HINT_REGISTRIES)),
+    ("v1alpha1:machine.certSANs", ["a"], ["b"], False, {}, ("A", drift.HINT_CERT_SANS)),
+    ("v1alpha1:machine.certSANs", ["a"], ["b"], False, {"split_sans": True}, ("C", drift.HINT_SANS_SPLIT)),
+    ("v1alpha1:cluster.inlineManifests[cilium].contents", "a", None, True, {"cilium_entries": {"cilium"}}, ("B", None)),
+    ("KubeInlineManifestConfig/cilium:manifest", "a", None, True, {"cilium_entries": {"cilium"}}, ("B", None)),
+    ("KubeInlineManifestConfig/cilium:manifest", "a", None, False, {"cilium_entries": {"cilium"}}, ("C", drift.HINT_INLINE)),
+    ("v1alpha1:cluster.extraManifests", ["a"], None, True, {}, ("C", drift.HINT_INLINE)),
+    ("KubeExternalManifestConfig/custom-cni:url", "a", None, True, {}, ("C", drift.HINT_CUSTOM_CNI)),
+    ("v1alpha1:cluster.network.cni.urls", ["a"], None, False, {}, ("C", drift.HINT_CUSTOM_CNI)),
+    ("v1alpha1:cluster.network.cni.name", "none", "flannel", True, {}, ("B", None)),
+    ("v1alpha1:cluster.network.cni.name", "none", "flannel", False, {}, ("A", "spec.cni.unmanaged.talosCNI")),
+    ("v1alpha1:cluster.network.cni.name", None, "none", False, {}, ("A", "spec.cni.unmanaged.talosCNI")),
+    ("v1alpha1:cluster.network.cni.name", "flannel", "custom", False, {}, ("C", drift.HINT_CUSTOM_CNI)),
+    ("KubeFlannelCNIConfig:", "present", None, True, {}, ("B", None)),
+    ("KubeFlannelCNIConfig:", "present", None, False, {}, ("A", "spec.cni.unmanaged.talosCNI")),
+    ("v1alpha1:cluster.proxy.disabled", True, None, True, {}, ("B", None)),
+    ("KubeProxyConfig:enabled", False, True, False, {}, ("A", "spec.cni.kubeProxy")),
+    ("RegistryTLSConfig/ghcr.io:insecureSkipVerify", True, None, False, {}, ("C", drift.HINT_REGISTRY_AUTH)),
+    ("UnattendedInstallConfig:provisioning.diskSelector.match", DISK, None, False, {}, ("A", drift.HINT_INSTALL)),
+    ("UnattendedInstallConfig:provisioning.diskSelector.match", None, DISK, False, {}, ("A", drift.HINT_INSTALL)),
+    ("UnattendedInstallConfig:provisioning.diskSelector.match", "disk.size > 10", DISK, False, {},
+     ("C", drift.HINT_INSTALL)),
+    ("HostnameConfig:hostname", "a", "b", False, {}, ("A", "machine hostname")),
+    ("registries/docker.io:weight", 1, None, False, {}, ("C", drift.HINT_MIRROR_MIXED)),
+    ("v1alpha1:machine.install.extraKernelArgs", ["a"], None, False, {}, ("C", drift.HINT_INSTALL)),
+    ("UnattendedInstallConfig:provisioning.grubUseUKICmdline", True, None, False, {}, ("C", drift.HINT_INSTALL)),
+    ("v1alpha1:machine.kubelet.extraArgs.foo", "a", None, False, {}, ("C", drift.HINT_OTHER)),
+]
+
+
+def test_each_class_rule_gives_its_class_and_hint_exactly():
+    for path, rendered, live, managed, keywords, expected in RULES:
+        keywords = dict(keywords)
+        cilium_entries = keywords.pop("cilium_entries", set())
+        found = drift._classify_one(drift.Difference(path, rendered, live), managed, cilium_entries, **keywords)
+        assert found == expected, (path, rendered, live, managed)
+
+
+def test_classify_finds_cilium_by_a_legacy_entrys_name_and_in_the_live_config_alone():
+    legacy = [documents.legacy({"cluster": {"inlineManifests": [{"name": "cni", "contents": CILIUM_MANIFEST}]}})]
+    result = drift.drift(legacy, [], _spec())
+    assert [(d.path, d.cls) for d in result.differences if d.path.startswith("v1alpha1:cluster.")] == [
+        ("v1alpha1:cluster.inlineManifests[cni].contents", "B"), ("v1alpha1:cluster.inlineManifests[cni].name", "B")]
+    result = drift.drift([], [_inline("cilium", CILIUM_MANIFEST)], _spec())
+    assert [(d.path, d.change, d.cls) for d in result.differences] == [
+        ("KubeInlineManifestConfig/cilium:", "remove", "B"), ("KubeInlineManifestConfig/cilium:manifest", "remove", "B")]
+
+
+def test_classify_finds_mixed_mirror_hosts_in_the_live_config():
+    live = [documents.typed("RegistryMirrorConfig", {"endpoints": [{"url": "https://a.example", "overridePath": True},
+                                                                  {"url": "https://b.example"}]}, name=HOST)]
+    rendered = [documents.typed("RegistryMirrorConfig", {"endpoints": [{"url": "https://a.example"}]}, name=HOST)]
+    result = drift.drift(rendered, live, _spec())
+    assert [(d.path, d.cls, d.hint) for d in result.differences] == [
+        (MIRROR + "endpoints", "C", drift.HINT_MIRROR_MIXED), (MIRROR + "overridePath", "C", drift.HINT_MIRROR_MIXED)]
+
+
+def test_drift_passes_the_fields_the_machines_disagree_on():
+    rendered = [documents.legacy({"cluster": {"network": {"cni": {"name": "none"}}}})]
+    live = [documents.legacy({"cluster": {"network": {"cni": {"name": "flannel"}}}})]
+    result = drift.drift(rendered, live, _spec("unmanaged"), unmapped=("cni",))
+    assert [(d.path, d.cls, d.hint) for d in result.differences] == [
+        ("v1alpha1:cluster.network.cni.name", "C", drift.HINT_DISAGREE % "spec.cni")]
+
+
+def test_a_drift_keeps_the_contract_it_is_made_with():
+    assert drift.Drift([], contract="v1.14").contract == "v1.14"
+    assert drift.Drift([]).contract is None
+
+
+# ---------------------------------------------------------------------------- normalise and compare
+
+
+def test_normalise_reads_every_document_after_a_typed_mirror():
+    flat = drift.normalise([documents.typed("RegistryMirrorConfig", {"endpoints": []}, name=HOST),
+                            documents.typed("HostnameConfig", {"hostname": "w1"})])
+    assert flat["HostnameConfig:hostname"] == "w1"
+
+
+def test_normalise_folds_every_legacy_host_and_leaves_the_document_as_it_was():
+    body = {"machine": {"registries": {"mirrors": {HOST: {"endpoints": ["https://a.example"]},
+                                                   "ghcr.io": {"endpoints": ["https://b.example"]}}}}}
+    doc = documents.legacy(body)
+    flat = drift.normalise([doc])
+    assert flat == {"v1alpha1:": "present",
+                    MIRROR + "endpoints": ["https://a.example"], "registries/ghcr.io:endpoints": ["https://b.example"]}
+    assert doc.body == {"machine": {"registries": {"mirrors": {HOST: {"endpoints": ["https://a.example"]},
+                                                               "ghcr.io": {"endpoints": ["https://b.example"]}}}}}
+
+
+def test_normalise_keeps_legacy_mirrors_that_are_empty_or_no_mapping_as_leaves():
+    for mirrors in ({}, ["x"]):
+        flat = drift.normalise([documents.legacy({"machine": {"registries": {"mirrors": mirrors}}})])
+        assert flat == {"v1alpha1:": "present", "v1alpha1:machine.registries.mirrors": mirrors}
+
+
+def test_normalise_drops_exactly_machinerys_empty_placeholders():
+    flat = drift.normalise([documents.legacy({"cluster": {"extraManifests": [], "inlineManifests": []},
+                                              "machine": {"registries": {}, "certSANs": []}})])
+    assert flat == {"v1alpha1:": "present", "v1alpha1:machine.certSANs": []}
+    flat = drift.normalise([documents.legacy({"cluster": {"extraManifests": ["https://x.example/a.yaml"]}})])
+    assert flat == {"v1alpha1:": "present", "v1alpha1:cluster.extraManifests": ["https://x.example/a.yaml"]}
+
+
+def test_a_live_empty_container_facing_rendered_content_is_no_difference_and_later_paths_still_compare():
+    rendered = [documents.legacy({"machine": {"kernel": {"modules": [{"name": "br_netfilter"}]}, "type": "worker"}})]
+    live = [documents.legacy({"machine": {"kernel": {}, "type": "controlplane"}})]
+    assert [(d.path, d.change) for d in drift.compare(rendered, live)] == [
+        ("v1alpha1:machine.kernel.modules[br_netfilter].name", "add"), ("v1alpha1:machine.type", "change")]
+    live = [documents.legacy({"machine": {"kernel": {}, "kernelXtra": 1}})]
+    rendered = [documents.legacy({"machine": {"kernelXtra": 1}})]
+    assert [(d.path, d.change) for d in drift.compare(rendered, live)] == [("v1alpha1:machine.kernel", "remove")]
