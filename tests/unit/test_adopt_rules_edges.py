@@ -113,8 +113,8 @@ def test_another_cni_without_names_is_named_by_its_verdict():
 def test_the_kube_proxy_line_in_every_mode(mode, tail):
     for talos, recorded, says in ((True, "enabled", "Talos runs kube-proxy (machine configs)"),
                                   (False, "replaced", "Talos has disabled kube-proxy (machine configs)")):
-        line = "kube-proxy: %s (%s%s)" % (recorded, says, tail if tail else
-                                           ", Cilium kubeProxyReplacement %s" % str(not talos).lower())
+        ending = tail or ", Cilium kubeProxyReplacement %s" % str(not talos).lower()
+        line = "kube-proxy: %s (%s%s)" % (recorded, says, ending)
         assert rules.kube_proxy_mode(mode, talos, talos, not talos) == (recorded, line)
 
 

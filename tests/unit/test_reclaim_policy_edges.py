@@ -73,9 +73,8 @@ def test_how_a_machines_value_and_a_duration_are_shown():
 
 
 def test_the_refusals_in_full():
-    assert policy.refusals(_cp(2, 3), MANAGED) == [{"kind": "quorum", "overridden": False, "text":
-                                                   'cluster "foreign" has 3 etcd members; removing one loses quorum; '
-                                                   + FORCE}]
+    quorum = 'cluster "foreign" has 3 etcd members; removing one loses quorum; ' + FORCE
+    assert policy.refusals(_cp(2, 3), MANAGED) == [{"kind": "quorum", "overridden": False, "text": quorum}]
     assert policy.refusals(inspection(stage="rebooting", cps=[]), MANAGED) == [
         {"kind": "busy", "overridden": False, "text": "10.0.0.7 is rebooting; nothing was sent (rerun when it has "
                                                       "settled)"},
