@@ -303,8 +303,8 @@ def test_classify_finds_cilium_by_a_legacy_entrys_name_and_in_the_live_config_al
 
 
 def test_classify_finds_mixed_mirror_hosts_in_the_live_config():
-    live = [documents.typed("RegistryMirrorConfig", {"endpoints": [{"url": "https://a.example", "overridePath": True},
-                                                                  {"url": "https://b.example"}]}, name=HOST)]
+    mixed = [{"url": "https://a.example", "overridePath": True}, {"url": "https://b.example"}]
+    live = [documents.typed("RegistryMirrorConfig", {"endpoints": mixed}, name=HOST)]
     rendered = [documents.typed("RegistryMirrorConfig", {"endpoints": [{"url": "https://a.example"}]}, name=HOST)]
     result = drift.drift(rendered, live, _spec())
     assert [(d.path, d.cls, d.hint) for d in result.differences] == [
