@@ -29,7 +29,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.ansible_module.runner 
 from ansible_collections.maesh.ichor.plugins.module_utils.installer import stages as installer_stages  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record  # noqa: E402
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient  # noqa: E402
-from ansible_collections.maesh.ichor.plugins.module_utils.status import flow  # noqa: E402
+from ansible_collections.maesh.ichor.plugins.module_utils.status import flow, readings  # noqa: E402
 from tests.lab.agent import LabAgent  # noqa: E402
 from tests.lab.kube.cluster import KubeLab, binaries  # noqa: E402
 from tests.lab.process import LabProcess  # noqa: E402
@@ -79,7 +79,7 @@ def _install(lab, kube):
 
 def _module(lab, kube, machines):
     """(seconds, the result, the Talos read's seconds, the drift's seconds) of one in-process run."""
-    reads, drift = Timed(flow, "_read"), Timed(flow, "_drift")
+    reads, drift = Timed(readings, "read"), Timed(readings, "compare")
     params = _params(lab, kube, machines, expiry_days=30, hold_days=14, acknowledge=False, requested_by=None,
                      bundle=[BUNDLE], network_policies=[], installer_namespace="ichor-system")
     conn = Connections(params)
