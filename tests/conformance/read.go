@@ -18,6 +18,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/hardware"
+	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"google.golang.org/grpc/codes"
@@ -425,6 +426,23 @@ func (rn *runner) cosiReads(ctx context.Context, pfx string, a access, m labMach
 
 		if got := r.TypedSpec().Hostname; got != m.Hostname {
 			return fmt.Errorf("hostname = %q, want %q", got, m.Hostname)
+		}
+
+		return nil
+	}())
+
+	// the Node name the collection waits for: Talos's, the hostname lowercased (the lab sets no registerWithFQDN)
+	rn.r.Check(pfx+" COSI Nodename", func() error {
+		cctx, cancel := rn.call(ctx, a)
+		defer cancel()
+
+		r, err := safe.StateGet[*k8s.Nodename](cctx, st, k8s.NewNodename(k8s.NamespaceName, k8s.NodenameID).Metadata())
+		if err != nil {
+			return callErr("Get Nodenames.kubernetes.talos.dev/nodename", err)
+		}
+
+		if got, want := r.TypedSpec().Nodename, strings.ToLower(m.Hostname); got != want {
+			return fmt.Errorf("nodename = %q, want %q", got, want)
 		}
 
 		return nil

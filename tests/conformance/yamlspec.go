@@ -36,6 +36,7 @@ var yamlSpecTargets = []yamlSpecTarget{
 	{"config", "MachineConfigs.config.talos.dev", "v1alpha1", false},
 	{"runtime", "Versions.runtime.talos.dev", "version", true},
 	{"k8s", "KubePrismStatuses.kubernetes.talos.dev", "k8s-loadbalancer", true},
+	{"k8s", "Nodenames.kubernetes.talos.dev", "nodename", true},
 }
 
 // checkYAMLSpecs reads resources with the raw COSI State client and checks

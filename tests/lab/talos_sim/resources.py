@@ -26,6 +26,7 @@ TYPES = {
     "SystemDisks.block.talos.dev": ("runtime", False),
     "Versions.runtime.talos.dev": ("runtime", False),
     "KubePrismStatuses.kubernetes.talos.dev": ("k8s", False),
+    "Nodenames.kubernetes.talos.dev": ("k8s", False),
     "MachineTypes.config.talos.dev": ("config", False),
     "ResourceDefinitions.meta.cosi.dev": ("meta", False),
 }
@@ -278,6 +279,12 @@ def build(lab, m):
                             "cluster.NodeIdentityController",
                             cluster.IdentitySpec(node_id=m.node_id).SerializeToString(),
                             _yaml({"nodeId": m.node_id})))
+        # Talos's NodenameController: the kubelet registers its Node under the hostname, lowercased (the FQDN only
+        # with machine.kubelet.registerWithFQDN, which the lab's configs do not set)
+        nodename = m.hostname.lower()
+        out.append(Resource("Nodenames.kubernetes.talos.dev", "nodename", "k8s.NodenameController",
+                            P.spec("k8s").NodenameSpec(nodename=nodename, hostname_version="1").SerializeToString(),
+                            _yaml({"nodename": nodename, "hostnameVersion": "1", "skipNodeRegistration": False})))
         port = _kubeprism_port(m.config)
         if port:  # Talos's KubePrism controller writes it only while the balancer runs
             host = "localhost:%d" % port

@@ -49,7 +49,7 @@ spec_hardware_pb2
     talos.resource.definitions.hardware: SystemInformationSpec.
 spec_k8s_pb2
     messages of proto/resource/definitions/k8s/k8s.proto; package
-    talos.resource.definitions.k8s: KubePrismStatusesSpec.
+    talos.resource.definitions.k8s: KubePrismStatusesSpec, NodenameSpec.
 spec_network_pb2
     messages of proto/resource/definitions/network/network.proto; package
     talos.resource.definitions.network: HostnameStatusSpec.

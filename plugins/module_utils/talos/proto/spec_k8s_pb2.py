@@ -25,8 +25,10 @@ if HAS_PROTOBUF:
         b'\n"resource/definitions/k8s/k8s.p'
         b'roto\x12\x1etalos.resource.definitions'
         b'.k8s"6\n\x15KubePrismStatusesSpec\x12\x0c\n'
-        b'\x04host\x18\x01 \x01(\t\x12\x0f\n\x07healthy\x18\x02 \x01(\x08b\x06pr'
-        b'oto3'
+        b'\x04host\x18\x01 \x01(\t\x12\x0f\n\x07healthy\x18\x02 \x01(\x08"Z\n\x0c'
+        b'NodenameSpec\x12\x10\n\x08nodename\x18\x01 \x01(\t\x12\x18'
+        b'\n\x10hostname_version\x18\x02 \x01(\t\x12\x1e\n\x16skip'
+        b'_node_registration\x18\x03 \x01(\x08b\x06proto3'
     )
 
     _globals = globals()
@@ -36,4 +38,6 @@ if HAS_PROTOBUF:
         DESCRIPTOR._loaded_options = None
         _globals['_KUBEPRISMSTATUSESSPEC']._serialized_start = 70
         _globals['_KUBEPRISMSTATUSESSPEC']._serialized_end = 124
+        _globals['_NODENAMESPEC']._serialized_start = 126
+        _globals['_NODENAMESPEC']._serialized_end = 216
     # @@protoc_insertion_point(module_scope)
