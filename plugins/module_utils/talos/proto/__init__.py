@@ -44,6 +44,10 @@ spec_block_pb2
 spec_cluster_pb2
     messages of proto/resource/definitions/cluster/cluster.proto; package
     talos.resource.definitions.cluster: MemberSpec, ControlPlane, InfoSpec, IdentitySpec.
+spec_extensions_pb2
+    messages of proto/resource/definitions/extensions/extensions.proto; package
+    talos.resource.definitions.extensions: Layer (the ExtensionStatus spec), Metadata,
+    Compatibility, Constraint.
 spec_hardware_pb2
     messages of proto/resource/definitions/hardware/hardware.proto; package
     talos.resource.definitions.hardware: SystemInformationSpec.
