@@ -2,12 +2,19 @@
 imports the collection's), the inventory as a file, the credentials as the injectors of docs/awx/credential_types.yml
 give them (0600 files, their paths in env/envvars or extravars), the survey's answers as !unsafe extravars beside
 AWX's own variables, the plan callback enabled beside ansible-runner's stdout
-callback. ``sweep`` reads every file the job left (artifacts included) for credential markers."""
+callback. ``sweep`` reads every file the job left (artifacts included) for credential markers.
+
+An execution environment's HOME is /runner, the private data dir itself (AWX drops HOME from a container group job's
+environment, and ansible-builder's images set it so): ``home_in_job=True`` gives the job that HOME, so that ``~`` lies
+inside what AWX removes. ``remove`` removes the private data dir as AWX does after a job (AWX_CLEANUP_PATHS), and
+``inventory_update`` runs ``ansible-inventory`` the way an AWX inventory sync does (its ``args`` file, no extra
+variables: AWX applies no credential's extra_vars to an inventory update)."""
 
 import glob
 import json
 import os
 import re
+import shutil
 import sys
 
 import yaml
@@ -18,21 +25,24 @@ CREDENTIAL_TYPES = os.path.join(REPO, "docs", "awx", "credential_types.yml")
 
 
 class AwxJob:
-    def __init__(self, private, playbook):
+    def __init__(self, private, playbook=None, home_in_job=False):
         self.private = str(private)
-        self.playbook = playbook + ".yml"
+        self.playbook = playbook + ".yml" if playbook else None
         self.injected = []
         self.envvars = {}
         self.credential_vars = {}
         for sub in ("project", "env", "inventory"):
             os.makedirs(os.path.join(self.private, sub), exist_ok=True)
-        with open(os.path.join(self.private, "project", self.playbook), "w") as handle:
-            handle.write("---\n- name: The job template's playbook\n  ansible.builtin.import_playbook: maesh.ichor.%s\n"
-                         % playbook)
+        if playbook:
+            with open(os.path.join(self.private, "project", self.playbook), "w") as handle:
+                handle.write("---\n- name: The job template's playbook\n  ansible.builtin.import_playbook: "
+                             "maesh.ichor.%s\n" % playbook)
         env = ansible_env()
         self.envvars.update((k, env[k]) for k in ("ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_CALLBACKS_ENABLED",
                                                   "ANSIBLE_LOCAL_TEMP", "ANSIBLE_NOCOLOR"))
         self.envvars["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+        if home_in_job:  # the execution environment's HOME, /runner: ~/.kube/config, ~/.talos/config do not exist
+            self.envvars["HOME"] = os.path.abspath(self.private)
 
     def inventory(self, data):
         """The inventory source, without any credential (those come from the injectors)."""
@@ -81,6 +91,42 @@ class AwxJob:
         done = ansible_runner.run(private_data_dir=self.private, playbook=self.playbook, quiet=True, **kwargs)
         self.last = done  # its events: what AWX stores of the job (the set_stats artifacts among them)
         return done.rc, done.stdout.read()
+
+    def inventory_update(self, source, update_id=1):
+        """(rc, the inventory, stdout) of an inventory sync of ``source`` (a file of the project, given as its text), as
+        AWX's RunInventoryUpdate runs it: ``ansible-inventory --list --export -i <source> --output
+        artifacts/<id>/output.json --playbook-dir project`` as the runner's ``args``, AWX's inventory update
+        environment, the credentials' env and files, and no extra variables (AWX gives an inventory update none)."""
+        import ansible_runner
+        path = os.path.join(self.private, "project", "talos.yml")
+        with open(path, "w") as handle:
+            handle.write(source)
+        output = os.path.join(self.private, "artifacts", str(update_id), "output.json")
+        envvars = dict(self.envvars, INVENTORY_SOURCE_ID="1", INVENTORY_UPDATE_ID=str(update_id),
+                       ANSIBLE_INVENTORY_UNPARSED_FAILED="True", ANSIBLE_INVENTORY_EXPORT="True",
+                       ANSIBLE_VERBOSE_TO_STDERR="True")
+        with open(os.path.join(self.private, "env", "envvars"), "w") as handle:
+            yaml.safe_dump(envvars, handle)
+        for name in ("extravars", "cmdline"):
+            if os.path.exists(os.path.join(self.private, "env", name)):
+                os.remove(os.path.join(self.private, "env", name))
+        exe = os.path.join(os.path.dirname(sys.executable), "ansible-inventory")
+        with open(os.path.join(self.private, "args"), "w") as handle:
+            handle.write(" ".join([exe, "--list", "--export", "-i", path, "--output", output,
+                                   "--playbook-dir", os.path.dirname(path)]))
+        done = ansible_runner.run(private_data_dir=self.private, ident=str(update_id), quiet=True)
+        self.last = done
+        found = None
+        if done.rc == 0 and os.path.exists(output):
+            with open(output) as handle:
+                found = json.load(handle)
+        return done.rc, found, done.stdout.read()
+
+    def remove(self):
+        """The private data dir removed, as AWX removes it once the job is done: [every file the job left there]."""
+        left = sorted(os.path.join(root, name) for root, unused_dirs, names in os.walk(self.private) for name in names)
+        shutil.rmtree(self.private)
+        return left
 
     def artifacts(self):
         """The last job's artifacts, as AWX keeps them: set_stats data of the playbook's stats event."""

@@ -141,10 +141,12 @@ def test_the_inventory_plugin_reads_what_the_managed_cluster_type_puts_in_the_en
 
 def test_the_adopt_templates_take_the_chart_the_values_and_every_consent():
     """What the adopt guide has an operator give: the chart (or a mirror) and its digest, the values of a Cilium with
-    no Helm record (a mapping: an extra variable edited at launch), and every consent the plan can ask for."""
+    no Helm record (a mapping: an extra variable edited at launch), every consent the plan can ask for, and where the
+    etcd snapshot goes (a directory on the persistent volume)."""
     wanted = {"ichor_adopt_cilium_chart", "ichor_adopt_cilium_chart_digest", "ichor_adopt_cilium_chart_repository",
-              "ichor_accept_changes", "ichor_accept_cilium_diff", "ichor_accept_cilium_changes",
-              "ichor_adopt_delete_cilium_orphans", "ichor_adopt_recover_from", "ichor_cni_unmanaged"}
+              "ichor_adopt_etcd_snapshot_dir", "ichor_accept_changes", "ichor_accept_cilium_diff",
+              "ichor_accept_cilium_changes", "ichor_adopt_delete_cilium_orphans", "ichor_adopt_recover_from",
+              "ichor_cni_unmanaged"}
     for name in ("adopt_plan", "adopt_run"):
         template = TEMPLATES[name]
         assert set(q["variable"] for q in _questions(template)) == wanted, name
@@ -156,3 +158,95 @@ def test_the_upgrade_template_takes_one_step_unless_told_to_follow():
     """As the CLI and the guide: one step per run; following every step is a choice made at launch."""
     follow = [q for q in _questions(TEMPLATES["upgrade_run"]) if q["variable"] == "ichor_upgrade_follow"]
     assert [q["default"] for q in follow] == ["false"]
+
+
+# -- the files a job keeps (issue 44): AWX removes a job's private data dir; in an execution environment HOME is in it
+
+KEPT = {"init.yml": ("ichor_init_secrets_file", "ichor_init_talosconfig_file", "ichor_init_kubeconfig_file"),
+        "adopt.yml": ("ichor_adopt_etcd_snapshot_dir",)}
+REFUSAL = "- name: Refuse a file to keep inside the job's private data directory"
+
+
+def test_a_file_a_job_keeps_is_asked_for_on_the_persistent_volume_and_the_role_refuses_one_in_the_job():
+    """What init and adopt keep for later (init's bundle, talosconfig and kubeconfig, adopt's etcd snapshot) is a
+    required question of every template of their playbook, with no default (the role's, ~/..., is inside the job
+    under AWX), whose description says where it lasts; and the role's refusal covers each such variable."""
+    for name, template in sorted(TEMPLATES.items()):
+        questions = dict((q["variable"], q) for q in _questions(template))
+        for variable in KEPT.get(template["playbook"], ()):
+            question = questions.get(variable)
+            assert question is not None, "%s does not ask for %s" % (name, variable)
+            assert question.get("required") is True and "default" not in question, (name, variable)
+            said = " ".join(question.get("question_description", "").split())
+            assert "persistent volume" in said and "refuses it" in said, (name, variable)
+    for playbook, variables in KEPT.items():
+        tasks = open(os.path.join(REPO, "roles", ROLE_OF[playbook], "tasks", "main.yml")).read()
+        assert REFUSAL in tasks, playbook
+        task = tasks.split(REFUSAL, 1)[1].split("\n    - name:", 1)[0]
+        assert "AWX_ISOLATED_DATA_DIR" in task
+        for variable in variables:
+            assert "'%s'" % variable in task, (playbook, variable)
+
+
+def _job_dir_run(tmp_path, playbook, extra, runner=True, cwd=None):
+    """ansible-playbook as ansible-runner starts it for job 3 of the private data dir ``job``: AWX_ISOLATED_DATA_DIR set
+    (as ansible-runner sets it, verified against ansible-runner 2.4's source and a run), HOME the private data dir
+    (an execution environment's /runner). No machine answers: a run that gets past the refusal fails on its first
+    read."""
+    from tests.integration.ansible_env import ansible_playbook
+    job = tmp_path / "job"
+    (job / "project").mkdir(parents=True, exist_ok=True)
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"vars": {"ichor_adopt_recover_from": "cp-1"}, "children": {
+        "controlplane": {"hosts": {"cp-1": {"ansible_host": "127.0.0.1"}}}}}}))
+    env = {"HOME": str(job), "KUBECONFIG": str(tmp_path / "no-kubeconfig")}
+    if runner:
+        env["AWX_ISOLATED_DATA_DIR"] = str(job / "artifacts" / "3")
+    proc = ansible_playbook("-i", str(inventory), "maesh.ichor." + playbook, "--check", *extra, env=env,
+                            cwd=str(cwd) if cwd else None)
+    return job, proc, proc.stdout + proc.stderr
+
+
+TAIL = ("which is removed with the job: name a %s on a persistent volume mounted into the execution environment "
+        "(docs/awx/README.md); nothing was %s or written")
+
+
+@pytest.mark.parametrize("case", ["default", "relative", "persistent", "cli"])
+def test_adopt_under_ansible_runner_refuses_a_snapshot_dir_inside_the_private_data_dir_before_reading(tmp_path, case):
+    """The role's default (~/.maesh-ichor/etcd-snapshots: HOME is the private data dir in an execution environment)
+    and a relative directory (the job's cwd is the project dir inside it) are refused in one line before anything is
+    read; a directory elsewhere (the persistent volume) passes, and so does any directory outside ansible-runner."""
+    extra = {"default": (), "relative": ("-e", "ichor_adopt_etcd_snapshot_dir=etcd"),
+             "persistent": ("-e", "ichor_adopt_etcd_snapshot_dir=%s" % (tmp_path / "pv" / "etcd")), "cli": ()}[case]
+    cwd = tmp_path / "job" / "project" if case == "relative" else None
+    if cwd:
+        cwd.mkdir(parents=True)
+    job, proc, said = _job_dir_run(tmp_path, "adopt", extra, runner=case != "cli", cwd=cwd)
+    inspected = "TASK [maesh.ichor.adopt : Inspect the cluster and plan its adoption" in said
+    if case in ("default", "relative"):
+        where = {"default": job / ".maesh-ichor" / "etcd-snapshots", "relative": job / "project" / "etcd"}[case]
+        line = ("ichor_adopt_etcd_snapshot_dir is %s, inside this job's private data directory %s, " % (where, job)
+                + TAIL % ("directory", "read"))
+        assert proc.returncode == 2 and line in said, said[-3000:]
+        assert not inspected and not where.exists(), said[-3000:]
+    else:
+        assert "inside this job's private data directory" not in said and inspected, said[-3000:]
+
+
+@pytest.mark.parametrize("case", ["home", "persistent"])
+def test_init_under_ansible_runner_refuses_its_files_inside_the_private_data_dir_before_sending(tmp_path, case):
+    """init's three files are the only way into the cluster it makes (its bundle Secret is read with the kubeconfig):
+    under ansible-runner, ~/... (the private data dir) is refused before the plan reads a machine."""
+    where = "~/lab" if case == "home" else str(tmp_path / "pv" / "lab")
+    extra = ("-e", "ichor_init_cluster_name=lab", "-e", "ichor_init_secrets_file=%s/secrets.yaml" % where,
+             "-e", "ichor_init_talosconfig_file=%s/talosconfig" % where,
+             "-e", "ichor_init_kubeconfig_file=%s/kubeconfig" % where)
+    job, proc, said = _job_dir_run(tmp_path, "init", extra)
+    planned = "TASK [maesh.ichor.init : Plan the cluster" in said
+    if case == "home":
+        line = ("ichor_init_secrets_file is %s, inside this job's private data directory %s, "
+                % (job / "lab" / "secrets.yaml", job) + TAIL % ("file", "sent"))
+        assert proc.returncode == 2 and line in said and not planned, said[-3000:]
+        assert not (job / "lab").exists()
+    else:
+        assert "inside this job's private data directory" not in said and planned, said[-3000:]
