@@ -57,6 +57,13 @@ type labMachine struct {
 	Volumes       []labVolume `json:"volumes"`
 	MachineConfig string      `json:"machine_config"`
 	CNIFiles      []string    `json:"cni_files"`
+	// the system extensions it runs, in Talos's order (ExtensionStatuses ids "0", "1", ...)
+	Extensions []labExtension `json:"extensions"`
+}
+
+type labExtension struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
 }
 
 func (m labMachine) configured() bool { return m.Mode == "configured" }

@@ -448,6 +448,10 @@ func (rn *runner) cosiReads(ctx context.Context, pfx string, a access, m labMach
 		return nil
 	}())
 
+	// the system extensions the collection keeps through an upgrade: one resource per extension, the Image
+	// Factory's virtual "schematic" one among them, decoded by machinery's typed client (extensions.Layer)
+	rn.r.Check(pfx+" COSI ExtensionStatuses", rn.checkExtensionStatuses(ctx, a, m))
+
 	rn.r.Check(pfx+" COSI Disks", rn.checkDiskResources(ctx, a, m))
 	rn.r.Check(pfx+" COSI DiscoveredVolumes", rn.checkDiscoveredVolumes(ctx, a, m))
 
@@ -710,6 +714,43 @@ func (rn *runner) checkEtcdStatus(ctx context.Context, a access, m labMachine) e
 
 	if _, ok := rn.expectedEtcdMembers(m)[ms.GetLeader()]; !ok {
 		return fmt.Errorf("leader %d is not a member", ms.GetLeader())
+	}
+
+	return nil
+}
+
+// checkExtensionStatuses lists ExtensionStatuses.runtime.talos.dev with the typed client: ids "0", "1", ... in the
+// order the lab lists the machine's extensions, each with its name, version, image, author and compatibility.
+func (rn *runner) checkExtensionStatuses(ctx context.Context, a access, m labMachine) error {
+	cctx, cancel := rn.call(ctx, a)
+	defer cancel()
+
+	list, err := safe.StateListAll[*runtime.ExtensionStatus](cctx, a.c.COSI)
+	if err != nil {
+		return callErr("List ExtensionStatuses.runtime.talos.dev", err)
+	}
+
+	got := []string{}
+
+	for r := range list.All() {
+		spec := r.TypedSpec()
+		if spec.Image == "" || spec.Metadata.Author == "" || spec.Metadata.Compatibility.Talos.Version == "" {
+			return fmt.Errorf("%s: image, author or compatibility is empty", r.Metadata().ID())
+		}
+
+		got = append(got, fmt.Sprintf("%s=%s %s", r.Metadata().ID(), spec.Metadata.Name, spec.Metadata.Version))
+	}
+
+	want := []string{}
+	for i, e := range m.Extensions {
+		want = append(want, fmt.Sprintf("%d=%s %s", i, e.Name, e.Version))
+	}
+
+	sort.Strings(got)
+	sort.Strings(want)
+
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("extensions = %v, want %v", got, want)
 	}
 
 	return nil

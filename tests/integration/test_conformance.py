@@ -25,6 +25,8 @@ from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_s
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, talosconfig
 
+from tests.lab.talos_sim import extensions as simext
+
 pytestmark = pytest.mark.lab
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -101,14 +103,27 @@ def test_real_client_against_mixed_version_lab(conformance_bin, talos_lab):
 def test_real_client_reads_the_simulators_listing(conformance_bin, talos_lab):
     """talosctl ls /etc/cni/net.d with machinery's client (MachineService/List, streamed FileInfo): the root as
     ".", then the lab's CNI configs of each machine in lexical order, directly and through the endpoint, as
-    admin and as os:reader; a missing directory is Unknown. One worker has two CNIs' configs, one has none."""
-    lab = talos_lab(controlplanes=1, workers=2, version="v1.14.1")
+    admin and as os:reader; a missing directory is Unknown. One worker has two CNIs' configs, one has none.
+    The same machines' system extensions (ExtensionStatuses, machinery's typed client): worker-1 runs an Image
+    Factory image of two extensions (and the virtual "schematic" one), worker-2 an extension installed otherwise."""
+    schematic = simext.schematic_id(("iscsi-tools", "qemu-guest-agent"))
+    lab = talos_lab(controlplanes=1, workers=2, version="v1.14.1", overrides=[
+        {"name": "worker-1", "install_image": "factory.talos.dev/installer/%s:v1.14.1" % schematic},
+        {"name": "worker-2", "extensions": "drbd"}])
     w1, w2 = [m["name"] for m in lab.machines if m["role"] == "worker"]
     lab.control.set_cni_files(w1, {"10-calico.conflist": '{"name": "k8s-pod-network"}\n',
                                    "05-cilium.conflist": '{"name": "cilium"}\n'})
     lab.control.set_cni_files(w2, {})
     result = _run(conformance_bin, "client", "--phases", "read", "--lab", lab.lab_json)
     _assert_passed(result)
+    ok = [line for line in result.stdout.splitlines() if line.startswith("ok ")]
+    for name, count in (("cp-1", 0), ("worker-1", 3), ("worker-2", 1)):
+        assert len(lab.machine(name)["extensions"]) == count
+        assert any(line.startswith("ok read %s" % name) and line.endswith("COSI ExtensionStatuses") for line in ok), (
+            "no passing ExtensionStatuses check of %s\n%s" % (name, _show(result)))
+    for name in ("worker-1", "worker-2"):  # the machines that serve some: their YAML is what Talos writes
+        assert "ok read %s [direct] COSI ExtensionStatuses.runtime.talos.dev yaml_spec == yaml(proto_spec)" % name \
+            in ok, _show(result)
     passed = [line for line in result.stdout.splitlines() if line.startswith("ok ") and " ls " in line]
     for m in lab.machines:
         for via in ("direct", "via"):

@@ -62,7 +62,7 @@ def _parser():
     up.add_argument("--extra-maintenance", action="store_true",
                     help="add maintenance machines m-112 (v1.12.11) and m-114 (--talos-version)")
     up.add_argument("--set", action="append", default=[], metavar="NAME:k=v,...",
-                    help="per-machine override: version, mode, role, address")
+                    help="per-machine override: version, mode, role, address, install_image, extensions (a+b)")
     up.add_argument("--add", action="append", default=[], metavar="name=N,role=R,...",
                     help="add a machine: name, role, version, mode, address")
     up.add_argument("--no-bootstrap", action="store_true",

@@ -17,6 +17,7 @@ from grpclib.exceptions import GRPCError
 
 from .. import pki
 from . import config as cfg
+from . import extensions as simext
 from . import files as fs
 from . import protos as P
 from . import resources as R
@@ -828,6 +829,7 @@ async def upgrade_legacy(node, req, caller):
     actor = _actor()
     if new:
         m.pending_version = new
+        m.pending_extensions = simext.carried(req.image)  # what the installer image carries, from the next boot
     if not req.stage:
         node.schedule(node.reboot, m.timing["upgrade_seconds"], "upgrading")
     return mp.UpgradeResponse(messages=[mp.Upgrade(ack="Upgrade request received",
@@ -949,6 +951,9 @@ async def lifecycle_upgrade(node, req, caller):
         await asyncio.sleep(float(m.faults.get("installer_seconds") or 0))
         if new and not exit_code:
             m.pending_version = new
+            # the installer image's extensions replace the machine's from the next boot; the machine config is left as
+            # it was (Talos reads machine.install.image only when it installs)
+            m.pending_extensions = simext.carried(image)
         node.lab.changed()
         # a failed installer is an exit code, not an error status ("Server SHOULD NOT respond with error")
         yield lc.LifecycleServiceUpgradeResponse(

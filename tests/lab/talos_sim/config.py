@@ -4,6 +4,7 @@ import base64
 import difflib
 import json
 import os
+import re
 import secrets as _secrets
 import string
 
@@ -129,6 +130,24 @@ def parse_documents(data):
             raise ConfigError("duplicate document: %s %s" % key)
         seen.add(key)
     return docs
+
+
+def with_install_image(data, image):
+    """The config with another install image (``machine.install.image`` or ``UnattendedInstallConfig``
+    ``installer.image``), the rest byte for byte: the line stating it rewritten, or removed when ``image`` is None.
+    ValueError when the config states none."""
+    old = ConfigFacts(data).install_image
+    if not old:
+        raise ValueError("the machine config states no install image to replace")
+    pattern = re.compile(r"^([ \t]*image:[ \t]*)" + re.escape(old) + r"([ \t]*(?:#.*)?)(\n|\Z)", re.M)
+    text = data.decode("utf-8")
+    if image is None:
+        out = pattern.sub("", text)
+    else:
+        out = pattern.sub(lambda match: match.group(1) + image + match.group(2) + match.group(3), text)
+    if out == text:
+        raise ValueError("the machine config's install image %r is not on a line of its own" % old)
+    return out.encode("utf-8")
 
 
 V1ALPHA1_KEYS = ("version", "debug", "persist", "machine", "cluster")

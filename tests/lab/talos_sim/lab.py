@@ -16,6 +16,7 @@ from tests import versions
 
 from .. import pki
 from . import config as cfg
+from . import extensions as simext
 from . import files as simfiles
 from . import state as st
 
@@ -233,6 +234,8 @@ class Node:
             self.lab.set_machine_config(m, data)
         if m.pending_version:
             m.version, m.pending_version = m.pending_version, None
+        if m.pending_extensions is not None:  # booted from what the upgrade installed
+            m.extensions, m.pending_extensions = m.pending_extensions, None
         if m.try_task is not None:
             m.try_task.cancel()
             m.try_task = None
@@ -366,7 +369,10 @@ class Lab:
         return c
 
     def add_machine(self, name, role, version, mode=st.CONFIGURED, address=None,
-                    endpoint=None, kubernetes=None):
+                    endpoint=None, kubernetes=None, install_image=None, extensions=None):
+        """``install_image``: the installer it was installed from (its config's install image becomes it, "none"
+        removes it; it runs the extensions the image carries); ``extensions``: names of extensions it runs besides,
+        installed some other way."""
         address = address or self.address(len(self.machines) + 1)
         m = st.Machine(name, address, role, version, mode)
         self._used.add(address)
@@ -381,6 +387,13 @@ class Lab:
                                                version=version,
                                                kubernetes_version=versions.bare(kubernetes or versions.KUBERNETES))
             self.set_machine_config(m, data)
+        if install_image is not None:
+            if m.config is not None:
+                self.set_machine_config(m, cfg.with_install_image(m.config, None if install_image == "none"
+                                                                  else install_image))
+            m.extensions = simext.carried(install_image)
+        if extensions:
+            m.extensions = simext.named(extensions) + m.extensions
         self.machines.append(m)
         self.nodes[name] = Node(self, m)
         return m

@@ -74,5 +74,5 @@ def empty():
 
 
 def spec(name):
-    """Spec message module: block, cluster, config, enums, hardware, k8s, network, runtime."""
+    """Spec message module: block, cluster, config, enums, extensions, hardware, k8s, network, runtime."""
     return module("spec_%s_pb2" % name)

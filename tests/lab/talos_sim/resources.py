@@ -8,6 +8,7 @@ import time
 
 import yaml
 
+from . import extensions as ext
 from . import protos as P
 from . import state as st
 
@@ -25,6 +26,7 @@ TYPES = {
     "Disks.block.talos.dev": ("runtime", False),
     "SystemDisks.block.talos.dev": ("runtime", False),
     "Versions.runtime.talos.dev": ("runtime", False),
+    "ExtensionStatuses.runtime.talos.dev": ("runtime", False),
     "KubePrismStatuses.kubernetes.talos.dev": ("k8s", False),
     "Nodenames.kubernetes.talos.dev": ("k8s", False),
     "MachineTypes.config.talos.dev": ("config", False),
@@ -322,6 +324,7 @@ def build(lab, m):
     out.append(Resource("Versions.runtime.talos.dev", "version", "runtime.VersionController",
                         runtime.VersionSpec(version=m.version, name="Talos").SerializeToString(),
                         _yaml({"version": m.version, "name": "Talos"})))
+    out.extend(_extension_statuses(m))
 
     for d in m.disks:
         spec = block.DiskSpec(size=d["size"], io_size=512, sector_size=512,
@@ -385,6 +388,23 @@ def build(lab, m):
             out.append(Resource("VolumeStatuses.block.talos.dev", v["id"],
                                 "block.VolumeManagerController", spec.SerializeToString(),
                                 _yaml(y)))
+    return out
+
+
+def _extension_statuses(m):
+    """Talos's ExtensionStatusController: one resource per system extension the machine booted with, ids "0", "1", ...
+    in load order; spec extensions.Layer."""
+    pb = P.spec("extensions")
+    out = []
+    for index, e in enumerate(m.extensions):
+        y = ext.layer_yaml(index, e)
+        meta = y["metadata"]
+        spec = pb.Layer(image=y["image"], metadata=pb.Metadata(
+            name=meta["name"], version=meta["version"], author=meta["author"], description=meta["description"],
+            compatibility=pb.Compatibility(talos=pb.Constraint(version=meta["compatibility"]["talos"]["version"])),
+            extra_info=meta.get("extraInfo", "")))
+        out.append(Resource("ExtensionStatuses.runtime.talos.dev", str(index), "runtime.ExtensionStatusController",
+                            spec.SerializeToString(), _yaml(y)))
     return out
 
 

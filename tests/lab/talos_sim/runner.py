@@ -96,9 +96,13 @@ def build_lab(workdir, plan, index=0, ca=pki.ED25519, latency_ms=0, bootstrapped
     cps = [p for p in plan if p["role"] == "controlplane"]
     endpoint = lab.address(plan.index(cps[0]) + 1) if cps else None
     for i, p in enumerate(plan):
+        # install_image: the installer it was installed from ("none": its config names none); extensions: names of
+        # extensions installed some other way, "+" between them
+        extensions = p.get("extensions") or ()
         lab.add_machine(p["name"], p["role"], p["version"], p["mode"],
                         address=p.get("address") or lab.address(i + 1), endpoint=endpoint,
-                        kubernetes=p.get("kubernetes"))
+                        kubernetes=p.get("kubernetes"), install_image=p.get("install_image"),
+                        extensions=extensions.split("+") if isinstance(extensions, str) else list(extensions))
     if bootstrapped:
         lab.bootstrap_all()
     return lab

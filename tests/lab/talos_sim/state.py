@@ -163,6 +163,8 @@ class Machine:
         self.facts = None        # config.ConfigFacts
         self.staged_config = None
         self.pending_version = None
+        self.extensions = []     # system extensions it booted with (talos_sim.extensions), in load order
+        self.pending_extensions = None  # those the installed upgrade carries, from the next boot
         self.node_id = new_node_id()
         self.etcd_member_id = 0
         self.disks = default_disks(name)
@@ -242,5 +244,6 @@ class Machine:
             "faults": dict(self.faults),
             "timing": dict(self.timing),
             "pending_version": self.pending_version or "",
+            "extensions": [{"name": e["name"], "version": e["version"]} for e in self.extensions],
             "staged_config": self.staged_config is not None,
         }
