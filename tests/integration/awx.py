@@ -25,7 +25,7 @@ CREDENTIAL_TYPES = os.path.join(REPO, "docs", "awx", "credential_types.yml")
 
 
 class AwxJob:
-    def __init__(self, private, playbook=None, home_in_job=False):
+    def __init__(self, private, playbook=None, home_in_job=False, project_playbook=None):
         self.private = str(private)
         self.playbook = playbook + ".yml" if playbook else None
         self.injected = []
@@ -33,10 +33,14 @@ class AwxJob:
         self.credential_vars = {}
         for sub in ("project", "env", "inventory"):
             os.makedirs(os.path.join(self.private, sub), exist_ok=True)
-        if playbook:
+        if playbook:  # the project's playbook: one that imports the collection's, or the file project_playbook
             with open(os.path.join(self.private, "project", self.playbook), "w") as handle:
-                handle.write("---\n- name: The job template's playbook\n  ansible.builtin.import_playbook: "
-                             "maesh.ichor.%s\n" % playbook)
+                if project_playbook:
+                    with open(project_playbook) as source:
+                        handle.write(source.read())
+                else:
+                    handle.write("---\n- name: The job template's playbook\n  ansible.builtin.import_playbook: "
+                                 "maesh.ichor.%s\n" % playbook)
         env = ansible_env()
         self.envvars.update((k, env[k]) for k in ("ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_CALLBACKS_ENABLED",
                                                   "ANSIBLE_LOCAL_TEMP", "ANSIBLE_NOCOLOR"))

@@ -13,7 +13,8 @@ import yaml
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEMPLATES = yaml.safe_load(open(os.path.join(REPO, "docs", "awx", "job_templates.yml")))
 ROLE_OF = {"init.yml": "init", "adopt.yml": "adopt", "upgrade.yml": "upgrade", "install.yml": "installer",
-           "status.yml": "status"}
+           "status.yml": "status",
+           "init_credentials.yml": "init"}  # docs/awx/init_credentials.yml, a project playbook: init's variables
 READ_ONLY = ("status.yml",)  # a check run is the same run: one template
 # survey question types -> the argument spec types they can deliver
 DELIVERS = {"text": {"str", "path", "raw"}, "textarea": {"str", "path", "raw"}, "password": {"str", "raw"},
@@ -162,15 +163,16 @@ def test_the_upgrade_template_takes_one_step_unless_told_to_follow():
 
 # -- the files a job keeps (issue 44): AWX removes a job's private data dir; in an execution environment HOME is in it
 
-KEPT = {"init.yml": ("ichor_init_secrets_file", "ichor_init_talosconfig_file", "ichor_init_kubeconfig_file"),
-        "adopt.yml": ("ichor_adopt_etcd_snapshot_dir",)}
+INIT_FILES = ("ichor_init_secrets_file", "ichor_init_talosconfig_file", "ichor_init_kubeconfig_file")
+KEPT = {"init.yml": INIT_FILES, "init_credentials.yml": INIT_FILES, "adopt.yml": ("ichor_adopt_etcd_snapshot_dir",)}
 REFUSAL = "- name: Refuse a file to keep inside the job's private data directory"
 
 
 def test_a_file_a_job_keeps_is_asked_for_on_the_persistent_volume_and_the_role_refuses_one_in_the_job():
     """What init and adopt keep for later (init's bundle, talosconfig and kubeconfig, adopt's etcd snapshot) is a
-    required question of every template of their playbook, with no default (the role's, ~/..., is inside the job
-    under AWX), whose description says where it lasts; and the role's refusal covers each such variable."""
+    required question of every template of their playbook (and of init_credentials, which mints init's files again),
+    with no default (the role's, ~/..., is inside the job under AWX), whose description says where it lasts; and the
+    role's refusal covers each such variable."""
     for name, template in sorted(TEMPLATES.items()):
         questions = dict((q["variable"], q) for q in _questions(template))
         for variable in KEPT.get(template["playbook"], ()):
@@ -179,7 +181,8 @@ def test_a_file_a_job_keeps_is_asked_for_on_the_persistent_volume_and_the_role_r
             assert question.get("required") is True and "default" not in question, (name, variable)
             said = " ".join(question.get("question_description", "").split())
             assert "persistent volume" in said and "refuses it" in said, (name, variable)
-    for playbook, variables in KEPT.items():
+    for playbook in ("init.yml", "adopt.yml"):
+        variables = KEPT[playbook]
         tasks = open(os.path.join(REPO, "roles", ROLE_OF[playbook], "tasks", "main.yml")).read()
         assert REFUSAL in tasks, playbook
         task = tasks.split(REFUSAL, 1)[1].split("\n    - name:", 1)[0]
