@@ -5,6 +5,7 @@ persistent volume's files, the cluster's bundle Secret - and nothing else of the
 managed-cluster credential alone builds the inventory."""
 
 import base64
+import datetime
 import os
 import stat
 
@@ -16,6 +17,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim import flow
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
 
 from tests.integration import test_adopt_plan, test_init
 from tests.integration.ansible_env import REPO
@@ -65,7 +67,7 @@ def test_init_as_awx_runs_it_keeps_its_files_on_the_volume_and_its_bundle_in_the
     and the bundle Secret in the cluster holds the same bundle. Then the guide's way back: the three files lost, the
     bundle read back from the Secret, the init_credentials template (docs/awx/init_credentials.yml in the project)
     with the same answers mints the talosconfig and fetches the kubeconfig; the init template, launched again with
-    them, sends no config and no second bootstrap."""
+    them, sends no config and no second bootstrap, and renews a talosconfig whose certificate ends within 30 days."""
     lab = talos_kube_lab(controlplanes=1, workers=1, mode="maintenance", bootstrapped=False, version=release.TALOS)
     chart = test_init._cilium(cilium_lab, kube_lab, cilium_charts)
     inventory, unused_keep = test_init._inventory(lab, tmp_path)
@@ -122,13 +124,27 @@ def test_init_as_awx_runs_it_keeps_its_files_on_the_volume_and_its_bundle_in_the
     assert minted["context"] == "lab" and minted["contexts"]["lab"]["endpoints"] == [lab.address("cp-1")]
     assert secrets.parse(_stored_bundle(KubeClient(kubeconfig=str(volume / "kubeconfig")))).fingerprint() == \
         bundle.fingerprint()
+    # renewal: a talosconfig whose certificate ends in 10 days; the init template, launched again with the same
+    # answers, mints a new one (valid a year) and sends no config and no second bootstrap
+    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    (volume / "talosconfig").write_text(secrets.admin_talosconfig(bundle, "lab", [lab.address("cp-1")], now=now - (
+        secrets.ADMIN_VALIDITY - datetime.timedelta(days=10))))
+    assert _days_left(volume / "talosconfig", bundle, now) == 10
     again = AwxJob(tmp_path / "again", "init", home_in_job=True)
     again.inventory(hosts)
     rc, out = again.run(answers, job_id=23)
     assert rc == 0, out[-6000:]
     _gone(again)
+    assert _days_left(volume / "talosconfig", bundle, now) >= 364
+    assert stat.S_IMODE(os.stat(str(volume / "talosconfig")).st_mode) == 0o600
     assert dict((m["name"], lab.control.calls(m["name"]).get("ApplyConfiguration", 0)) for m in lab.machines) == applied
     assert lab.control.calls("cp-1").get("Bootstrap") == 1
+
+
+def _days_left(path, bundle, now):
+    """Whole days until the client certificate of the talosconfig at ``path`` (context lab) ends."""
+    found = talosconfig.load(str(path), context="lab")
+    return secrets.client_cert_seconds_left(bundle, found.credentials.crt.reveal(), now) // 86400
 
 
 def test_adopt_as_awx_runs_it_keeps_its_etcd_snapshot_on_the_volume(
