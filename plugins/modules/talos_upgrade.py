@@ -26,6 +26,9 @@ description:
   - Waits for the machine to answer with the new version, a control plane's etcd member to be healthy with the
     cluster in quorum, and its Kubernetes Node to be Ready (when a kubeconfig is given; without one there is no Node
     to wait for). With O(wait=false) it returns once the upgrade is sent.
+  - The Node waited for is the one Talos names for the machine (its C(Nodename) resource, what C(talosctl get nodename)
+    shows, the hostname or its FQDN), never the inventory's name for it; the plan names it when it differs. A machine
+    whose Node the cluster does not have is refused before anything is sent.
 notes:
   - The flow of this module is C(plugins/module_utils/rollout/talos_step.py), run in the controller by its action
     plugin C(plugins/action/talos_upgrade.py).
@@ -46,8 +49,14 @@ options:
     description: The machine's Talos API address (its C(ansible_host)).
     type: str
     required: true
+  name:
+    description: How the plan and messages name the machine (its inventory name). Defaults to the hostname Talos reports.
+    type: str
   hostname:
-    description: The machine's name (its Kubernetes Node's name). Defaults to the hostname Talos reports.
+    description:
+      - The name of the machine's Kubernetes Node, when it is not the one Talos reports (a kubelet registered under a
+        name of its own). Defaults to the Node name Talos reports for the machine.
+      - Not the inventory name; give O(name) for that.
     type: str
   role:
     description: C(controlplane) or C(worker).
@@ -87,7 +96,7 @@ EXAMPLES = r"""
         talosconfig: "{{ ichor_talosconfig }}"
         kubeconfig: "{{ ichor_kubeconfig | default(omit) }}"
         node: "{{ ansible_host }}"
-        hostname: "{{ inventory_hostname }}"
+        name: "{{ inventory_hostname }}"
         role: "{{ 'controlplane' if 'controlplane' in group_names else 'worker' }}"
         wait_timeout: 1200
 """

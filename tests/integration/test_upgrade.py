@@ -98,15 +98,16 @@ def test_talos_step_rolls_one_machine_at_a_time(talos_kube_lab, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PLAN (check mode: nothing was written)" in proc.stdout
     for name, version in (("cp-1", "v1.13.9"), ("worker-1", "v1.13.9"), ("worker-2", "v1.12.7")):
-        assert "%s (%s): upgrade Talos from %s to %s with %s, reboot" % (
-            name, lab.address(name), version, release.TALOS, versions.installer()) in proc.stdout, proc.stdout
+        assert "%s: upgrade Talos from %s to %s with %s, reboot" % (
+            lab.label(name), version, release.TALOS, versions.installer()) in proc.stdout, proc.stdout
     assert "Talos             v1.12.7  %s  Behind" % release.TALOS in proc.stdout
     assert "then: config, kubernetes" in proc.stdout, proc.stdout  # the config step is shown, not hidden
     assert set(_versions(lab).values()) == {"v1.13.9", "v1.12.7"}
     # the plan is one task that reads each machine once: the per-machine play has no hosts in check mode
     assert "TASK [maesh.ichor.upgrade : Upgrade Talos on this machine]" not in proc.stdout, proc.stdout
     served = lab.control.timeline()  # what each machine served (the first control plane also proxies the others)
-    assert sorted(served) == sorted((m["name"], call) for m in lab.machines for call in ("Version", "Get")), served
+    # its version, its config and its Nodename
+    assert sorted(served) == sorted((m["name"], call) for m in lab.machines for call in ("Version", "Get", "Get")), served
     proc = _upgrade(inv)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert set(_versions(lab).values()) == {release.TALOS}
@@ -138,7 +139,7 @@ def test_check_mode_prints_the_plan_without_the_plan_callback_and_records_no_ste
     assert "PLAN (check mode" not in proc.stdout  # no plan callback: what follows is the role's own output
     shown = _before_recap(proc)
     for line in ("Component         Running  Target   State", "Talos             v1.13.9  %s  Behind" % release.TALOS,
-                 "next step: talos", "cp-1 (%s): upgrade Talos from v1.13.9 to %s" % (lab.address("cp-1"), release.TALOS),
+                 "next step: talos", "%s: upgrade Talos from v1.13.9 to %s" % (lab.label("cp-1"), release.TALOS),
                  "then: config, kubernetes"):
         assert line in shown, shown
     assert "Record the Talos step (the version contract moves with it)" not in proc.stdout, proc.stdout
@@ -187,7 +188,7 @@ def test_a_machine_that_does_not_come_back_stops_the_run_and_the_rerun_continues
     time.sleep(1)
     proc = _upgrade(inv)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "cp-1 (%s): already at Talos %s, skipped" % (lab.address("cp-1"), release.TALOS) in proc.stdout
+    assert "%s: already at Talos %s, skipped" % (lab.label("cp-1"), release.TALOS) in proc.stdout
     assert set(_versions(lab).values()) == {release.TALOS}
 
 
@@ -356,7 +357,7 @@ TALOS_UPGRADE_PLAY = """
         talosconfig: "{{ ichor_talosconfig }}"
         kubeconfig: "{{ ichor_kubeconfig }}"
         node: "{{ ansible_host }}"
-        hostname: "{{ inventory_hostname }}"
+        name: "{{ inventory_hostname }}"
         role: "{{ 'controlplane' if 'controlplane' in group_names else 'worker' }}"
         image: "{{ image }}"
 """
@@ -381,7 +382,7 @@ def test_an_installer_pinned_by_digest_upgrades_to_its_tag_and_converges(talos_k
     proc = ansible_playbook("-i", inv, str(play), "-e", "image=" + PINNED)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "changed=0" in proc.stdout and "changed=1" not in proc.stdout, proc.stdout
-    assert "worker-1 (%s): already at Talos %s, skipped" % (lab.address("worker-1"), release.TALOS) in proc.stdout
+    assert "%s: already at Talos %s, skipped" % (lab.label("worker-1"), release.TALOS) in proc.stdout
 
 
 def _assert_at_the_set(lab, inv):
@@ -436,8 +437,8 @@ def test_a_v113_cluster_is_rolled_step_by_step_to_the_set(talos_kube_lab, tmp_pa
     order = [i for i, line in enumerate(lines) if line in (
         "cp-1: control plane (kube-apiserver, kube-controller-manager, kube-scheduler) to %s (no reboot)" % release.KUBERNETES,
         "cp-1: kube-proxy to %s (no reboot)" % release.KUBERNETES,
-        "cp-1: kubelet to %s (no reboot)" % release.KUBERNETES,
-        "worker-1: kubelet to %s (no reboot)" % release.KUBERNETES)]
+        "cp-1 (Node %s): kubelet to %s (no reboot)" % (lab.node_name("cp-1"), release.KUBERNETES),
+        "worker-1 (Node %s): kubelet to %s (no reboot)" % (lab.node_name("worker-1"), release.KUBERNETES))]
     assert len(order) == 4 and order == sorted(order), proc.stdout
     proc = _upgrade(inv)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -516,7 +517,7 @@ def test_kubernetes_step_alone_moves_the_kube_proxy_daemonset_too(talos_kube_lab
         proc = _upgrade(inv, "--check", "--diff")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "next step: kubernetes" in proc.stdout
-        assert "worker-1: kubelet to %s (no reboot)" % release.KUBERNETES in proc.stdout
+        assert "worker-1 (Node %s): kubelet to %s (no reboot)" % (lab.node_name("worker-1"), release.KUBERNETES) in proc.stdout
         assert "kube-system/kube-proxy DaemonSet to %s" % release.KUBERNETES in proc.stdout
         assert "kubelet:v1.36.3" in lab.machine("worker-1")["machine_config"]
         proc = _upgrade(inv)

@@ -165,6 +165,14 @@ class LabProcess:
     def address(self, name):
         return self.machine(name)["address"]
 
+    def node_name(self, name):
+        """The Node the machine's kubelet registers (Talos's Nodename: its hostname, lowercased), not the lab's name."""
+        return self.machine(name)["hostname"].lower()
+
+    def label(self, name):
+        """How a plan names the machine: its name, its address and the Node Talos reports for it."""
+        return "%s (%s, Node %s)" % (name, self.address(name), self.node_name(name))
+
     @property
     def ca_pem(self):
         with open(os.path.join(self.workdir, "ca.crt"), "rb") as fh:

@@ -51,6 +51,9 @@ class Machine:
         self.world = world
         self.name = name
         self.node = node
+        # as Talos names it: not the play's name for it (its Node is registered under this one)
+        self.hostname = "talos-" + name
+        self.registered = True  # its kubelet registered its Node
         self.role = role
         self.version = version
         self.config = config
@@ -175,7 +178,9 @@ class World:
             resource.spec.proto_spec = spec_config_pb2.MachineConfigSpec(
                 yaml_marshalled=m.config.encode()).SerializeToString()
         elif request.type == res.HOSTNAME_STATUS.type:
-            resource.spec.yaml_spec = "hostname: %s\n" % m.name
+            resource.spec.yaml_spec = "hostname: %s\n" % m.hostname
+        elif request.type == res.NODENAME.type:
+            resource.spec.yaml_spec = "nodename: %s\n" % m.hostname
         else:
             raise errors.call_error(m.node, "NOT_FOUND")
         return cosi_state_pb2.GetResponse(resource=resource)
@@ -195,7 +200,7 @@ class World:
     # Kubernetes
     def node_object(self, m):
         conditions = [{"type": "Ready", "status": "True" if m.up else "False"}]
-        return {"metadata": {"name": m.name}, "status": {"conditions": conditions, "nodeInfo": {
+        return {"metadata": {"name": m.hostname}, "status": {"conditions": conditions, "nodeInfo": {
             "osImage": "Talos (%s)" % m.version, "kubeletVersion": component_versions(m.config)["kubelet"]}}}
 
 
@@ -220,7 +225,7 @@ class FakeKube:
 
     def get(self, api_version, kind, name, namespace=None):
         if kind == "Node":
-            m = next((m for m in self.world.machines.values() if m.name == name), None)
+            m = next((m for m in self.world.machines.values() if m.hostname == name and m.registered), None)
             return self.world.node_object(m) if m else None
         if kind == "DaemonSet":
             return self.world.daemonsets.get(name)
@@ -230,7 +235,7 @@ class FakeKube:
 
     def list(self, api_version, kind, namespace=None, label_selector=None):
         assert kind == "Node" and namespace is None and label_selector is None
-        return [self.world.node_object(m) for m in self.world.machines.values()]
+        return [self.world.node_object(m) for m in self.world.machines.values() if m.registered]
 
     def raw_get(self, path):
         if self.world.metrics_error:
@@ -364,7 +369,8 @@ def test_check_refuses_a_newer_machine_with_the_table_unset(conns):
 
 def _talos_params(world, name, **extra):
     m = world.machine(name)
-    params = dict(node=m.node, hostname=None, role=m.role, image=None, wait=True, wait_timeout=900.0)
+    # as the upgrade role calls it: the inventory's name for the machine, no Node name (Talos names its Node)
+    params = dict(node=m.node, name=name, hostname=None, role=m.role, image=None, wait=True, wait_timeout=900.0)
     params.update(extra)
     return params
 
@@ -373,8 +379,34 @@ def test_talos_step_skips_a_machine_at_the_target(conns):
     world = World(V113, {"*": release.TALOS})
     result = talos_step.run(_talos_params(world, "cp-1"), conns(world), False, clock=world.clock)
     assert result["changed"] is False
-    assert result["plan"] == ["cp-1 (10.5.0.2): already at Talos %s, skipped" % release.TALOS]
+    assert result["plan"] == ["cp-1 (10.5.0.2, Node talos-cp-1): already at Talos %s, skipped" % release.TALOS]
     assert result["diff"] == {"before": "", "after": ""} and world.writes == []
+
+
+def test_talos_step_waits_for_the_node_talos_names_not_the_inventory_name(conns):
+    world = World(V113, {"*": "v1.13.9"})
+    result = talos_step.run(_talos_params(world, "worker-1"), conns(world), False, clock=world.clock)
+    # the Node it waited for is talos-worker-1: the run would time out on a Node named worker-1
+    assert result["plan"][0].startswith("worker-1 (10.5.0.3, Node talos-worker-1): upgrade Talos from v1.13.9")
+    assert world.machine("worker-1").version == release.TALOS
+
+
+def test_talos_step_refuses_a_machine_whose_node_the_cluster_does_not_have(conns):
+    world = World(V113, {"*": "v1.13.9"})
+    world.machine("worker-1").registered = False
+    for check_mode in (True, False):
+        with pytest.raises(UpgradeFailed) as exc:
+            talos_step.run(_talos_params(world, "worker-1"), conns(world), check_mode, clock=world.clock)
+        assert exc.value.message == (
+            "worker-1 (10.5.0.3): Talos names its Node talos-worker-1 and the cluster has no Node of that name (its "
+            "kubelet has not registered, or it registers under another name); nothing was sent: compare `kubectl get "
+            "nodes -o wide` with `talosctl -n 10.5.0.3 get nodename`")
+    assert world.writes == []
+    # a Node name given to the module (a kubelet registered under a name of its own) is the one waited for
+    world.machine("worker-1").registered = True
+    with pytest.raises(UpgradeFailed) as exc:
+        talos_step.run(_talos_params(world, "worker-1", hostname="worker-1"), conns(world), True, clock=world.clock)
+    assert "Talos names its Node worker-1 and the cluster has no Node" in exc.value.message
 
 
 def test_talos_step_refuses_a_control_plane_while_etcd_is_unhealthy(conns):
@@ -392,7 +424,8 @@ def test_talos_step_in_check_mode_plans_and_sends_nothing(conns):
     world = World(V113, {"*": "v1.13.9"})
     result = talos_step.run(_talos_params(world, "worker-1"), conns(world), True, clock=world.clock)
     assert result["changed"] is True and (result["before"], result["after"]) == ("v1.13.9", release.TALOS)
-    assert result["plan"] == ["worker-1 (10.5.0.3): upgrade Talos from v1.13.9 to %s with %s, reboot, wait for it and its "
+    assert result["plan"] == ["worker-1 (10.5.0.3, Node talos-worker-1): upgrade Talos from v1.13.9 to %s with %s, reboot, wait "
+                              "for it and its "
                               "Node" % (release.TALOS, versions.installer())]
     assert result["diff"] == {"before": "talos: v1.13.9\n", "after": "talos: %s\n" % release.TALOS}
     assert world.writes == []
@@ -400,7 +433,7 @@ def test_talos_step_in_check_mode_plans_and_sends_nothing(conns):
 
 def test_talos_step_starts_the_upgrade_and_waits_for_etcd_and_the_node(conns):
     world = World(V113, {"*": "v1.13.9"})
-    result = talos_step.run(_talos_params(world, "cp-1", hostname="cp-1"), conns(world), False, clock=world.clock)
+    result = talos_step.run(_talos_params(world, "cp-1"), conns(world), False, clock=world.clock)
     assert result["changed"] is True
     assert result["plan"][0].endswith("reboot, wait for it, its etcd member and its Node")
     assert world.writes == [("ImagePull", "cp-1"), ("LifecycleUpgrade", "cp-1"), ("Reboot", "cp-1")]
@@ -448,7 +481,7 @@ def test_talos_step_does_not_reboot_a_control_plane_whose_etcd_failed_while_its_
     cp = world.machine("cp-1")
     world.while_installing = lambda: cp.etcd_errors.append("NOSPACE")
     with pytest.raises(UpgradeFailed) as exc:
-        talos_step.run(_talos_params(world, "cp-1", hostname="cp-1"), conns(world), False, clock=world.clock)
+        talos_step.run(_talos_params(world, "cp-1"), conns(world), False, clock=world.clock)
     assert exc.value.message == (
         "cp-1 is a control plane and etcd is no longer healthy (etcd on 10.5.0.2 reports errors); Talos %s is "
         "installed but the machine was not rebooted and still runs Talos v1.13.9; rerun once etcd is healthy"
@@ -671,8 +704,9 @@ def test_kubernetes_step_moves_control_planes_then_kube_proxy_then_kubelets(conn
     target = release.KUBERNETES
     assert check_mode["plan"] == [
         "cp-1: control plane (kube-apiserver, kube-controller-manager, kube-scheduler) to %s (no reboot)" % target,
-        "cp-1: kube-proxy to %s (no reboot)" % target, "cp-1: kubelet to %s (no reboot)" % target,
-        "worker-1: kubelet to %s (no reboot)" % target, "worker-2: kubelet to %s (no reboot)" % target,
+        "cp-1: kube-proxy to %s (no reboot)" % target, "cp-1 (Node talos-cp-1): kubelet to %s (no reboot)" % target,
+        "worker-1 (Node talos-worker-1): kubelet to %s (no reboot)" % target,
+        "worker-2 (Node talos-worker-2): kubelet to %s (no reboot)" % target,
         "kube-system/kube-proxy DaemonSet to %s" % target]
     assert [d["before_header"] for d in check_mode["diff"]] == ["cp-1", "worker-1", "worker-2"]
     assert world.writes == []
@@ -701,6 +735,16 @@ def test_kubernetes_step_moves_only_a_kube_proxy_daemonset_left_behind(conns):
     assert world.writes == [("DaemonSet", "registry.k8s.io/kube-proxy:" + release.KUBERNETES)]
 
 
+def test_kubernetes_step_refuses_a_machine_whose_node_the_cluster_does_not_have(conns):
+    world = World(V114, {"*": release.TALOS}, workers=2)
+    world.machine("worker-2").registered = False
+    with pytest.raises(UpgradeFailed) as exc:
+        kubernetes_step.run(world.params(), conns(world), False, clock=world.clock)
+    assert exc.value.message.startswith("worker-2 (10.5.0.4): Talos names its Node talos-worker-2 and the cluster has "
+                                        "no Node of that name")
+    assert world.writes == []
+
+
 def test_kubernetes_step_waits_for_each_kubelet(conns, monkeypatch):
     world = World(V114, {"*": release.TALOS})
     stale = world.node_object
@@ -713,8 +757,8 @@ def test_kubernetes_step_waits_for_each_kubelet(conns, monkeypatch):
     monkeypatch.setattr(world, "node_object", kubelet_never_moves)
     with pytest.raises(UpgradeFailed) as exc:
         kubernetes_step.run(world.params(wait_timeout=30.0), conns(world), False, clock=world.clock)
-    assert exc.value.message == ("the kubelet of cp-1 did not report %s and Ready within 30s; the remaining "
-                                 "machines were not touched; rerun to continue" % release.KUBERNETES)
+    assert exc.value.message == ("the kubelet of cp-1 did not report %s and Ready on its Node talos-cp-1 within 30s; "
+                                 "the remaining machines were not touched; rerun to continue" % release.KUBERNETES)
     assert [w[1] for w in world.writes] == ["cp-1", "cp-1", "cp-1"]  # worker-1 untouched
 
 

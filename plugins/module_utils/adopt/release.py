@@ -24,6 +24,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import C
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, lock, nodes
 from ansible_collections.maesh.ichor.plugins.module_utils.config.bundle_secret import BUNDLE_SECRET, stored_bundle
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import state
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import machine
 
 STAYS = "stays held"
 
@@ -89,6 +90,11 @@ def _run(params, conn, check_mode, result, clock):
     if not check_mode:
         lock.keep(kube, params["holder"])
     cluster = _render_spec(record)
+    # its Node is the one Talos names for it (the record knows the machine by the play's name for it)
+    talos = conn.talos()
+    node_name = talos.run(machine.node_name(talos, entry["node"])) or name
+    if nodes.get(kube, node_name) is None:
+        raise IchorError("%s; it %s" % (nodes.unregistered(name, entry["node"], node_name), STAYS))
     mc_params = dict(node=entry["node"], bundle=_bundle(kube), secrets=None, cluster=cluster, machine=entry["spec"],
                      maintenance=False, accept_class_b=params["accept_changes"], allow_reboot=True, wait=True,
                      wait_timeout=params["wait_timeout"],
@@ -112,8 +118,8 @@ def _run(params, conn, check_mode, result, clock):
             plan.append("%s: would be applied, waited for (config read back, Node Ready), then released" % name)
             result.update(changed=True, released=True)
             return result
-        _node_ready(kube, name, params["wait_timeout"], clock)
-        plan.append("%s: Node Ready" % name)
+        _node_ready(kube, name, node_name, params["wait_timeout"], clock)
+        plan.append("%s: Node %s Ready" % (name, node_name))
     before, after, changed = cluster_record.update(
         kube, lambda data: ((data.get("held") or {}).pop(name, None), (data.get("heldSince") or {}).pop(name, None)),
         dry_run=check_mode)
@@ -122,10 +128,10 @@ def _run(params, conn, check_mode, result, clock):
     return result
 
 
-def _node_ready(kube, name, timeout, clock):
+def _node_ready(kube, name, node_name, timeout, clock):
     def check():
-        node = nodes.get(kube, name)
-        return (True, node) if node is not None and nodes.ready(node) else (False, "Node %s not Ready" % name)
+        node = nodes.get(kube, node_name)
+        return (True, node) if node is not None and nodes.ready(node) else (False, "Node %s not Ready" % node_name)
 
     ready, detail = poll.until(check, timeout, clock=clock)
     if not ready:

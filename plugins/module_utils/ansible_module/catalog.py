@@ -114,7 +114,7 @@ def _secrets_options():
 
 
 def _upgrade_options():
-    return dict(dict(node=dict(type="str", required=True), hostname=dict(type="str"),
+    return dict(dict(node=dict(type="str", required=True), name=dict(type="str"), hostname=dict(type="str"),
                      role=dict(type="str", required=True, choices=["controlplane", "worker"]), image=dict(type="str")),
                 **specs.wait(900))
 

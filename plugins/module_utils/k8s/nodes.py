@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Nodes: the one Node-Ready rule, and what a Node reports of its kubelet and OS image."""
+"""Nodes: the one Node-Ready rule, what a Node reports of its kubelet and OS image, and the machine whose Node the
+cluster does not have (a machine is known by the Node Talos names for it, never by an inventory's label)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -21,3 +22,16 @@ def info(node):
 
 def get(kube, name):
     return kube.get("v1", "Node", name)
+
+
+def names(kube):
+    """The names of every Node the cluster has (one list call)."""
+    return set((n.get("metadata") or {}).get("name") for n in kube.list("v1", "Node"))
+
+
+def unregistered(label, node, node_name):
+    """The refusal for a machine whose Node (the name Talos reports for it) the cluster does not have: a step that
+    waits for that Node after a write would wait for nothing, with the machine already changed."""
+    return ("%s (%s): Talos names its Node %s and the cluster has no Node of that name (its kubelet has not "
+            "registered, or it registers under another name); nothing was sent: compare `kubectl get nodes -o wide` "
+            "with `talosctl -n %s get nodename`" % (label, node, node_name or "(none)", node))

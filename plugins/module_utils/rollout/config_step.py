@@ -82,7 +82,8 @@ def _run(params, conn, check_mode, result, clock):
             client.close()
             clock.sleep(REBOOT_SETTLE)
             client = conn.talos()
-            talos_step.wait_back(client, kube, m.node, m.name, m.role, m.talos, params["wait_timeout"], clock=clock)
+            talos_step.wait_back(client, kube, m.node, m.name, m.role, m.talos, params["wait_timeout"], clock=clock,
+                                 node_name=m.node_name)
         if not state.reads_back(client, m, model, rendered):
             raise UpgradeFailed("%s: the config read back differs from the %s render; the remaining machines were not "
                                 "touched" % (m.name, release.CONTRACT))

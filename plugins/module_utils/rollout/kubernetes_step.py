@@ -50,14 +50,15 @@ def check_removed_apis(metrics_text, target):
                             "clients to the replacement APIs first" % (target, "; ".join(hits)))
 
 
-def wait_kubelet(kube, hostname, target, timeout, interval=0.5, clock=None):
+def wait_kubelet(kube, m, target, timeout, interval=0.5, clock=None):
+    """Wait for machine m's Node (the one Talos names for it) to report the kubelet at target and Ready."""
     def at_target():
-        node = nodes.get(kube, hostname)
+        node = nodes.get(kube, m.node_name)
         return nodes.info(node).get("kubeletVersion") == target and nodes.ready(node), None
 
     if not poll.until(at_target, timeout, interval, clock)[0]:
-        raise UpgradeFailed("the kubelet of %s did not report %s and Ready within %ss; the remaining machines were "
-                            "not touched; rerun to continue" % (hostname, target, int(timeout)))
+        raise UpgradeFailed("the kubelet of %s did not report %s and Ready on its Node %s within %ss; the remaining "
+                            "machines were not touched; rerun to continue" % (m.name, target, m.node_name, int(timeout)))
 
 
 def _proxy_daemonset(kube, model):
@@ -108,7 +109,8 @@ def _run(params, conn, check_mode, result, clock):
         for m, phase_images, _rendered in work:
             moved = [c for c in dict(rollout.PHASES)[phase] if phase_images.get(c) != m.images.get(c)]
             what = phase if moved == [phase] else "%s (%s)" % (phase, ", ".join(moved))
-            result["plan"].append("%s: %s to %s (no reboot)" % (m.name, what, target))
+            node = " (Node %s)" % m.node_name if phase == "kubelet" and m.node_name != m.name else ""
+            result["plan"].append("%s%s: %s to %s (no reboot)" % (m.name, node, what, target))
     final = dict((m.name, rendered) for _phase, work in phases for m, _images, rendered in work)
     diffs = [{"before_header": m.name, "before": rollout.masked_text(m.docs),
               "after_header": "%s (Kubernetes %s)" % (m.name, target), "after": rollout.masked_text(final[m.name])}
@@ -121,6 +123,10 @@ def _run(params, conn, check_mode, result, clock):
     if not result["plan"]:
         result["plan"] = ["Kubernetes is at %s on every machine; nothing to do" % target]
         return result
+    registered = nodes.names(kube)  # every kubelet is waited for on its Node: a machine without one would fail mid-way
+    for m in rollout.ordered(model.machines):
+        if m.name in final and m.node_name not in registered:
+            raise UpgradeFailed(nodes.unregistered(m.name, m.node, m.node_name))
     result.update(changed=True, diff=diffs)
     if check_mode:
         return result
@@ -131,7 +137,7 @@ def _run(params, conn, check_mode, result, clock):
                 raise UpgradeFailed("%s: the config read back after the %s phase differs from the render; the remaining "
                                     "machines were not touched" % (m.name, phase))
             if phase == "kubelet":
-                wait_kubelet(kube, m.name, target, params["wait_timeout"], clock=clock)
+                wait_kubelet(kube, m, target, params["wait_timeout"], clock=clock)
         if phase == "kube-proxy" and proxy_behind:
             kube.apply({"apiVersion": "apps/v1", "kind": "DaemonSet",
                         "metadata": {"name": "kube-proxy", "namespace": "kube-system"},

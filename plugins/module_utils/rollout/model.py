@@ -42,10 +42,12 @@ _SHOWN = 6  # differing paths named in a refusal
 class Machine:
     """One machine's live config and what the engine reads from it."""
 
-    def __init__(self, name, node, role, talos, text, objects=None):
-        """``objects``: ``text`` already read as YAML (``yamlio.load_all``), else it is parsed here."""
+    def __init__(self, name, node, role, talos, text, objects=None, node_name=None):
+        """``objects``: ``text`` already read as YAML (``yamlio.load_all``), else it is parsed here; ``node_name``:
+        the Node Talos reports for it (its name when not given)."""
         self.name = name
         self.node = node  # its Talos API address
+        self.node_name = node_name or name  # its Kubernetes Node, as Talos names it
         self.role = role
         self.talos = talos
         if not text:

@@ -82,14 +82,23 @@ def _config_line(m):
     return line + " (Talos says in the step's plan whether it reboots)"
 
 
-def talos_line(hostname, node, before, target, image, controlplane, wait=True):
+def machine_label(name, node, node_name=None):
+    """How a plan names a machine: its name and address, and the Node Talos reports for it when that is another name
+    (an inventory's label is not a Node's name: ``cp-1 (10.0.0.2, Node talos-6a2-6c4)``)."""
+    if node_name and node_name != name:
+        return "%s (%s, Node %s)" % (name, node, node_name)
+    return "%s (%s)" % (name, node)
+
+
+def talos_line(hostname, node, before, target, image, controlplane, wait=True, node_name=None):
     """The Talos step's line for one machine: the same words in release_check's plan (the whole step, read once)
     and in talos_upgrade's (the machine it runs on)."""
     if wait:
         then = "wait for it%s" % (", its etcd member and its Node" if controlplane else " and its Node")
     else:
         then = "not waiting for it (wait: false)"
-    return "%s (%s): upgrade Talos from %s to %s with %s, reboot, %s" % (hostname, node, before, target, image, then)
+    return "%s: upgrade Talos from %s to %s with %s, reboot, %s" % (
+        machine_label(hostname, node, node_name), before, target, image, then)
 
 
 def record_behind(stored, machines, kubernetes):
@@ -147,7 +156,7 @@ def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pend
     if behind:
         image = image or release.installer_image()
         lines = [talos_line(m["name"], m["node"], m["talos"], target or release.TALOS, image,
-                            m["role"] == "controlplane") for m in behind]
+                            m["role"] == "controlplane", node_name=m.get("node_name")) for m in behind]
         if contract and release.judge(contract, release.CONTRACT) == "behind":
             lines.append("then record the version contract %s (it moves with Talos)" % release.CONTRACT)
         steps.append({"step": "talos", "machines": [m["name"] for m in behind], "lines": lines})

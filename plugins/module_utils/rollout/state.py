@@ -22,11 +22,12 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config.images import c
 
 
 async def _machine_versions(client, m):
-    info = await machine.version(client, m["node"])
-    config = await machine.get_resource(client, res.MACHINE_CONFIG, m["node"])
+    info, config, node_name = await machine.gather(machine.version(client, m["node"]),
+                                                   machine.get_resource(client, res.MACHINE_CONFIG, m["node"]),
+                                                   machine.node_name(client, m["node"]))
     text = config["spec"] if config else ""
     out = {"name": m["name"], "node": m["node"], "role": m["role"], "talos": info["tag"], "components": {},
-           "config": text, "objects": None}
+           "config": text, "objects": None, "node_name": node_name or m["name"]}
     if text.strip():
         # read once (the C loader where PyYAML has it), here for the images and later for the config engine;
         # a config that is not YAML is left to rollout.Machine, which names the machine in its refusal
@@ -51,7 +52,8 @@ def _read_machines(talos, machines):
 
 
 def _live(read_rows):
-    return [rollout.Machine(m["name"], m["node"], m["role"], m["talos"], m["config"], m.get("objects"))
+    return [rollout.Machine(m["name"], m["node"], m["role"], m["talos"], m["config"], m.get("objects"),
+                            node_name=m.get("node_name"))
             for m in read_rows]
 
 
@@ -91,7 +93,7 @@ def config_model(live, cluster=None, secrets_path=None, record=None):
 
 
 def read(talos, kube, machines, record=None):
-    """{machines: [{name, node, role, talos}], kubernetes: {source: version}, cni, record, rows (with each config)}.
+    """{machines: [{name, node, role, talos, node_name (the Node Talos reports for it)}], kubernetes: {source: version}, cni, record, rows (with each config)}.
 
     ``record``: the cluster record when the caller read it already (else it is read here)."""
     ordered = _read_machines(talos, machines)
@@ -99,7 +101,8 @@ def read(talos, kube, machines, record=None):
     if record is None:
         record = cluster_record.read(kube)
     found_cni = cni_of(kube, record)
-    return {"machines": [{"name": m["name"], "node": m["node"], "role": m["role"], "talos": m["talos"]} for m in ordered],
+    return {"machines": [{"name": m["name"], "node": m["node"], "role": m["role"], "talos": m["talos"],
+                          "node_name": m["node_name"]} for m in ordered],
             "kubernetes": kubernetes, "cni": found_cni, "record": record, "rows": ordered}
 
 

@@ -133,8 +133,10 @@ def start_upgrade(client, node, running, image, hostname=None, before_reboot=Non
 HEALTH_INTERVAL = 0.05
 
 
-def wait_back(client, kube, node, hostname, role, target, timeout, interval=0.1, clock=None):
-    """Wait for the machine to answer with the target version, then etcd (control planes), then its Node."""
+def wait_back(client, kube, node, hostname, role, target, timeout, interval=0.1, clock=None, node_name=None):
+    """Wait for the machine to answer with the target version, then etcd (control planes), then its Node (``node_name``,
+    the one Talos names for it; ``hostname`` when not given)."""
+    node_name = node_name or hostname
     clock = clock or poll.Clock
     deadline = clock.time() + timeout
 
@@ -153,8 +155,8 @@ def wait_back(client, kube, node, hostname, role, target, timeout, interval=0.1,
             ok, detail = etcd.health(client, node)
             if not ok:
                 return False, "its etcd member to be healthy (%s)" % detail
-        if kube is not None and not node_ready(kube, hostname, target):
-            return False, "its Node %s to be Ready on Talos %s" % (hostname, target)
+        if kube is not None and not node_ready(kube, node_name, target):
+            return False, "its Node %s to be Ready on Talos %s" % (node_name, target)
         return True, None
 
     # every tenth of a second while it is away, so the rollout moves on as soon as it is back: each poll is one
@@ -188,21 +190,27 @@ def run(params, conn, check_mode, clock=None):
     kube = conn.kube() if conn.has_kube() else None
     if kube is not None:  # never upgrade a machine adopt still holds
         try:
-            cluster_record.refuse_held(cluster_record.read(kube), set([node, params.get("hostname")]))
+            cluster_record.refuse_held(cluster_record.read(kube), set(
+                name for name in (node, params.get("name"), params.get("hostname")) if name))
         except IchorError as exc:
             exc.result = dict(plan=[], before="", after="")
             raise
     before = ""
     try:
         facts = client.run(machine.running(client, node))
-        hostname = params["hostname"] or facts["hostname"]
+        # the machine is named as the play names it, and its Node as Talos names it (never the play's label)
+        hostname = params["name"] or facts["hostname"] or node
+        node_name = params["hostname"] or facts["node_name"] or facts["hostname"]
         before = facts["version"]
         result = dict(changed=False, before=before, after=target,
                       diff={"before": "talos: %s\n" % before, "after": "talos: %s\n" % target})
         if before == target:
-            result.update(plan=["%s (%s): already at Talos %s, skipped" % (hostname, node, target)],
+            result.update(plan=["%s: already at Talos %s, skipped" % (plan.machine_label(hostname, node, node_name), target)],
                           diff={"before": "", "after": ""})
             return result
+        if kube is not None and params["wait"] and nodes.get(kube, node_name) is None:
+            raise UpgradeFailed(nodes.unregistered(hostname, node, node_name),
+                                result=dict(plan=[], before=before, after=before))
         controlplane = params["role"] == "controlplane"
         if controlplane:
             healthy, detail = etcd.health(client, node, going_down=True)
@@ -210,7 +218,7 @@ def run(params, conn, check_mode, clock=None):
                 raise UpgradeFailed("%s is a control plane and etcd is not healthy (%s); no upgrade was started" % (
                     hostname, detail), result=dict(plan=[], before=before, after=before))
         result.update(changed=True, plan=[plan.talos_line(hostname, node, before, target, image, controlplane,
-                                                          params["wait"])])
+                                                          params["wait"], node_name=node_name)])
         if check_mode:
             return result
 
@@ -224,7 +232,8 @@ def run(params, conn, check_mode, clock=None):
 
         start_upgrade(client, node, before, image, hostname, before_reboot=before_reboot if controlplane else None)
         if params["wait"]:
-            wait_back(client, kube, node, hostname, params["role"], target, params["wait_timeout"], clock=clock)
+            wait_back(client, kube, node, hostname, params["role"], target, params["wait_timeout"], clock=clock,
+                      node_name=node_name)
     except IchorError as exc:
         if exc.result is None:
             exc.result = dict(plan=[], before=before, after="")

@@ -77,10 +77,17 @@ async def version(client, node=None):
     return talos_client.version_info(talos_client.TalosClient.first(reply, node))
 
 
+async def node_name(client, node=None):
+    """The name of the machine's Kubernetes Node as Talos reports it (its Nodename resource: the hostname, or its
+    FQDN); "" when the machine reports none (not configured, or it registers no Node). Never the inventory's label."""
+    return res.spec_text(await get_resource(client, res.NODENAME, node), "nodename")
+
+
 async def running(client, node=None):
-    """{version, hostname} of the machine: what the rollout's Talos step needs of it, in two calls."""
-    ver, host = await gather(version(client, node), get_resource(client, res.HOSTNAME_STATUS, node))
-    return {"version": ver["tag"], "hostname": res.spec_text(host, "hostname")}
+    """{version, hostname, node_name} of the machine: what the rollout's Talos step needs of it, in three calls."""
+    ver, host, name = await gather(version(client, node), get_resource(client, res.HOSTNAME_STATUS, node),
+                                   node_name(client, node))
+    return {"version": ver["tag"], "hostname": res.spec_text(host, "hostname"), "node_name": name}
 
 
 async def safe(read, default=None):

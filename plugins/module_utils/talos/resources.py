@@ -35,6 +35,8 @@ SYSTEM_DISK = Ref("SystemDisks.block.talos.dev", "runtime", "system-disk")
 # Talos's KubePrism controller writes it while the balancer runs: host (localhost:<port>), healthy (an API server
 # answers through it); absent while KubePrism is off
 KUBEPRISM_STATUS = Ref("KubePrismStatuses.kubernetes.talos.dev", "k8s", "k8s-loadbalancer")
+# the name the machine's kubelet registers its Node with (Talos's NodenameController: the hostname, or its FQDN)
+NODENAME = Ref("Nodenames.kubernetes.talos.dev", "k8s", "nodename")
 
 
 def spec_of(item):

@@ -170,7 +170,9 @@ class Machine:
         self.disks = default_disks(name)
         self.volumes = default_volumes() if mode == CONFIGURED else []
         self.installed = mode == CONFIGURED
-        self.hostname = name if mode == CONFIGURED else default_hostname(self.uuid)
+        # Talos's own name for it, not the lab's (inventories name it ``name``): a config that sets no hostname leaves
+        # Talos's default, talos-xxx-yyy, and the kubelet registers its Node under it
+        self.hostname = default_hostname(self.uuid)
         self.cluster_id = None
         self.cluster_name = None
         self.trusted_cas = []    # PEM bytes: machine.ca + acceptedCAs
@@ -209,10 +211,7 @@ class Machine:
     def set_config(self, data, facts):
         self.config = data
         self.facts = facts
-        if facts.hostname:
-            self.hostname = facts.hostname
-        elif self.mode == MAINTENANCE or not self.hostname:
-            self.hostname = default_hostname(self.uuid)
+        self.hostname = facts.hostname or default_hostname(self.uuid)
         self.cluster_name = facts.cluster_name
         self.cluster_id = facts.cluster_id
         cas = []
