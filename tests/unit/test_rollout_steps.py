@@ -321,6 +321,24 @@ def test_check_plans_the_talos_step_of_a_behind_cluster(conns):
     assert "next step: talos" in result["plan"] and world.writes == [] and world.kube_writes == []
 
 
+def test_check_plans_each_machine_with_the_node_talos_names_and_refuses_one_the_cluster_lacks(conns):
+    world = World(V113, {"*": "v1.13.9"}, workers=2)
+    talos = [s for s in check.run(dict(world.params(), desired={}), conns(world), True)["steps"]
+             if s["step"] == "talos"][0]
+    assert [line.split(":", 1)[0] for line in talos["lines"][:-1]] == [
+        "cp-1 (10.5.0.2, Node talos-cp-1)", "worker-1 (10.5.0.3, Node talos-worker-1)",
+        "worker-2 (10.5.0.4, Node talos-worker-2)"]
+    world.machine("worker-1").registered = False
+    world.machine("worker-2").registered = False
+    with pytest.raises(check.plan.Refused) as exc:
+        check.run(dict(world.params(), desired={}), conns(world), True)
+    assert exc.value.message == (
+        "worker-1 (10.5.0.3): Talos names its Node talos-worker-1 and the cluster has no Node of that name (its kubelet "
+        "has not registered, or it registers under another name); worker-2 (10.5.0.4): Node talos-worker-2; nothing "
+        "was sent: compare `kubectl get nodes -o wide` with `talosctl -n 10.5.0.3 get nodename`")
+    assert world.writes == [] and world.kube_writes == []
+
+
 def test_check_names_the_installer_image_of_the_talos_step_and_refuses_one_without_a_version(conns):
     world = World(V113, {"*": "v1.13.9"})
     mirror = "registry.example:5000/siderolabs/installer:" + release.TALOS

@@ -94,7 +94,7 @@ def _run(params, conn, check_mode, result, clock):
     talos = conn.talos()
     node_name = talos.run(machine.node_name(talos, entry["node"])) or name
     if nodes.get(kube, node_name) is None:
-        raise IchorError("%s; it %s" % (nodes.unregistered(name, entry["node"], node_name), STAYS))
+        raise IchorError("%s; it %s" % (nodes.unregistered((name, entry["node"], node_name)), STAYS))
     mc_params = dict(node=entry["node"], bundle=_bundle(kube), secrets=None, cluster=cluster, machine=entry["spec"],
                      maintenance=False, accept_class_b=params["accept_changes"], allow_reboot=True, wait=True,
                      wait_timeout=params["wait_timeout"],

@@ -29,9 +29,12 @@ def names(kube):
     return set((n.get("metadata") or {}).get("name") for n in kube.list("v1", "Node"))
 
 
-def unregistered(label, node, node_name):
-    """The refusal for a machine whose Node (the name Talos reports for it) the cluster does not have: a step that
-    waits for that Node after a write would wait for nothing, with the machine already changed."""
+def unregistered(*machines):
+    """The refusal for machines whose Node (the name Talos reports for each) the cluster does not have: a step that
+    waits for that Node after a write would wait for nothing, with the machine already changed. Each machine is
+    (label, address, Node name)."""
+    (label, node, node_name), others = machines[0], machines[1:]
+    rest = "".join("; %s (%s): Node %s" % other for other in others)
     return ("%s (%s): Talos names its Node %s and the cluster has no Node of that name (its kubelet has not "
-            "registered, or it registers under another name); nothing was sent: compare `kubectl get nodes -o wide` "
-            "with `talosctl -n %s get nodename`" % (label, node, node_name or "(none)", node))
+            "registered, or it registers under another name)%s; nothing was sent: compare `kubectl get nodes -o wide` "
+            "with `talosctl -n %s get nodename`" % (label, node, node_name or "(none)", rest, node))

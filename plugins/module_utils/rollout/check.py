@@ -13,7 +13,7 @@ __metaclass__ = type
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.given import given
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, nodes
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import plan, state, talos_step
 
@@ -83,6 +83,10 @@ def _run(params, conn, result):
     result["plan"] = plan.format_table(rows)
     steps = plan.plan_rollout(found["machines"], found["kubernetes"], contract, found["cni"], pending, image, target)
     result.update(steps=steps, step=steps[0]["step"] if steps else "")
+    # every step waits for the machines' Nodes: one the cluster lacks would stop the rollout with a machine changed
+    missing = [(m["name"], m["node"], m["node_name"]) for m in found["machines"] if m["node_name"] not in found["nodes"]]
+    if steps and missing:
+        raise plan.Refused(nodes.unregistered(*missing))
     behind = plan.record_behind(state.stored_versions(found["record"]), found["machines"], kubernetes) \
         if found["record"].exists else {}
     result["record_behind"] = behind

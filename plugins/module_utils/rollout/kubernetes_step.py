@@ -124,9 +124,10 @@ def _run(params, conn, check_mode, result, clock):
         result["plan"] = ["Kubernetes is at %s on every machine; nothing to do" % target]
         return result
     registered = nodes.names(kube)  # every kubelet is waited for on its Node: a machine without one would fail mid-way
-    for m in rollout.ordered(model.machines):
-        if m.name in final and m.node_name not in registered:
-            raise UpgradeFailed(nodes.unregistered(m.name, m.node, m.node_name))
+    missing = [(m.name, m.node, m.node_name) for m in rollout.ordered(model.machines)
+               if m.name in final and m.node_name not in registered]
+    if missing:
+        raise UpgradeFailed(nodes.unregistered(*missing))
     result.update(changed=True, diff=diffs)
     if check_mode:
         return result

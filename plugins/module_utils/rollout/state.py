@@ -93,28 +93,31 @@ def config_model(live, cluster=None, secrets_path=None, record=None):
 
 
 def read(talos, kube, machines, record=None):
-    """{machines: [{name, node, role, talos, node_name (the Node Talos reports for it)}], kubernetes: {source: version}, cni, record, rows (with each config)}.
+    """{machines: [{name, node, role, talos, node_name (the Node Talos reports for it)}], kubernetes: {source:
+    version}, cni, record, rows (with each config), nodes (the Nodes' names)}.
 
     ``record``: the cluster record when the caller read it already (else it is read here)."""
     ordered = _read_machines(talos, machines)
-    kubernetes = kubernetes_versions([(m["name"], m["components"]) for m in ordered], kube)
+    node_objects = kube.list("v1", "Node")
+    kubernetes = kubernetes_versions([(m["name"], m["components"]) for m in ordered], kube, node_objects)
     if record is None:
         record = cluster_record.read(kube)
     found_cni = cni_of(kube, record)
     return {"machines": [{"name": m["name"], "node": m["node"], "role": m["role"], "talos": m["talos"],
                           "node_name": m["node_name"]} for m in ordered],
-            "kubernetes": kubernetes, "cni": found_cni, "record": record, "rows": ordered}
+            "kubernetes": kubernetes, "cni": found_cni, "record": record, "rows": ordered,
+            "nodes": set((n.get("metadata") or {}).get("name") for n in node_objects)}
 
 
-def kubernetes_versions(components, kube):
+def kubernetes_versions(components, kube, node_objects=None):
     """{source: version} of every Kubernetes component: each control plane's static pods (``components``: (machine
-    name, {component: "vX.Y.Z"}) pairs) and each Node's kubelet."""
+    name, {component: "vX.Y.Z"}) pairs) and each Node's kubelet (``node_objects``: the Nodes, when listed already)."""
     kubernetes = {}
     for name, images in components:
         for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
             if images.get(component):
                 kubernetes["%s %s" % (name, component)] = images[component]
-    for node in kube.list("v1", "Node"):
+    for node in kube.list("v1", "Node") if node_objects is None else node_objects:
         version = ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion")
         if version:
             kubernetes["%s kubelet" % node["metadata"]["name"]] = version

@@ -209,7 +209,7 @@ def run(params, conn, check_mode, clock=None):
                           diff={"before": "", "after": ""})
             return result
         if kube is not None and params["wait"] and nodes.get(kube, node_name) is None:
-            raise UpgradeFailed(nodes.unregistered(hostname, node, node_name),
+            raise UpgradeFailed(nodes.unregistered((hostname, node, node_name)),
                                 result=dict(plan=[], before=before, after=before))
         controlplane = params["role"] == "controlplane"
         if controlplane:
