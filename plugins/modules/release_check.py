@@ -65,8 +65,10 @@ options:
         type: str
   image:
     description:
-      - The installer image the Talos step would run (as M(maesh.ichor.talos_upgrade)'s O(maesh.ichor.talos_upgrade#module:image)); its
-        tag is the version the step's plan names. Defaults to C(ghcr.io/siderolabs/installer) at the release set's Talos.
+      - The installer image the Talos step would run on every machine (as M(maesh.ichor.talos_upgrade)'s
+        O(maesh.ichor.talos_upgrade#module:image)); its tag is the version the step's plan names.
+      - Without it each machine's own is chosen at the release set's Talos (the installer that keeps its system
+        extensions), and a machine whose installer cannot be known refuses the plan.
       - A reference whose tag is no Talos version (or that has none) is refused before anything is read.
     type: str
   require_record:
@@ -246,4 +248,50 @@ plan:
   returned: always
   type: list
   elements: str
+installers:
+  description:
+    - The installer each machine the Talos step upgrades gets (M(maesh.ichor.talos_upgrade)'s choice), and the system
+      extensions it runs; empty when the Talos step is not needed.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The machine's name.
+      type: str
+    image:
+      description: The installer image it is (or would be) upgraded with.
+      type: str
+    source:
+      description:
+        - How the image was chosen. C(schematic) is the Image Factory installer of the schematic it runs (its config's
+          repository, whose last path component is the schematic ID). C(repository) is its config's own repository,
+          not an Image Factory one. C(plain) is C(ghcr.io/siderolabs/installer), for a machine that runs no extension.
+          C(operator) is the image the O(image) option names, used as named.
+      type: str
+      choices: [schematic, repository, plain, operator]
+    extensions:
+      description: What it runs and what the image carries.
+      type: dict
+      contains:
+        before:
+          description: The names of the system extensions it runs (its C(ExtensionStatuses)), the C(schematic) one left out.
+          type: list
+          elements: str
+        schematic:
+          description:
+            - The schematic ID of the Image Factory image it booted (its C(schematic) extension's version); empty when
+              none.
+          type: str
+        declared:
+          description:
+            - The install image its machine config names (C(UnattendedInstallConfig) C(installer.image) or
+              C(machine.install.image)); empty when none.
+          type: str
+        after:
+          description:
+            - C(kept) (the same schematic), C(none) (it runs no extension), C(unverified) (its config's repository, not an
+              Image Factory installer, so not verified) or C(named) (the operator's image, not verified).
+          type: str
+          choices: [kept, none, unverified, named]
 """

@@ -65,7 +65,15 @@ options:
     required: true
   image:
     description:
-      - The installer image; defaults to C(ghcr.io/siderolabs/installer) at the release set's Talos.
+      - The installer image, used as named for this machine. Without it the machine's own is chosen, at the release
+        set's Talos, so that the upgrade keeps its system extensions. It is read from the machine's extensions
+        (C(ExtensionStatuses); an Image Factory image carries one named C(schematic), its schematic ID) and its machine
+        config's install image (only the repository counts, since Talos leaves the config as it was on an upgrade). It is the
+        Image Factory installer of the schematic it runs (C(factory.talos.dev/installer/<id>), a mirror keeping that
+        path), the config's own repository, or C(ghcr.io/siderolabs/installer) for a machine that runs no extension.
+      - A machine running extensions whose installer cannot be known (its config names no install image, or the plain
+        installer, or another schematic's) is refused before anything is sent, naming what it would lose; naming the
+        image here is the way past it.
       - "Any reference form: C([registry[:port]/]path:tag[@sha256:digest]), for example
         C(registry.example:5000/siderolabs/installer:v1.14.5) or C(ghcr.io/siderolabs/installer:v1.14.5@sha256:...)."
       - The target version is the tag, which must be a Talos version (C(vX.Y.Z)); a digest pins the image but is not the
@@ -115,4 +123,44 @@ plan:
   returned: always
   type: list
   elements: str
+installer:
+  description: The installer the machine is (or would be) upgraded with, and the system extensions it runs.
+  returned: when the machine is not at the target
+  type: dict
+  contains:
+    image:
+      description: The installer image it is (or would be) upgraded with.
+      type: str
+    source:
+      description:
+        - How the image was chosen. C(schematic) is the Image Factory installer of the schematic it runs (its config's
+          repository, whose last path component is the schematic ID). C(repository) is its config's own repository,
+          not an Image Factory one. C(plain) is C(ghcr.io/siderolabs/installer), for a machine that runs no extension.
+          C(operator) is the image the O(image) option names, used as named.
+      type: str
+      choices: [schematic, repository, plain, operator]
+    extensions:
+      description: What it runs and what the image carries.
+      type: dict
+      contains:
+        before:
+          description: The names of the system extensions it runs (its C(ExtensionStatuses)), the C(schematic) one left out.
+          type: list
+          elements: str
+        schematic:
+          description:
+            - The schematic ID of the Image Factory image it booted (its C(schematic) extension's version); empty when
+              none.
+          type: str
+        declared:
+          description:
+            - The install image its machine config names (C(UnattendedInstallConfig) C(installer.image) or
+              C(machine.install.image)); empty when none.
+          type: str
+        after:
+          description:
+            - C(kept) (the same schematic), C(none) (it runs no extension), C(unverified) (its config's repository, not an
+              Image Factory installer, so not verified) or C(named) (the operator's image, not verified).
+          type: str
+          choices: [kept, none, unverified, named]
 """

@@ -106,8 +106,9 @@ def test_talos_step_rolls_one_machine_at_a_time(talos_kube_lab, tmp_path):
     # the plan is one task that reads each machine once: the per-machine play has no hosts in check mode
     assert "TASK [maesh.ichor.upgrade : Upgrade Talos on this machine]" not in proc.stdout, proc.stdout
     served = lab.control.timeline()  # what each machine served (the first control plane also proxies the others)
-    # its version, its config and its Nodename
-    assert sorted(served) == sorted((m["name"], call) for m in lab.machines for call in ("Version", "Get", "Get")), served
+    # its version, its config, its Nodename and its system extensions (the installer that keeps them)
+    assert sorted(served) == sorted((m["name"], call) for m in lab.machines
+                                    for call in ("Version", "Get", "Get", "List")), served
     proc = _upgrade(inv)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert set(_versions(lab).values()) == {release.TALOS}

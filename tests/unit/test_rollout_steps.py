@@ -8,6 +8,7 @@ import json
 import os
 
 import pytest
+import yaml
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common import images, redact
@@ -15,7 +16,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import C
 from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeError
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import check, config_step, kubernetes_step, record
-from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import installer, talos_step
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout.plan import Refused
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
@@ -66,6 +67,7 @@ class Machine:
         self.pulled = {}  # name ImageService.Pull reported -> the reference pulled
         self.installer_exit_code = 0
         self.installer_output = ["validating install disk", "installing Talos"]
+        self.extensions = []  # (name, version) of the system extensions it runs, as ExtensionStatuses list them
 
     @property
     def up(self):
@@ -136,6 +138,12 @@ class World:
             return machine_pb2.VersionResponse(messages=[machine_pb2.Version(version={"tag": m.version})])
         if call == "Get":
             return self._resource(m, request)
+        if call == "List" and request.type == res.EXTENSION_STATUSES.type:
+            return [cosi_state_pb2.ListResponse(resource=cosi_resource_pb2.Resource(
+                metadata={"type": request.type, "id": str(i)},
+                spec={"yaml_spec": yaml.safe_dump({"image": "%03d.%s.sqsh" % (i, name),
+                                                   "metadata": {"name": name, "version": version}})}))
+                for i, (name, version) in enumerate(m.extensions)]
         if call == "List":
             return []
         if call == "EtcdMemberList":
@@ -443,8 +451,9 @@ def test_talos_step_in_check_mode_plans_and_sends_nothing(conns):
     result = talos_step.run(_talos_params(world, "worker-1"), conns(world), True, clock=world.clock)
     assert result["changed"] is True and (result["before"], result["after"]) == ("v1.13.9", release.TALOS)
     assert result["plan"] == ["worker-1 (10.5.0.3, Node talos-worker-1): upgrade Talos from v1.13.9 to %s with %s, reboot, wait "
-                              "for it and its "
-                              "Node" % (release.TALOS, versions.installer())]
+                              "for it and its Node; system extensions: none" % (release.TALOS, versions.installer())]
+    assert result["installer"] == {"image": versions.installer(), "source": "plain", "extensions": {
+        "before": [], "schematic": "", "declared": "ghcr.io/siderolabs/installer:v1.13.9", "after": "none"}}
     assert result["diff"] == {"before": "talos: v1.13.9\n", "after": "talos: %s\n" % release.TALOS}
     assert world.writes == []
 
@@ -453,7 +462,7 @@ def test_talos_step_starts_the_upgrade_and_waits_for_etcd_and_the_node(conns):
     world = World(V113, {"*": "v1.13.9"})
     result = talos_step.run(_talos_params(world, "cp-1"), conns(world), False, clock=world.clock)
     assert result["changed"] is True
-    assert result["plan"][0].endswith("reboot, wait for it, its etcd member and its Node")
+    assert result["plan"][0].endswith("reboot, wait for it, its etcd member and its Node; system extensions: none")
     assert world.writes == [("ImagePull", "cp-1"), ("LifecycleUpgrade", "cp-1"), ("Reboot", "cp-1")]
     cp = world.machine("cp-1")
     assert cp.version == release.TALOS and cp.up and world.clock.now >= REBOOT_SECONDS
@@ -462,9 +471,51 @@ def test_talos_step_starts_the_upgrade_and_waits_for_etcd_and_the_node(conns):
 def test_talos_step_without_wait_returns_once_the_upgrade_is_sent(conns):
     world = World(V113, {"*": "v1.12.7"})
     result = talos_step.run(_talos_params(world, "worker-1", wait=False), conns(world), False, clock=world.clock)
-    assert result["changed"] is True and result["plan"][0].endswith("reboot, not waiting for it (wait: false)")
+    assert result["changed"] is True and result["plan"][0].endswith(
+        "reboot, not waiting for it (wait: false); system extensions: none")
     assert world.writes == [("Upgrade", "worker-1")]  # a v1.12 machine takes the legacy call
     assert not world.machine("worker-1").up and world.clock.now == 0
+
+
+SCHEMATIC = "4a0d65c669d46663f377e7161e50cfd570c401f26fd9e7bda34a0216b6f1922b"
+FACTORY = "factory.talos.dev/installer/" + SCHEMATIC
+
+
+def _factory(m, image="%s:v1.13.9" % FACTORY, extensions=(("iscsi-tools", "v0.2.0"), ("qemu-guest-agent", "10.1.2"))):
+    """The machine was installed from ``image`` (its config says so) and runs ``extensions`` and its schematic."""
+    m.config = m.config.replace("ghcr.io/siderolabs/installer:v1.13.9", image) if image else "\n".join(
+        line for line in m.config.splitlines() if "image: ghcr.io/siderolabs/installer" not in line)
+    m.extensions = list(extensions) + ([("schematic", SCHEMATIC)] if image and SCHEMATIC in image else [])
+
+
+def test_talos_step_upgrades_a_factory_machine_to_its_schematic_at_the_sets_version(conns):
+    world = World(V113, {"*": "v1.13.9"})
+    _factory(world.machine("worker-1"))
+    result = talos_step.run(_talos_params(world, "worker-1"), conns(world), False, clock=world.clock)
+    target = "%s:%s" % (FACTORY, release.TALOS)
+    assert result["plan"][0].endswith("with %s, reboot, wait for it and its Node; system extensions iscsi-tools, "
+                                      "qemu-guest-agent -> kept (schematic %s)" % (target, SCHEMATIC)), result["plan"]
+    assert [(call, getattr(request, "image_ref", None)) for call, _name, request in world.requests][:1] == \
+        [("ImagePull", target)]
+    assert result["installer"]["image"] == target and result["installer"]["source"] == "schematic"
+    assert world.machine("worker-1").version == release.TALOS
+
+
+def test_talos_step_refuses_a_machine_whose_extensions_no_known_installer_carries_and_sends_nothing(conns):
+    world = World(V113, {"*": "v1.13.9"})
+    _factory(world.machine("worker-1"), image=None, extensions=[("drbd", "9.2.14")])
+    with pytest.raises(installer.Refused) as exc:
+        talos_step.run(_talos_params(world, "worker-1"), conns(world), False, clock=world.clock)
+    assert exc.value.message.startswith("worker-1 runs the system extension drbd, but its machine config names no "
+                                        "install image"), exc.value.message
+    assert exc.value.result == {"plan": [], "before": "v1.13.9", "after": ""}
+    assert world.writes == []
+    # named by the operator, the image is used as named
+    named = "registry.local/talos/installer-drbd:%s" % release.TALOS
+    result = talos_step.run(_talos_params(world, "worker-1", image=named), conns(world), True, clock=world.clock)
+    assert result["plan"][0].endswith("with %s, reboot, wait for it and its Node; system extensions drbd -> not "
+                                      "verified (the image ichor_upgrade_installer_image names)" % named)
+    assert world.writes == []
 
 
 def test_talos_step_names_what_it_waited_for_when_the_machine_does_not_come_back(conns):

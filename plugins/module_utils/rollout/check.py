@@ -15,7 +15,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common.given import gi
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, nodes
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
-from ansible_collections.maesh.ichor.plugins.module_utils.rollout import plan, state, talos_step
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import installer, plan, state, talos_step
 
 Refused = plan.Refused  # what position() raises for a component newer than the set
 
@@ -44,7 +44,8 @@ def require_record(record):
 
 
 def run(params, conn, check_mode):
-    """The result dict: release_set, versions, components, cni, config_pending, steps, step, plan.
+    """The result dict: release_set, versions, components, cni, config_pending, steps, step, plan, installers (the
+    installer image each machine the Talos step upgrades gets, and the system extensions it runs).
 
     With ``require_record``, a cluster without a cluster record is refused before anything else is read.
 
@@ -61,7 +62,8 @@ def run(params, conn, check_mode):
 
 
 def _run(params, conn, result):
-    image = params.get("image") or release.installer_image()
+    named = params.get("image")
+    image = named or release.installer_image()
     target = talos_step.image_version(image)  # a reference naming no version is refused before anything is read
     kube = conn.kube()
     record = None
@@ -81,7 +83,17 @@ def _run(params, conn, result):
     result.update(versions=rows, cni=found["cni"],
                   components=dict((STATE_KEYS[r["component"]], r["state"].lower().replace(" ", "_")) for r in rows))
     result["plan"] = plan.format_table(rows)
-    steps = plan.plan_rollout(found["machines"], found["kubernetes"], contract, found["cni"], pending, image, target)
+    read_rows = dict((r["name"], r) for r in found["rows"])
+    result["installers"] = []
+
+    def installer_for(m):  # each machine the Talos step upgrades keeps what it runs, or the plan is refused
+        row = read_rows[m["name"]]
+        choice = installer.choose(m["name"], installer.installed(row["objects"], row["extensions"]), target, named)
+        result["installers"].append(dict(installer.result(choice), name=m["name"]))
+        return choice.image, installer.describe(choice)
+
+    steps = plan.plan_rollout(found["machines"], found["kubernetes"], contract, found["cni"], pending, image, target,
+                              installer_for=installer_for)
     result.update(steps=steps, step=steps[0]["step"] if steps else "")
     # every step waits for the machines' Nodes: one the cluster lacks would stop the rollout with a machine changed
     missing = [(m["name"], m["node"], m["node_name"]) for m in found["machines"] if m["node_name"] not in found["nodes"]]

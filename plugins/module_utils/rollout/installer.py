@@ -197,7 +197,7 @@ def describe(choice):
 
 
 def result(choice):
-    """The Choice as a module's result: {image, source, extensions: {before, schematic, after}}."""
+    """The Choice as a module's result: {image, source, extensions: {before, schematic, declared, after}}."""
     return {"image": choice.image, "source": choice.source,
             "extensions": {"before": list(choice.before.extensions), "schematic": choice.before.schematic,
                            "declared": choice.before.declared, "after": choice.after}}

@@ -90,15 +90,16 @@ def machine_label(name, node, node_name=None):
     return "%s (%s)" % (name, node)
 
 
-def talos_line(hostname, node, before, target, image, controlplane, wait=True, node_name=None):
+def talos_line(hostname, node, before, target, image, controlplane, wait=True, node_name=None, extensions=None):
     """The Talos step's line for one machine: the same words in release_check's plan (the whole step, read once)
-    and in talos_upgrade's (the machine it runs on)."""
+    and in talos_upgrade's (the machine it runs on). ``extensions``: its system extensions before and after
+    (installer.describe)."""
     if wait:
         then = "wait for it%s" % (", its etcd member and its Node" if controlplane else " and its Node")
     else:
         then = "not waiting for it (wait: false)"
-    return "%s: upgrade Talos from %s to %s with %s, reboot, %s" % (
-        machine_label(hostname, node, node_name), before, target, image, then)
+    return "%s: upgrade Talos from %s to %s with %s, reboot, %s%s" % (
+        machine_label(hostname, node, node_name), before, target, image, then, "; " + extensions if extensions else "")
 
 
 def record_behind(stored, machines, kubernetes):
@@ -118,7 +119,8 @@ def record_behind(stored, machines, kubernetes):
     return out
 
 
-def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pending=(), image=None, target=None):
+def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pending=(), image=None, target=None,
+                 installer_for=None):
     """The steps still needed, in order, and the first of them.
 
     machines: [{name, role, talos, node}] (control planes first is the order the talos step takes);
@@ -127,6 +129,8 @@ def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pend
     config_pending: [{name, form}] of the machines whose config is not yet in the set's contract form
     (config engine, control planes first).
     image, target: the Talos step's installer image and the version it installs (default: the set's).
+    installer_for: machine -> (its installer image, its extensions before and after), called for each machine the
+    Talos step upgrades (rollout.installer's choice; it may refuse); ``image`` for every machine when not given.
     Raises Refused with the reason when the cluster cannot be rolled.
     """
     check_not_newer(machines, kubernetes_by_source, contract, cni)
@@ -155,8 +159,11 @@ def plan_rollout(machines, kubernetes_by_source, contract, cni=None, config_pend
     behind = [m for m in ordered if release.judge(m["talos"], release.TALOS) == "behind"]
     if behind:
         image = image or release.installer_image()
-        lines = [talos_line(m["name"], m["node"], m["talos"], target or release.TALOS, image,
-                            m["role"] == "controlplane", node_name=m.get("node_name")) for m in behind]
+        lines = []
+        for m in behind:
+            chosen, extensions = installer_for(m) if installer_for is not None else (image, None)
+            lines.append(talos_line(m["name"], m["node"], m["talos"], target or release.TALOS, chosen,
+                                    m["role"] == "controlplane", node_name=m.get("node_name"), extensions=extensions))
         if contract and release.judge(contract, release.CONTRACT) == "behind":
             lines.append("then record the version contract %s (it moves with Talos)" % release.CONTRACT)
         steps.append({"step": "talos", "machines": [m["name"] for m in behind], "lines": lines})

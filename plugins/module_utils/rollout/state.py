@@ -21,13 +21,19 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources
 from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
 
 
-async def _machine_versions(client, m):
-    info, config, node_name = await machine.gather(machine.version(client, m["node"]),
-                                                   machine.get_resource(client, res.MACHINE_CONFIG, m["node"]),
-                                                   machine.node_name(client, m["node"]))
+async def _none():
+    return None
+
+
+async def _machine_versions(client, m, extensions=False):
+    info, config, node_name, items = await machine.gather(
+        machine.version(client, m["node"]), machine.get_resource(client, res.MACHINE_CONFIG, m["node"]),
+        machine.node_name(client, m["node"]),
+        machine.list_resources(client, res.EXTENSION_STATUSES, m["node"]) if extensions else _none())
     text = config["spec"] if config else ""
     out = {"name": m["name"], "node": m["node"], "role": m["role"], "talos": info["tag"], "components": {},
-           "config": text, "objects": None, "node_name": node_name or m["name"]}
+           "config": text, "objects": None, "node_name": node_name or m["name"],
+           "extensions": machine.in_load_order(items) if items is not None else None}
     if text.strip():
         # read once (the C loader where PyYAML has it), here for the images and later for the config engine;
         # a config that is not YAML is left to rollout.Machine, which names the machine in its refusal
@@ -40,10 +46,10 @@ async def _machine_versions(client, m):
     return out
 
 
-def _read_machines(talos, machines):
+def _read_machines(talos, machines, extensions=False):
     results = {}
     by_node = dict((m["node"], m) for m in machines)
-    fan = talos.fan_out(lambda node: _machine_versions(talos, by_node[node]), list(by_node))
+    fan = talos.fan_out(lambda node: _machine_versions(talos, by_node[node], extensions), list(by_node))
     for node, result in fan.items():
         if result.error is not None:
             raise result.error
@@ -94,10 +100,10 @@ def config_model(live, cluster=None, secrets_path=None, record=None):
 
 def read(talos, kube, machines, record=None):
     """{machines: [{name, node, role, talos, node_name (the Node Talos reports for it)}], kubernetes: {source:
-    version}, cni, record, rows (with each config), nodes (the Nodes' names)}.
+    version}, cni, record, rows (with each config and its system extensions), nodes (the Nodes' names)}.
 
     ``record``: the cluster record when the caller read it already (else it is read here)."""
-    ordered = _read_machines(talos, machines)
+    ordered = _read_machines(talos, machines, extensions=True)
     node_objects = kube.list("v1", "Node")
     kubernetes = kubernetes_versions([(m["name"], m["components"]) for m in ordered], kube, node_objects)
     if record is None:

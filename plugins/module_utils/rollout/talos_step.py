@@ -9,6 +9,10 @@ does); v1.12 machines: the legacy Upgrade call. ``run`` is the ``talos_upgrade``
 
 The target version is the installer image's tag: a reference without one (or pinned by digest only)
 is refused before anything is sent, since its version cannot be known before the upgrade.
+
+The image is the machine's own (``rollout.installer``): the installer that keeps the system extensions it runs, at the
+set's version, read from its machine config and its ExtensionStatuses; one it cannot be known for is refused before
+anything is sent. An image the operator names (``image``) is used as named.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,7 +24,9 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common import images, 
 from ansible_collections.maesh.ichor.plugins.module_utils.common.redact import redact_text
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, nodes
-from ansible_collections.maesh.ichor.plugins.module_utils.rollout import plan
+from ansible_collections.maesh.ichor.plugins.module_utils.config import yamlio
+from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import installer, plan
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import UpgradeFailed
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, etcd, machine
@@ -170,6 +176,17 @@ def wait_back(client, kube, node, hostname, role, target, timeout, interval=0.1,
                                 hostname, node, int(timeout), waiting_for))
 
 
+def choose_installer(client, node, name, target, named=None):
+    """The installer the machine is upgraded with (installer.Choice), from its machine config's install image and its
+    system extensions; installer.Refused when the one that keeps them cannot be known."""
+    text, items = client.run(machine.installer_reads(client, node))
+    try:
+        objects = yamlio.load_all(text) if text.strip() else []
+    except ConfigError:
+        objects = []  # a config that is not YAML names no install image
+    return installer.choose(name, installer.installed(objects, items), target, named)
+
+
 def run(params, conn, check_mode, clock=None):
     """Upgrade the machine ``params["node"]`` unless it runs the target already; the result dict.
 
@@ -179,7 +196,8 @@ def run(params, conn, check_mode, clock=None):
     ``wait`` the machine is waited for (``wait_back``); without it the run returns once the upgrade
     is sent. Without a kubeconfig there is no Node to wait for.
     """
-    image = params["image"] or release.installer_image()
+    named = params["image"]  # the operator's, used as named; else each machine's own (installer.choose)
+    image = named or release.installer_image()
     node = params["node"]
     try:
         target = image_version(image)  # before anything is sent
@@ -211,6 +229,9 @@ def run(params, conn, check_mode, clock=None):
         if kube is not None and params["wait"] and nodes.get(kube, node_name) is None:
             raise UpgradeFailed(nodes.unregistered((hostname, node, node_name)),
                                 result=dict(plan=[], before=before, after=before))
+        choice = choose_installer(client, node, hostname, target, named)  # before anything is sent
+        image = choice.image
+        result["installer"] = installer.result(choice)
         controlplane = params["role"] == "controlplane"
         if controlplane:
             healthy, detail = etcd.health(client, node, going_down=True)
@@ -218,7 +239,8 @@ def run(params, conn, check_mode, clock=None):
                 raise UpgradeFailed("%s is a control plane and etcd is not healthy (%s); no upgrade was started" % (
                     hostname, detail), result=dict(plan=[], before=before, after=before))
         result.update(changed=True, plan=[plan.talos_line(hostname, node, before, target, image, controlplane,
-                                                          params["wait"], node_name=node_name)])
+                                                          params["wait"], node_name=node_name,
+                                                          extensions=installer.describe(choice))])
         if check_mode:
             return result
 

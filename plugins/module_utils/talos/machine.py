@@ -90,6 +90,19 @@ async def running(client, node=None):
     return {"version": ver["tag"], "hostname": res.spec_text(host, "hostname"), "node_name": name}
 
 
+async def installer_reads(client, node=None):
+    """(its machine config's text, its ExtensionStatuses in load order): what the Talos step chooses the machine's
+    installer from (rollout.installer)."""
+    config, items = await gather(get_resource(client, res.MACHINE_CONFIG, node),
+                                 list_resources(client, res.EXTENSION_STATUSES, node))
+    return (config["spec"] if config else ""), in_load_order(items)
+
+
+def in_load_order(items):
+    """ExtensionStatuses by their numeric ids ("2" before "10"), as Talos loaded them."""
+    return sorted(items, key=lambda item: (len(item["id"]), item["id"]))
+
+
 async def safe(read, default=None):
     """A read whose failure is not the caller's concern: its result, or ``default`` when the machine refuses it."""
     try:

@@ -37,6 +37,9 @@ SYSTEM_DISK = Ref("SystemDisks.block.talos.dev", "runtime", "system-disk")
 KUBEPRISM_STATUS = Ref("KubePrismStatuses.kubernetes.talos.dev", "k8s", "k8s-loadbalancer")
 # the name the machine's kubelet registers its Node with (Talos's NodenameController: the hostname, or its FQDN)
 NODENAME = Ref("Nodenames.kubernetes.talos.dev", "k8s", "nodename")
+# one per system extension the machine booted with (ids "0", "1", ... in load order; spec extensions.Layer): an Image
+# Factory image carries one named "schematic" whose version is its schematic ID
+EXTENSION_STATUSES = Ref("ExtensionStatuses.runtime.talos.dev", "runtime")
 
 
 def spec_of(item):
