@@ -467,3 +467,75 @@ def test_the_module_example_check_catches_what_it_should():
             "  register: ichor_plan\n- ansible.builtin.debug:\n    msg: \"{{ ichor_plan.plan }} {{ ichor_cluster.name }}\"\n")
     found = example_names(text, inventory, {"ichor_accept_changes"})
     assert found == ["ichor_cluster.cni.kubeProxy", "ichor_cilium_chart_sha256"]
+
+
+# -- guides a stranger can follow (issue 44) ----------------------------------------------------------------------
+
+NOT_RUN = {"README.md", "development.md"}  # the index of the guides; a contributor's page (make demo, make test)
+
+
+def _guide_blocks():
+    from tests.integration import guide_blocks
+    return guide_blocks
+
+
+def test_the_readmes_relative_links_point_to_existing_files():
+    """The README links the guides and its own sections: each file exists, each #fragment is a heading there."""
+    path = os.path.join(REPO, "README.md")
+    broken = []
+    for target in links(_read(path)):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+            continue
+        file_part, _sep, fragment = target.partition("#")
+        where = os.path.normpath(os.path.join(REPO, file_part)) if file_part else path
+        if not os.path.exists(where):
+            broken.append("%s (no such file)" % target)
+        elif fragment and where.endswith(".md") and fragment not in anchors(_read(where)):
+            broken.append("%s (no such heading)" % target)
+    assert not broken, "README.md: broken links: %s" % "; ".join(broken)
+    assert "docs/development.md" in _read(path)
+
+
+@pytest.mark.parametrize("guide", [name for name in _markdown_files() if name not in NOT_RUN])
+def test_every_guide_has_blocks_the_lab_runs_and_a_test_that_runs_them(guide):
+    """Each guide marks what the lab can run (tests/integration/guide_blocks.py), and
+    tests/integration/test_guide_commands.py has the test that runs them: test_<guide>_guide."""
+    found = _guide_blocks().blocks(_read(os.path.join(DOCS, guide)), guide)
+    assert found, "docs/%s marks no block for the lab (<!-- lab --> before a ```sh or ```console block)" % guide
+    assert any(block.expected for block in found), "docs/%s quotes no output of its lab blocks" % guide
+    for block in found:
+        assert block.script.strip(), "docs/%s:%d: a lab block without a command" % (guide, block.line)
+    tests = _read(os.path.join(REPO, "tests", "integration", "test_guide_commands.py"))
+    name = "test_%s_guide" % guide[:-len(".md")].replace("-", "_")
+    assert re.search(r"^def %s\(" % name, tests, re.M), "no %s in tests/integration/test_guide_commands.py" % name
+
+
+def test_the_new_pages_are_linked_from_the_guides_index_and_the_readme():
+    index, readme = _read(os.path.join(DOCS, "README.md")), _read(os.path.join(REPO, "README.md"))
+    for page in ("troubleshooting.md", "undo-takeover.md", "restore-snapshot.md", "stale-lock.md", "remove.md"):
+        assert "(%s)" % page in index, "docs/README.md does not link %s" % page
+        assert "(docs/%s" % page in readme, "README.md does not link docs/%s" % page
+
+
+def test_the_block_parser_and_the_comparison_catch_what_they_should():
+    guide_blocks = _guide_blocks()
+    text = ("intro\n<!-- lab: rc=2 -->\n```sh\nfalse\n```\n\nit prints:\n\n<!-- lab-output -->\n```text\n"
+            "PLAN\n  - cluster lock x: taken by maesh-ichor-20261201T233711Z-69fc4bf100fa for 45s\n...\n  - done\n```\n"
+            "```sh\nnot run\n```\n<!-- lab -->\n```console\n$ echo a \\\n    b\nout a\n```\n")
+    first, second = guide_blocks.blocks(text, "x.md")
+    assert (first.rc, first.script, first.expected[0]) == (2, "false\n", "PLAN")
+    assert (second.script, second.expected) == ("echo a \\\n    b\n", ["out a"])
+    printed = ("PLAN\nlocalhost:\n  - cluster lock x: taken by maesh-ichor-20261207T101911Z-8b0f3d2e55a1 for 45s\n"
+               "  - other\n  - done\n")
+    assert guide_blocks.unmatched(first.expected, printed) is None
+    # a quoted line the run does not print, or prints before the line quoted before it, is found
+    assert guide_blocks.unmatched(first.expected, printed.replace("done", "undone")) == "  - done"
+    assert guide_blocks.unmatched(["  - done", "PLAN"], printed) == "PLAN"
+    # ... within a line, JSON quotes, aligned columns, Node names
+    assert guide_blocks.unmatched(['        "cp-1 (10.5.0.11, Node talos-6a2-6c4): upgrade ...",', "a   b"],
+                                  '"cp-1 (10.5.0.11, Node cp-1): upgrade Talos"\na\tb\n') is None
+    assert guide_blocks.unmatched(["cp-1 (10.5.0.12): x"], "cp-1 (10.5.0.11): x\n") == "cp-1 (10.5.0.12): x"
+    with pytest.raises(ValueError):
+        guide_blocks.blocks("<!-- lab -->\nnot a fence\n", "x.md")
+    with pytest.raises(ValueError):
+        guide_blocks.blocks("<!-- lab: retries=2 -->\n```sh\ntrue\n```\n", "x.md")
