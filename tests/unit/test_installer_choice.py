@@ -69,8 +69,8 @@ def test_the_declared_image_is_read_from_either_config_form():
 def test_extensions_are_read_with_the_schematic_apart():
     items = [{"id": "0", "spec": {"image": "000.iscsi-tools.sqsh", "metadata": {"name": "iscsi-tools", "version": "v0.2.0"}}},
              {"id": "1", "spec": {"image": "001.qemu-guest-agent.sqsh", "metadata": {"name": "qemu-guest-agent"}}},
-             {"id": "2", "spec": {"image": "002.schematic.sqsh", "metadata": {"name": "schematic", "version": S2,
-                                                                            "author": "Image Factory"}}},
+             {"id": "2", "spec": {"image": "002.schematic.sqsh",
+                                  "metadata": {"name": "schematic", "version": S2, "author": "Image Factory"}}},
              {"id": "3", "spec": None}, "not a resource"]
     got = installer.installed([], items)
     assert got == installer.Installed("", ("iscsi-tools", "qemu-guest-agent"), S2)
@@ -166,7 +166,7 @@ def test_a_name_a_machine_reports_is_quoted_when_it_is_not_plain():
 
 def test_property_a_factory_machine_always_keeps_its_schematic_and_repository():
     rng = _rng()
-    for _ in range(CASES):
+    for _case in range(CASES):
         schematic = _schematic(rng)
         repo = _factory_repo(rng, schematic)
         machine = _installed(repo + _suffix(rng), _extensions(rng), schematic)
@@ -180,7 +180,7 @@ def test_property_a_factory_machine_always_keeps_its_schematic_and_repository():
 
 def test_property_a_machine_without_extensions_is_never_refused_and_goes_to_the_sets_version():
     rng = _rng()
-    for _ in range(CASES):
+    for _case in range(CASES):
         declared = rng.choice(["", release.installer_image(rng.choice(["v1.12.7", "v1.13.9"])),
                                _other_repo(rng) + _suffix(rng), "garbage ref", "ghcr.io/siderolabs/installer@" + D64])
         schematic = rng.choice(["", installer.DEFAULT_SCHEMATIC])
@@ -195,7 +195,7 @@ def test_property_a_machine_without_extensions_is_never_refused_and_goes_to_the_
 
 def test_property_extensions_with_no_known_carrier_are_always_refused_naming_each():
     rng = _rng()
-    for _ in range(CASES):
+    for _case in range(CASES):
         names = _extensions(rng, at_least=1)
         schematic = rng.choice(["", _schematic(rng)])
         declared = rng.choice(["", "no such reference", release.installer_image("v1.13.%d" % rng.randint(0, 9)),
@@ -211,7 +211,7 @@ def test_property_extensions_with_no_known_carrier_are_always_refused_naming_eac
 
 def test_property_a_named_image_always_wins_and_never_refuses():
     rng = _rng()
-    for _ in range(CASES):
+    for _case in range(CASES):
         named = rng.choice([_factory_repo(rng, _schematic(rng)), _other_repo(rng), release.INSTALLER]) + \
             ":" + release.TALOS
         machine = _installed(rng.choice(["", "bad ref", release.installer_image("v1.13.9")]), _extensions(rng),

@@ -97,6 +97,13 @@ def _progress(**field):
         progress=machine_lifecycle_pb2.LifecycleServiceInstallProgress(**field))
 
 
+def _extension_reply(index, name, version):
+    """One ExtensionStatus as Talos lists it: id "0", "1", ..., its spec's YAML (extensions.Layer)."""
+    spec = yaml.safe_dump({"image": "%03d.%s.sqsh" % (index, name), "metadata": {"name": name, "version": version}})
+    return cosi_state_pb2.ListResponse(resource=cosi_resource_pb2.Resource(
+        metadata={"type": res.EXTENSION_STATUSES.type, "id": str(index)}, spec={"yaml_spec": spec}))
+
+
 class World:
     """Machines, Nodes, the kube-system DaemonSets, the cluster record and every write, in the order sent."""
 
@@ -139,11 +146,7 @@ class World:
         if call == "Get":
             return self._resource(m, request)
         if call == "List" and request.type == res.EXTENSION_STATUSES.type:
-            return [cosi_state_pb2.ListResponse(resource=cosi_resource_pb2.Resource(
-                metadata={"type": request.type, "id": str(i)},
-                spec={"yaml_spec": yaml.safe_dump({"image": "%03d.%s.sqsh" % (i, name),
-                                                   "metadata": {"name": name, "version": version}})}))
-                for i, (name, version) in enumerate(m.extensions)]
+            return [_extension_reply(i, name, version) for i, (name, version) in enumerate(m.extensions)]
         if call == "List":
             return []
         if call == "EtcdMemberList":

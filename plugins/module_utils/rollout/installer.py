@@ -123,9 +123,10 @@ def _loses(machine):
     extensions and the Image Factory schematic (the default one, which customises nothing, is not a loss)."""
     schematic = machine.schematic if machine.schematic and machine.schematic != DEFAULT_SCHEMATIC else ""
     if machine.extensions:
-        return "the system extension%s %s%s" % ("s" if len(machine.extensions) > 1 else "",
-                                               ", ".join(_shown(n) for n in machine.extensions),
-                                               " (Image Factory schematic %s)" % _shown(schematic) if schematic else "")
+        plural = "s" if len(machine.extensions) > 1 else ""
+        names = ", ".join(_shown(n) for n in machine.extensions)
+        return "the system extension%s %s%s" % (plural, names,
+                                                " (Image Factory schematic %s)" % _shown(schematic) if schematic else "")
     return "Image Factory schematic %s" % _shown(schematic) if schematic else ""
 
 
