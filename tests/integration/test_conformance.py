@@ -175,8 +175,8 @@ def test_our_upgrade_requests_are_what_machinerys_client_sends(conformance_bin, 
     lab = talos_lab(controlplanes=1, workers=2, version="v1.13.9")
     conn = _Conn(lab)
     try:
-        params = dict(node=lab.address("worker-1"), hostname=None, role="worker", image=PINNED, wait=True,
-                      wait_timeout=30.0)
+        params = dict(node=lab.address("worker-1"), name="worker-1", hostname=None, role="worker", image=PINNED,
+                      wait=True, wait_timeout=30.0)
         result = talos_step.run(params, conn, False)
     finally:
         conn.close()
