@@ -493,6 +493,9 @@ def test_a_clean_cluster_has_nothing_to_report_and_each_condition_is_found_alone
         blind.stdout, blind.stdout[-3000:]
     bad, unused_found, unused_report = _status(ctx, "-e", "ichor_status_acknowledge=nonsense", reads=False)
     assert bad.returncode != 0 and "ichor_status_acknowledge is neither false nor a token" in bad.stdout
+    # a relative report path would land beside the collection's playbook: refused before anything is read
+    relative, unused_found, unused_report = _status(ctx, "-e", "ichor_status_report=status-here.md", reads=False)
+    assert relative.returncode != 0 and "ichor_status_report status-here.md is a relative path" in relative.stdout
     assert not (cluster_record.read(kube).get("status") or {}).get("acknowledged")
     # the value changed since the token was printed: refused, nothing recorded
     undo()

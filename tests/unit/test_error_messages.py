@@ -14,7 +14,7 @@ import yaml
 from ansible_collections.maesh.ichor.plugins.module_utils.common import redact
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import client as kc
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import kubeconfig
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import kubeconfig, lock
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
 from ansible_collections.maesh.ichor.plugins.module_utils.talos.proto import machine_pb2
@@ -58,6 +58,15 @@ def test_what_looks_like_key_material_goes_without_registration():
         secretbox, _token(), "ab" * 32)
     assert redact.redact_text(text) == ("secret <redacted> token <redacted> image ghcr.io/siderolabs/installer:v1.14.1 "
                                         "digest sha256:%s" % ("ab" * 32))
+
+
+def test_a_lock_holder_to_type_back_is_not_taken_for_key_material():
+    # the refusal asks the operator to type the holder's id back: a name=value pair is two words, not one base64 run
+    holder = lock.new_holder()
+    text = "break its lock with -e ichor_lock_break=%s" % holder
+    assert redact.redact_text(text) == text
+    padded = base64.b64encode(b"\x8f" * 32).decode()  # 32 random-looking bytes: 44 characters ending in '='
+    assert redact.redact_text("token=" + padded) == "token=<redacted>"
 
 
 def test_excerpt_is_one_line_and_cut():

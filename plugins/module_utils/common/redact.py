@@ -22,7 +22,9 @@ REDACTED = "<redacted>"
 # What looks like key material although no Secret announced it. Patterns, not compiled here: re compiles (and
 # caches) each on its first use, so a module that redacts nothing does not pay for compiling them.
 _PEM = r"(?s)-----BEGIN [A-Z0-9 ]+-----.*?(-----END [A-Z0-9 ]+-----|$)"
-_B64 = r"[A-Za-z0-9+/=_-]{40,}"
+# '=' is base64's padding, only at the end: ``name=value`` is two words (the lock's ``ichor_lock_break=<holder id>``
+# that a refusal asks the operator to type back stays readable)
+_B64 = r"[A-Za-z0-9+/_-]{40,}={0,2}"
 _TOKEN = r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b"  # Kubernetes bootstrap and trustd tokens
 
 # Shorter registered pieces would hide ordinary words.
