@@ -391,7 +391,8 @@ def test_the_guides_plan_command_prints_the_plan_without_the_plan_callback(
     inv = _inventory(lab, tmp_path)
     mark = kube_lab.audit_mark()
     no_callback = {"ANSIBLE_CALLBACKS_ENABLED": "ansible.builtin.default"}  # the default output alone
-    wanted = ["cp-1: cp-1 (%s): Talos v1.14.1, controlplane, running" % lab.address("cp-1"),
+    # the machine's line: the inventory's name, then the hostname Talos reports (its own, not the inventory's)
+    wanted = ["cp-1: %s (%s): Talos v1.14.1, controlplane, running" % (lab.machine("cp-1")["hostname"], lab.address("cp-1")),
               "mode: unmanaged (ichor_cni_unmanaged=true): the CNI is left exactly as it is; talosCNI default",
               "cp-1: zero drift at v1.14; held (released in phase 4 once its drift is zero after class A)",
               "phase 2 would write: the cluster record ichor-system/ichor-cluster (new;"]
@@ -422,7 +423,8 @@ def test_a_cluster_halfway_through_a_kubernetes_upgrade_is_refused_with_the_way_
     mark = kube_lab.audit_mark()
     refused = _refused(lab, reader, cni_unmanaged=True)
     assert refused.message.startswith("the cluster runs Kubernetes at 2 minors (kube-apiserver v1.36.3 on cp-1;")
-    assert "kubelet v1.35.4 on cp-1, worker-1)" in refused.message
+    # a kubelet is known by its Node: the name Talos gives it
+    assert "kubelet v1.35.4 on %s)" % ", ".join(sorted(lab.node_name(n) for n in ("cp-1", "worker-1"))) in refused.message
     assert refused.message.endswith("finish the upgrade (talosctl upgrade-k8s --to 1.36.3), then adopt")
     assert reader.writes(mark) == []
     _only_reads(lab)
@@ -619,7 +621,7 @@ def test_the_rollout_and_talos_machine_config_refuse_a_machine_adopt_holds(
                                                    "unmanaged": {"talosCNI": "default"}}}
     tasks = [
         ("release_check", {"machines": machines}),
-        ("talos_upgrade", {"node": machines[1]["node"], "hostname": "worker-1", "role": "worker"}),
+        ("talos_upgrade", {"node": machines[1]["node"], "name": "worker-1", "role": "worker"}),
         ("talos_machine_config", {"node": machines[1]["node"], "secrets": os.path.join(BASIC, "secrets.yaml"),
                                   "cluster": cluster, "machine": {"role": "worker", "install": {
                                       "disk": "/dev/sda", "image": "ghcr.io/siderolabs/installer:v1.14.1"}}}),

@@ -135,7 +135,7 @@ def test_nodes_of_a_lab_from_a_fixture_case(talos_kube_lab):
                          controlplanes=1, workers=1)
     owner = lab.agent.owner
     nodes = _wait(lambda: len(_nodes(lab.kube, owner)) == 2 and _nodes(lab.kube, owner), what="2 nodes")
-    assert sorted(nodes) == ["cp-1", "worker-1"]
+    assert sorted(nodes) == sorted(lab.node_name(n) for n in ("cp-1", "worker-1"))  # Talos's names, not the lab's
     for node in nodes.values():
         assert node.status.node_info.kubelet_version == "v1.35.4"
         assert node.status.node_info.os_image == "Talos (v1.13.9)"

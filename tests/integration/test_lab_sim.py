@@ -4,6 +4,7 @@ import asyncio
 import base64
 import io
 import os
+import re
 import ssl
 import tarfile
 import time
@@ -456,7 +457,7 @@ def test_lab_json_shape(talos_cluster):
     assert set(data["cluster"]) == {"name", "id"}
     keys = {"name", "address", "role", "mode", "version", "uuid", "hostname", "stage", "node_id",
             "cluster_name", "cluster_id", "etcd_member_id", "up", "disks", "volumes",
-            "machine_config", "cni_files"}
+            "machine_config", "cni_files", "extensions"}
     for m in data["machines"]:
         assert set(m) == keys
     cps = [m for m in data["machines"] if m["role"] == "controlplane"]
@@ -554,9 +555,10 @@ def _check_case_lab(lab, case, version, cluster_name):
             assert f.error is None, f.error
             f = f.message
             assert f["version"] == version and f["role"] == m["role"]
-            assert f["hostname"] == m["name"]  # no hostname in the case config: the lab name
+            # no hostname in the case config: Talos's default (talos-xxx-yyy), not the lab's name for the machine
+            assert f["hostname"] == m["hostname"] and re.fullmatch(r"talos-[0-9a-f]{3}-[0-9a-f]{3}", f["hostname"])
             assert f["cluster"] == {"name": cluster_name, "id": state["cluster"]["id"]}
-            assert sorted(x["hostname"] for x in f["members"]) == sorted(x["name"] for x in configured)
+            assert sorted(x["hostname"] for x in f["members"]) == sorted(x["hostname"] for x in configured)
             spec = client.run(machine.get_resource(client, res.MACHINE_CONFIG, m["address"]))["spec"]
             assert spec == text.decode()
             raw = client.call("Get", tc.resource_request(res.MACHINE_CONFIG.type, res.MACHINE_CONFIG.namespace,
@@ -566,7 +568,7 @@ def _check_case_lab(lab, case, version, cluster_name):
         cp = [m for m in configured if m["role"] == "controlplane"][0]
         members = client.first(client.call("EtcdMemberList", node=cp["address"])).members
     cps = [m for m in configured if m["role"] == "controlplane"]
-    assert sorted(x.hostname for x in members) == sorted(m["name"] for m in cps)
+    assert sorted(x.hostname for x in members) == sorted(m["hostname"] for m in cps)
     assert {x.id for x in members} == {m["etcd_member_id"] for m in cps}
     return state
 
@@ -599,7 +601,8 @@ def test_lab_from_a_v114_case(talos_lab):
     assert reply.messages[0].mode == mp.ApplyConfigurationRequest.NO_REBOOT
     after = lab.machine("worker-1")
     assert after["machine_config"].encode() == data
-    assert after["cluster_id"] == state["cluster"]["id"] and after["hostname"] == "worker-1"
+    # a config that sets no hostname keeps Talos's default one
+    assert after["cluster_id"] == state["cluster"]["id"] and after["hostname"] == worker["hostname"]
 
 
 def test_config_facts_read_typed_documents():
