@@ -315,7 +315,9 @@ def _never_installed(kube_lab):
     other tests of the session applied go, as docs/remove.md removes them)."""
     label = "ichor.maesh.dev/installed-by=ichor-installer"
     kube_lab.kubectl("delete", "clusterrolebinding,clusterrole", "-l", label, "--ignore-not-found")
-    kube_lab.kubectl("delete", "rolebinding,role", "-n", "kube-system", "-l", label, "--ignore-not-found")
+    # in every namespace: other tests on this API server leave some on purpose (test_installer keeps a labelled
+    # ServiceAccount outside its namespace), and remove.md's check lists them all
+    kube_lab.kubectl("delete", "rolebinding,role,serviceaccount", "--all-namespaces", "-l", label, "--ignore-not-found")
     kube_lab.kubectl("delete", "namespace", "ichor-system", "cilium-secrets", "--ignore-not-found", "--timeout=120s")
 
 
