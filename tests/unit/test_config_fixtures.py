@@ -36,6 +36,13 @@ EXTRA_CASES = sorted([
     "images-air-gapped", "images-digest", "k8s-upgrade-halfway", "luks-legacy", "luks-volume", "mirrors-mixed", "network-content", "secrets-legacy",
     "secrets-typed", "worker-label-empty",
 ])
+# Cases of the typed spec fields (case.json "cluster_fields", "machine_fields"): static networking, bonds,
+# VLANs, VIPs, time servers, node labels and taints, kubelet and component arguments, audit and admission:
+# tests/configgen/src/cases_fields.go.
+FIELD_CASES = sorted([
+    "audit-admission", "components-args", "kubelet-extra", "net-bond-vlan", "net-static", "node-labels-taints",
+    "vip", "vlan-vip",
+])
 
 # Typed documents machinery v1.14.1 emits at contract v1.14 for every case (besides the v1alpha1 one).
 TYPED_ALWAYS_BOTH = {
@@ -80,6 +87,7 @@ CASE_DIRS = _case_dirs(CASES)
 IDS = [d[0] for d in CASE_DIRS]
 EXTRA_DIRS = _case_dirs(EXTRA_CASES)
 ALL_DIRS = CASE_DIRS + EXTRA_DIRS
+FIELD_DIRS = _case_dirs(FIELD_CASES)
 
 
 class Fixture:
@@ -134,7 +142,7 @@ def _pem(b64):
 def test_fixture_tree_is_complete():
     found = sorted(os.path.relpath(os.path.dirname(p), CONFIGS)
                    for p in glob.glob(os.path.join(CONFIGS, "**", "case.json"), recursive=True))
-    assert found == sorted(d[0] for d in ALL_DIRS)
+    assert found == sorted(d[0] for d in ALL_DIRS + FIELD_DIRS)
     for rel in found:
         for name in ("secrets.yaml", "controlplane.conf", "worker.conf", "case.json"):
             assert os.path.isfile(os.path.join(CONFIGS, rel, name)), "%s/%s missing" % (rel, name)

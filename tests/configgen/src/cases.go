@@ -27,6 +27,11 @@ type Case struct {
 	ServiceSubnets    []string         `json:"service_subnets"`
 	DNSDomain         string           `json:"dns_domain"`
 
+	// ClusterFields and MachineFields are the typed spec fields of the cases in cases_fields.go, in the Python
+	// spec's shape, with the values the generated configs hold; absent from every other case.
+	ClusterFields *ClusterFields       `json:"cluster_fields,omitempty"`
+	MachineFields *MachineFieldsByRole `json:"machine_fields,omitempty"`
+
 	// Filled in by the generator.
 	Contract         string        `json:"contract"`
 	TalosVersion     string        `json:"talos_version"`
@@ -247,6 +252,7 @@ func caseMatrix() []Case {
 	})
 
 	cases = append(cases, extraCases()...)
+	cases = append(cases, fieldCases()...)
 
 	return cases
 }

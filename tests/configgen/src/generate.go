@@ -130,6 +130,12 @@ func generateCase(c Case, contract string, vc *config.VersionContract, dir strin
 		return err
 	}
 
+	if c.MachineFields != nil {
+		if err = checkFieldValues(&c, configBundle, typedContract(vc)); err != nil {
+			return fmt.Errorf("field values: %w", err)
+		}
+	}
+
 	if err = writeConfigs(dir, secretsBundle, configBundle, encoder.CommentsAll); err != nil {
 		return err
 	}
