@@ -1,7 +1,7 @@
 """The cluster and machine spec of a machinery config case (tests/fixtures/configs/*/case.json): the options
 ``talosctl gen config`` was given, read as the spec the config engine renders from (only tests need it)."""
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import spec
+from ansible_collections.maesh.ichor.plugins.module_utils.config import render, spec
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import KUBEPRISM_PORT
 
 
@@ -45,5 +45,34 @@ def spec_of_case(case):
         "kernelModules": list(case.get("kernel_modules") or []),
         "inlineManifests": manifests,
     }
+    cluster_spec.update(case.get("cluster_fields") or {})
     machine_spec = {"install": {"disk": case.get("install_disk"), "image": case.get("install_image"), "wipe": bool(case.get("install_wipe"))}}
+    if case.get("machine_fields"):
+        machine_spec[ROLES_KEY] = dict((role, _beyond_role(role, case["contract"], fields))
+                                       for role, fields in case["machine_fields"].items())
     return cluster_spec, machine_spec
+
+
+# Where spec_of_case keeps a case's per-role machine fields (tests/configgen/src/cases_fields.go): for_role() applies
+# them; the config engine refuses the key, so a spec used without for_role() fails loudly.
+ROLES_KEY = "_roles"
+
+
+def for_role(machine_spec, role):
+    """The machine spec of ``role``: the case's install, the role's own fields (network, labels, ...) and the role."""
+    out = dict((key, value) for key, value in machine_spec.items() if key != ROLES_KEY)
+    out.update((machine_spec.get(ROLES_KEY) or {}).get(role) or {})
+    out["role"] = role
+    return out
+
+
+def _beyond_role(role, contract, fields):
+    """case.json's node labels and taints are the config's, with those the generator gives the role: the spec states
+    what a machine carries beyond them."""
+    form = "typed" if contract == "v1.14" else "legacy"
+    fields = dict(fields)
+    for key, defaults in (("nodeLabels", render.DEFAULT_LABELS), ("nodeTaints", render.DEFAULT_TAINTS)):
+        if key in fields:
+            own = defaults[form][role]
+            fields[key] = dict((name, value) for name, value in fields[key].items() if own.get(name) != value)
+    return fields

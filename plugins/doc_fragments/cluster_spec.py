@@ -126,4 +126,47 @@ options:
             required: true
       discovery:
         description: Accepted and ignored; the renderer writes discovery settings itself.
-        type: raw"""
+        type: raw
+      apiServer:
+        description: kube-apiserver's settings (control planes).
+        type: dict
+        suboptions:
+          extraArgs:
+            description:
+              - Extra command-line arguments, one string value per flag. At contract v1.14 Talos refuses the
+                authentication and authorization flags (C(oidc-*), C(anonymous-auth), C(authorization-*)).
+            type: dict
+      controllerManager:
+        description: kube-controller-manager's settings (control planes).
+        type: dict
+        suboptions:
+          extraArgs:
+            description: Extra command-line arguments, one string value per flag.
+            type: dict
+      scheduler:
+        description: kube-scheduler's settings (control planes).
+        type: dict
+        suboptions:
+          extraArgs:
+            description: Extra command-line arguments, one string value per flag.
+            type: dict
+      auditPolicy:
+        description:
+          - The API server's audit policy (an C(audit.k8s.io/v1) C(Policy)); unset, Talos's default (C(Metadata) for
+            everything); C({}) for none.
+        type: dict
+      admissionControl:
+        description:
+          - The API server's admission plugin configurations; unset, Talos's default (C(PodSecurity), enforcing
+            C(baseline)); C([]) for none.
+        type: list
+        elements: dict
+        suboptions:
+          name:
+            description: The admission plugin (for example C(PodSecurity)).
+            type: str
+            required: true
+          configuration:
+            description: Its configuration (for C(PodSecurity) a C(PodSecurityConfiguration)).
+            type: dict
+            required: true"""

@@ -28,7 +28,11 @@ options:
     description:
       - Also each machine's identity and spec from its host variables, as M(maesh.ichor.init_plan) takes them -
         C(uuid) (C(ichor_uuid), the UUID it must answer with), C(hostname) (C(ichor_hostname)) and C(install)
-        (C(ichor_install_disk), C(ichor_install_image), C(ichor_install_wipe)); each only when set.
+        (C(ichor_install_disk), C(ichor_install_image), C(ichor_install_wipe)), C(network) (C(ichor_network):
+        C(interfaces) with addresses, routes, mtu, a Layer 2 C(vip), a C(bond) and C(vlans); C(nameservers)),
+        C(timeServers) (C(ichor_time_servers)), C(nodeLabels) (C(ichor_node_labels)), C(nodeTaints)
+        (C(ichor_node_taints)) and C(kubelet) (C(ichor_kubelet): C(extraArgs), C(extraMounts), C(nodeIPSubnets));
+        each only when set.
     type: bool
     default: false
 """
@@ -69,10 +73,29 @@ _value:
     install:
       description: With O(details), C(disk), C(image) and C(wipe) from C(ichor_install_*) when any is set.
       type: dict
+    network:
+      description: With O(details), C(ichor_network) when set.
+      type: dict
+    timeServers:
+      description: With O(details), C(ichor_time_servers) when set.
+      type: list
+      elements: str
+    nodeLabels:
+      description: With O(details), C(ichor_node_labels) when set.
+      type: dict
+    nodeTaints:
+      description: With O(details), C(ichor_node_taints) when set.
+      type: dict
+    kubelet:
+      description: With O(details), C(ichor_kubelet) when set.
+      type: dict
 """
 
 
 INSTALL = (("disk", "ichor_install_disk"), ("image", "ichor_install_image"), ("wipe", "ichor_install_wipe"))
+# machine spec field -> the host variable that states it (the config engine judges the values)
+SPEC_VARS = (("network", "ichor_network"), ("timeServers", "ichor_time_servers"), ("nodeLabels", "ichor_node_labels"),
+             ("nodeTaints", "ichor_node_taints"), ("kubelet", "ichor_kubelet"))
 
 
 def machines(groups, hostvars, details=False):
@@ -89,6 +112,9 @@ def machines(groups, hostvars, details=False):
                 install = dict((key, hv[var]) for key, var in INSTALL if hv.get(var) not in (None, ""))
                 if install:
                     entry["install"] = install
+                for key, var in SPEC_VARS:
+                    if hv.get(var) not in (None, "", [], {}):
+                        entry[key] = hv[var]
             out.append(entry)
     return out
 

@@ -34,6 +34,7 @@ extends_documentation_fragment:
   - maesh.ichor.talos
   - maesh.ichor.kubernetes
   - maesh.ichor.cluster_spec
+  - maesh.ichor.machine_spec.init_machines
 attributes:
   check_mode:
     support: full
@@ -53,39 +54,6 @@ options:
     type: list
     elements: dict
     required: true
-    suboptions:
-      name:
-        description: The inventory name.
-        type: str
-        required: true
-      node:
-        description: Its address.
-        type: str
-        required: true
-      role:
-        description: Its role.
-        type: str
-        required: true
-        choices: [controlplane, worker]
-      uuid:
-        description: The UUID it must answer with (optional).
-        type: str
-      hostname:
-        description: Its hostname in the config.
-        type: str
-      install:
-        description: Its install disk, image and wipe.
-        type: dict
-        suboptions:
-          disk:
-            description: The install disk.
-            type: str
-          image:
-            description: The installer image (default the release set's).
-            type: str
-          wipe:
-            description: Wipe the disk first.
-            type: bool
   secrets:
     description:
       - The secrets bundle file. When it exists it is the bundle used (validated for the set's contract); else init

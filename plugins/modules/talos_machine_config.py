@@ -46,6 +46,7 @@ extends_documentation_fragment:
   - maesh.ichor.talos
   - maesh.ichor.kubernetes
   - maesh.ichor.cluster_spec
+  - maesh.ichor.machine_spec
 attributes:
   check_mode:
     support: full
@@ -78,26 +79,6 @@ options:
       - The machine spec.
     type: dict
     required: true
-    suboptions:
-      role:
-        description: V(controlplane) or V(worker) (required).
-        type: str
-      hostname:
-        description: The hostname; unset, Talos picks a stable one (C(HostnameConfig) C(auto=stable)).
-        type: str
-      install:
-        description: Where and what Talos installs.
-        type: dict
-        suboptions:
-          disk:
-            description: The install disk (default C(/dev/sda)).
-            type: str
-          image:
-            description: The installer image (default C(ghcr.io/siderolabs/installer) at O(cluster.talosVersion)).
-            type: str
-          wipe:
-            description: Whether to wipe the disk (default false).
-            type: bool
   maintenance:
     description:
       - The machine is in maintenance mode (no config yet); it is reached without the talosconfig's client

@@ -84,7 +84,7 @@ def renders(tmp_path_factory):
         for role in ROLES:
             path = str(out / ("%s_%s.yaml" % (name, role)))
             with open(path, "w") as handle:
-                handle.write(render.render_text(bundle, cluster_spec, dict(machine_spec, role=role)))
+                handle.write(render.render_text(bundle, cluster_spec, config_cases.for_role(machine_spec, role)))
             items.append((os.path.join(case_dir, role + ".conf"), path, _binary_for(case_dir), case["contract"]))
     # A freshly generated bundle, every contract, with a hostname and a managed Cilium spec.
     bundle = secrets.generate()

@@ -201,7 +201,7 @@ def test_fresh_bundle_variants_recover_render_zero_drift(binaries, tmp_path, ver
             fixture = os.path.join(variant_dir, role + ".conf")
             with open(fixture) as handle:
                 live = documents.parse(handle.read())
-            rendered = render.render(bundle, cluster_spec, dict(machine_spec, role=role))
+            rendered = render.render(bundle, cluster_spec, config_cases.for_role(machine_spec, role))
             found = drift.drift(rendered, live, cluster_spec)
             assert found.zero, (variant["name"], role, [diff.path for diff in found.differences])
             path = str(tmp_path / ("%s-%s.yaml" % (variant["name"], role)))

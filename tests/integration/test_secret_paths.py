@@ -112,7 +112,7 @@ def test_no_redacted_value_is_ever_shown(binaries):
         bundle = secrets.load(os.path.join(config.case_dir, "secrets.yaml"))
         cluster_spec, machine_spec = config_cases.spec_of_case(config.case)
         other = dict(cluster_spec, registries=[], certSANs=[], sysctls={}, kernelModules=[], inlineManifests=[])
-        result = drift.drift(render.render(bundle, other, dict(machine_spec, role=config.role)), docs, other)
+        result = drift.drift(render.render(bundle, other, config_cases.for_role(machine_spec, config.role)), docs, other)
         shown += json.dumps(result.to_dict()) + "\n".join(result.lines())
         leaks.extend("%r: %s" % (config, value[:6]) for value in secret_values if value in shown)
     assert not leaks, leaks[:20]

@@ -72,7 +72,7 @@ def test_recover_render_zero_drift(variant_dir):
     with open(os.path.join(variant_dir, "secrets.yaml")) as handle:  # machinery's file: the same keys, the same order
         assert list(secrets.yamlio.load_one(handle.read())["secrets"]) == list(bundle.to_object()["secrets"])
     for role in ROLES:
-        rendered = render.render(bundle, cluster_spec, dict(machine_spec, role=role))
+        rendered = render.render(bundle, cluster_spec, config_cases.for_role(machine_spec, role))
         found = drift.drift(rendered, live[role], cluster_spec)
         assert found.zero, [diff.path for diff in found.differences]
 
@@ -93,7 +93,7 @@ def test_moving_to_v1_14_keeps_every_key(variant_dir):
     if legacy.get("secretboxEncryptionSecret"):
         expected.append({"secretbox": {"keys": [{"name": "key2", "secret": legacy["secretboxEncryptionSecret"]}]}})
     expected.append({"aescbc": {"keys": [{"name": "key1", "secret": legacy["aescbcEncryptionSecret"]}]}})
-    docs = render.render(bundle, dict(cluster_spec, versionContract="v1.14"), dict(machine_spec, role="controlplane"))
+    docs = render.render(bundle, dict(cluster_spec, versionContract="v1.14"), config_cases.for_role(machine_spec, "controlplane"))
     assert _encryption_providers(docs) == expected
     assert secrets.from_config(docs) == bundle
 
@@ -117,7 +117,7 @@ def test_machinery_v1_14_generator_form_is_never_rendered_over(variant_dir):
         return
     bundle = secrets.from_config(docs)
     assert not bundle.aescbc_secret.reveal()
-    found = drift.drift(render.render(bundle, cluster_spec, dict(machine_spec, role="controlplane")), docs, cluster_spec)
+    found = drift.drift(render.render(bundle, cluster_spec, config_cases.for_role(machine_spec, "controlplane")), docs, cluster_spec)
     assert found.blocked and found.patch() is None
     assert all(diff.cls == "C" and diff.path.startswith("KubeEtcdEncryptionConfig:") for diff in found.differences)
     assert set(diff.hint for diff in found.differences) <= {drift.HINT_SECRETS, drift.HINT_ENCRYPTION}
@@ -132,7 +132,7 @@ def test_drift_never_moves_aescbc_to_secretbox(contract):
     del obj["secrets"]["aescbcencryptionsecret"]
     obj["secrets"]["secretboxencryptionsecret"] = secrets.generate().secretbox_secret.reveal()
     swapped = secrets.validate(secrets.from_object(obj))
-    found = drift.drift(render.render(swapped, cluster_spec, dict(machine_spec, role="controlplane")), live["controlplane"],
+    found = drift.drift(render.render(swapped, cluster_spec, config_cases.for_role(machine_spec, "controlplane")), live["controlplane"],
                         cluster_spec)
     assert found.differences and found.blocked and found.patch() is None
     assert set(diff.cls for diff in found.differences) == {"C"}
@@ -188,9 +188,9 @@ def test_property_mixed_optional_secrets_seeded():
         unused_variant, unused_reference, unused_live, cluster_spec, machine_spec = rand.choice(pool)
         contract = rand.choice(["v1.12", "v1.13", "v1.14"])
         cluster_spec = dict(cluster_spec, versionContract=contract)
-        docs = render.render(bundle, cluster_spec, dict(machine_spec, role="controlplane"))
+        docs = render.render(bundle, cluster_spec, config_cases.for_role(machine_spec, "controlplane"))
         again = secrets.from_config(docs)
         assert again == bundle, (contract, keep)
         for role in ROLES:
-            first = render.render(bundle, cluster_spec, dict(machine_spec, role=role))
-            assert drift.drift(render.render(again, cluster_spec, dict(machine_spec, role=role)), first, cluster_spec).zero
+            first = render.render(bundle, cluster_spec, config_cases.for_role(machine_spec, role))
+            assert drift.drift(render.render(again, cluster_spec, config_cases.for_role(machine_spec, role)), first, cluster_spec).zero

@@ -280,7 +280,16 @@ RULES = [
     ("registries/docker.io:weight", 1, None, False, {}, ("C", drift.HINT_MIRROR_MIXED)),
     ("v1alpha1:machine.install.extraKernelArgs", ["a"], None, False, {}, ("C", drift.HINT_INSTALL)),
     ("UnattendedInstallConfig:provisioning.grubUseUKICmdline", True, None, False, {}, ("C", drift.HINT_INSTALL)),
-    ("v1alpha1:machine.kubelet.extraArgs.foo", "a", None, False, {}, ("C", drift.HINT_OTHER)),
+    ("v1alpha1:machine.kubelet.extraArgs.foo", "a", None, False, {}, ("A", "the machine's kubelet.extraArgs")),
+    ("KubeletConfig:extraArgs.foo", None, ["a", "b"], False, {}, ("C", drift.HINT_ARGS_LIST)),
+    ("KubeNodeConfig:labels.node-role.kubernetes.io/control-plane", "", None, False, {}, ("C", drift.HINT_ROLE_LABEL)),
+    ("KubeNodeConfig:labels.example.com/tier", "", None, False, {}, ("A", "the machine's nodeLabels")),
+    ("v1alpha1:machine.network.interfaces[0].dhcp", None, True, False, {}, ("C", drift.HINT_NETWORK)),
+    ("DHCPv4Config/eth0:", None, "present", False, {}, ("C", drift.HINT_NETWORK)),
+    ("LinkConfig/eth0:addresses[0].routePriority", None, 5, False, {}, ("C", drift.HINT_NETWORK)),
+    ("BondConfig/bond0:bondMode", "802.3ad", "active-backup", False, {}, ("A", "the machine's network and timeServers")),
+    ("v1alpha1:cluster.apiServer.extraArgs.oidc-issuer-url", "x", None, False, {"unmapped": ("apiServer",)},
+     ("C", drift.HINT_DISAGREE % "spec.apiServer")),
 ]
 
 

@@ -250,7 +250,7 @@ def engine(config, live_text, scenario):
         cluster = {config.role: live, config.other_role: other}
         if scenario == "declared":
             cluster_spec, machine_spec = config_cases.spec_of_case(config.case)
-            machine_spec = dict(machine_spec, role=config.role)
+            machine_spec = config_cases.for_role(machine_spec, config.role)
             contract = config.case["contract"]
             unmapped = ()
         else:

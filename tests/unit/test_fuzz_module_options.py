@@ -28,7 +28,15 @@ FREE_FORM = {
     "cluster.sysctls": "sysctl names are the keys (config.spec checks them)",
     "update": "cluster_record's: the record's keys (k8s.cluster_record and release check the known ones)",
     "cilium_values": "Helm values: the chart's keys",
+    "cluster.apiServer.extraArgs": "flags are the keys (config.spec checks the values are strings)",
+    "cluster.controllerManager.extraArgs": "flags are the keys",
+    "cluster.scheduler.extraArgs": "flags are the keys",
+    "cluster.auditPolicy": "an audit.k8s.io/v1 Policy, Kubernetes' own schema (the API server judges it)",
+    "cluster.admissionControl.configuration": "an admission plugin's configuration, the plugin's own schema",
 }
+# A machine's labels, taints and kubelet flags are the user's keys too, in every module that takes a machine spec.
+FREE_FORM.update(("%s.%s" % (option, field), "label, taint and flag names are the keys (config.spec checks the values)")
+                 for option in ("machine", "machines") for field in ("nodeLabels", "nodeTaints", "kubelet.extraArgs"))
 
 
 def module_arguments(name):

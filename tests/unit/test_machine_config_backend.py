@@ -162,7 +162,7 @@ class Conn:
 def params(cluster=None, role="worker", **extra):
     cluster_spec, machine_spec = _case()
     out = dict(node=NODE, secrets=os.path.join(BASIC, "secrets.yaml"), cluster=cluster or cluster_spec,
-               machine=dict(machine_spec, role=role), maintenance=False, accept_class_b=False, allow_reboot=True,
+               machine=config_cases.for_role(machine_spec, role), maintenance=False, accept_class_b=False, allow_reboot=True,
                wait=True, wait_timeout=30.0)
     out.update(extra)
     return out
@@ -204,7 +204,7 @@ def test_zero_drift_with_the_contract_probed():
 
 def _class_c_machine():
     docs = documents.parse(_read(BASIC, "worker.conf"))
-    documents.find(docs, documents.LEGACY).body["machine"].setdefault("kubelet", {})["extraArgs"] = {"feature-gates": "X=true"}
+    documents.find(docs, documents.LEGACY).body["machine"].setdefault("kubelet", {})["registerWithFQDN"] = True
     return Machine(config=documents.emit(docs))
 
 
@@ -509,7 +509,7 @@ def test_a_contract_tie_is_reported_with_the_rule_used():
     cluster_spec, machine_spec = config_cases.spec_of_case(json.loads(_read(case, "case.json")))
     cluster_spec = dict(cluster_spec)
     cluster_spec.pop("versionContract", None)
-    p = params(cluster_spec, secrets=os.path.join(case, "secrets.yaml"), machine=dict(machine_spec, role="worker"))
+    p = params(cluster_spec, secrets=os.path.join(case, "secrets.yaml"), machine=config_cases.for_role(machine_spec, "worker"))
     with pytest.raises(ConfigError) as exc:  # the interfaces are class C: blocked, the tie reported all the same
         run(p, Conn(Machine(config=_read(case, "worker.conf"), version="v1.13.9")), check_mode=True)
     assert ("%s: contract tie: its config reads as v1.13 and v1.12 alike; took v1.13, the highest (set "

@@ -40,7 +40,7 @@ def test_credentials_in_lists_maps_and_text_of_a_live_config_are_masked_in_the_r
     live = documents.parse(yaml.safe_dump_all(docs))
     bundle = secrets.load(os.path.join(CASE, "secrets.yaml"))
     cluster_spec, machine_spec = config_cases.spec_of_case(case)
-    machine_spec = dict(machine_spec, role="controlplane")
+    machine_spec = config_cases.for_role(machine_spec, "controlplane")
     rendered = render.render(bundle, cluster_spec, machine_spec, case["contract"])
     found = drift.drift(rendered, live, dict(cluster_spec, versionContract=case["contract"]), case["contract"])
     report = [d.to_dict() for d in found.differences]

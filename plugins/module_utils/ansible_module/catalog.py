@@ -30,6 +30,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.init import plan as in
 from ansible_collections.maesh.ichor.plugins.module_utils.init import write as init_write
 from ansible_collections.maesh.ichor.plugins.module_utils.installer import stages
 from ansible_collections.maesh.ichor.plugins.module_utils.machine import bootstrap, cluster_read, etcd_snapshot
+from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as config_spec
 from ansible_collections.maesh.ichor.plugins.module_utils.machine import kubeconfig, machine_config
 from ansible_collections.maesh.ichor.plugins.module_utils.machine import secrets as bundle_file
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim import flow as reclaim_flow
@@ -72,9 +73,7 @@ def _machine_config_options():
         dict(node=dict(type="str", required=True),
              secrets=dict(type="path", required=True),
              cluster=specs.cluster(required=True),
-             machine=dict(type="dict", required=True, options=dict(
-                 role=dict(type="str"), hostname=dict(type="str"), install=dict(type="dict", options=dict(
-                     disk=dict(type="str"), image=dict(type="str"), wipe=dict(type="bool"))))),
+             machine=dict(type="dict", required=True, options=dict(role=dict(type="str"), **config_spec.machine_options())),
              maintenance=dict(type="bool", default=False),
              uuid=dict(type="str"),
              accept_class_b=dict(type="bool", default=False),

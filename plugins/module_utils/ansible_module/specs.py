@@ -204,4 +204,12 @@ def cluster(required=False):
         inlineManifests=dict(type="list", elements="dict", options=dict(
             name=dict(type="str", required=True), contents=dict(type="str", required=True))),
         discovery=dict(type="raw"),
+        apiServer=component_args(), controllerManager=component_args(), scheduler=component_args(),
+        auditPolicy=dict(type="dict"), admissionControl=dict(type="list", elements="dict", options=dict(
+            name=dict(type="str", required=True), configuration=dict(type="dict", required=True))),
     ))
+
+
+def component_args():
+    return dict(type="dict", options=dict(extraArgs=dict(type="dict")))
+

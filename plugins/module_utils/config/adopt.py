@@ -22,7 +22,7 @@ __metaclass__ = type
 import json
 import re
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, images
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, images, network, render
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import KUBEPRISM_PORT
@@ -31,10 +31,13 @@ _DEV_PATH = re.compile(r'^\s*disk\.dev_path\s*==\s*"([^"]+)"\s*$')
 
 # Cluster spec fields as the drift names them (drift.HINT_DISAGREE), in the order they are compared.
 FIELDS = ("name", "endpoint", "kubernetesVersion", "network", "cni", "kubeProxy", "kubePrism", "registries",
-          "certSANs", "sysctls", "kernelModules", "inlineManifests")
+          "certSANs", "sysctls", "kernelModules", "inlineManifests", "apiServer", "controllerManager", "scheduler",
+          "auditPolicy", "admissionControl")
 # What a worker's config does not carry: at contract v1.14 the CNI and kube-proxy documents are the
-# control planes' only; inline manifests are the control planes' at every contract.
-_CONTROLPLANE_ONLY = {"typed": ("cni", "kubeProxy", "inlineManifests"), "legacy": ("inlineManifests",)}
+# control planes' only; inline manifests and the control-plane components' settings are the control planes' at every
+# contract.
+_COMPONENTS = ("inlineManifests", "apiServer", "controllerManager", "scheduler", "auditPolicy", "admissionControl")
+_CONTROLPLANE_ONLY = {"typed": ("cni", "kubeProxy") + _COMPONENTS, "legacy": _COMPONENTS}
 
 
 # Lists the machines may disagree on: then nothing is mapped (their paths are class C on every machine), rather than
@@ -75,6 +78,90 @@ def _mirrors(docs, legacy):
         out[doc.name] = {"host": doc.name, "endpoints": [item.get("url") for item in items],
                          "overridePath": overrides == {True}, "skipFallback": bool(doc.body.get("skipFallback"))}
     return [out[host] for host in sorted(out)]
+
+
+def _strings(mapping):
+    """The entries of a {str: str} map (labels, taints, arguments) whose value is a string: others have no field."""
+    return dict((str(key), value) for key, value in _map(mapping).items() if isinstance(value, str))
+
+
+def _beyond(stated, defaults):
+    """What a machine states beyond the labels or taints its role has by default (spec.nodeLabels, spec.nodeTaints)."""
+    return dict((key, value) for key, value in stated.items() if defaults.get(key) != value)
+
+
+def _mounts(items):
+    out = []
+    for item in _seq(items):
+        try:
+            out.append(specs.mount(item, "kubelet.extraMounts"))
+        except ConfigError:
+            continue  # not a form the spec states: the drift shows it
+    return out
+
+
+def _machine_fields(docs, legacy, role, typed_k8s):
+    """network, timeServers, nodeLabels, nodeTaints and kubelet of one live config."""
+    get = documents.get_path
+    form = "typed" if typed_k8s else "legacy"
+    defaults = {"role": role if role in ("controlplane", "worker") else "worker", "nodeLabels": {}, "nodeTaints": {}}
+    machine_network, time_servers = network.read(docs, legacy, role == "controlplane")
+    if typed_k8s:
+        node = _map(_typed(docs, "KubeNodeConfig"))
+        labels, taints, subnets = node.get("labels"), node.get("taints"), get(node, "nodeIP.validSubnets")
+        kubelet_args = _map(_typed(docs, "KubeletConfig")).get("extraArgs")
+    else:
+        labels, taints = get(legacy, "machine.nodeLabels"), get(legacy, "machine.nodeTaints")
+        subnets, kubelet_args = get(legacy, "machine.kubelet.nodeIP.validSubnets"), get(legacy, "machine.kubelet.extraArgs")
+    return {
+        "network": machine_network, "timeServers": time_servers,
+        "nodeLabels": _beyond(_strings(labels), render.node_labels(defaults, form)),
+        "nodeTaints": _beyond(_strings(taints), render.node_taints(defaults, form)),
+        "kubelet": {"extraArgs": _strings(kubelet_args), "extraMounts": _mounts(get(legacy, "machine.kubelet.extraMounts")),
+                    "nodeIPSubnets": [item for item in _seq(subnets) if isinstance(item, str)]},
+    }
+
+
+def _components(docs, legacy, typed_k8s):
+    """apiServer, controllerManager, scheduler (extra arguments), auditPolicy and admissionControl of one live config:
+    None where it states Talos's default."""
+    get = documents.get_path
+    if typed_k8s:
+        stated = dict((field, _typed(docs, kind)) for field, kind in (
+            ("apiServer", "KubeAPIServerConfig"), ("controllerManager", "KubeControllerManagerConfig"), ("scheduler", "KubeSchedulerConfig")))
+        policy = _map(_typed(docs, "KubeAuditPolicyConfig")).get("configuration")
+        admission = [{"name": doc.name, "configuration": doc.body.get("configuration")}
+                     for doc in documents.find_all(docs, "KubeAdmissionControlConfig") if doc.name]
+    else:
+        stated = dict((field, get(legacy, "cluster.%s" % field)) for field in ("apiServer", "controllerManager", "scheduler"))
+        policy = get(legacy, "cluster.apiServer.auditPolicy")
+        admission = [dict(item) for item in _seq(get(legacy, "cluster.apiServer.admissionControl")) if isinstance(item, dict)]
+    out = dict((field, {"extraArgs": _strings(_map(body).get("extraArgs"))}) for field, body in stated.items())
+    policy = _map(policy)
+    out["auditPolicy"] = None if policy == render.audit_policy() else policy
+    default = [{"name": "PodSecurity", "configuration": render.pod_security()}]
+    out["admissionControl"] = None if admission == default else admission
+    for field in ("auditPolicy", "admissionControl"):
+        if not _plain(out[field]):
+            out[field] = UNREADABLE  # keys that are not strings: no spec holds it, its paths are class C
+    return out
+
+
+# What a field reads as when the config states it in a form the spec cannot hold; read() leaves it unmapped.
+UNREADABLE = "(not readable into the spec)"
+
+
+def _readable(value):
+    return None if value == UNREADABLE else value
+
+
+def _plain(value):
+    """Whether value is what JSON (and so the spec and the record) holds: string keys, at every level."""
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and _plain(item) for key, item in value.items())
+    if isinstance(value, list):
+        return all(_plain(item) for item in value)
+    return value is None or isinstance(value, (str, int, float, bool))
 
 
 class Stated:
@@ -150,11 +237,14 @@ def state(docs, talos_version):
         "kernelModules": modules,
         "inlineManifests": manifests,
     }
+    fields.update(_components(docs, legacy, typed_k8s))
     carried = set(FIELDS)
     if role != "controlplane":
         carried -= set(_CONTROLPLANE_ONLY["typed" if typed_k8s else "legacy"])
     hostname = _map(_typed(docs, "HostnameConfig")).get("hostname")
-    return Stated(fields, {"role": role, "hostname": hostname, "install": install}, carried, talos_version)
+    machine = {"role": role, "hostname": hostname, "install": install}
+    machine.update(_machine_fields(docs, legacy, role, typed_k8s))
+    return Stated(fields, machine, carried, talos_version)
 
 
 def _cluster_spec(fields, talos_version, preset=None):
@@ -172,6 +262,8 @@ def _cluster_spec(fields, talos_version, preset=None):
         "talosVersion": talos_version, "network": fields["network"], "cni": cni, "kubePrism": prism,
         "registries": fields["registries"], "certSANs": fields["certSANs"], "sysctls": fields["sysctls"],
         "kernelModules": fields["kernelModules"],
+        "apiServer": fields["apiServer"], "controllerManager": fields["controllerManager"], "scheduler": fields["scheduler"],
+        "auditPolicy": _readable(fields["auditPolicy"]), "admissionControl": _readable(fields["admissionControl"]),
         # Only an Ichor-managed Cilium's entry is carried (class B until the hand-over drops it);
         # any other inline manifest stays class C.
         "inlineManifests": cilium if preset == "cilium" else [],
@@ -226,7 +318,7 @@ def read(configs, preset=None):
         if field == "kubernetesVersion":
             values = sorted(values, key=lambda value: contracts.parse_version(json.loads(value)))
         fields[field] = json.loads(values[0])
-        if len(values) > 1:
+        if len(values) > 1 or fields[field] == UNREADABLE:
             unmapped.append(field)
             if field in _NOTHING_WHEN_SPLIT:
                 fields[field] = _NOTHING_WHEN_SPLIT[field]  # no one machine's list speaks for the others

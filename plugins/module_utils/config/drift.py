@@ -38,7 +38,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import images as image_refs
-from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, images, secret_paths
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, images, render, secret_paths
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 
 REGISTRIES = "registries"
@@ -61,7 +61,15 @@ HINT_DOWNGRADE = ("a component image a minor behind the one it runs: Kubernetes 
 HINT_CUSTOM_CNI = "Talos-applied CNI manifest URLs are not representable; keep them in the node's own tooling"
 HINT_INLINE = "inline and extra manifests other than Cilium's are not representable; keep them in the node's own tooling"
 HINT_OTHER = "no spec field covers this path"
-HINT_DISAGREE = "%s: the machines do not all state the same value, so it was not read into the spec"
+HINT_NETWORK = ("the machine's network.interfaces (addresses, routes with network, gateway and metric, mtu, vip, bond, "
+                "vlans), network.nameservers and timeServers: DHCP, device selectors, bridges, other bond and route "
+                "options and other link kinds have no field")
+HINT_ROLE_LABEL = ("a label or taint Talos gives the role (node-role.kubernetes.io/control-plane, "
+                   "node.kubernetes.io/exclude-from-external-load-balancers) is missing: nodeLabels and nodeTaints add "
+                   "to the role's own, they cannot remove them")
+HINT_ARGS_LIST = "an extra argument given as a list: the spec's extraArgs hold one string per flag"
+HINT_MOUNTS = "kubelet.extraMounts (destination, type, source, options) at contracts v1.12 and v1.13; other mount fields have none"
+HINT_DISAGREE = "%s: the machines do not all state one value the spec can hold, so it was not read into the spec"
 
 # Empty values machinery drops when it loads and re-encodes a config: talosctl's commented files carry
 # them, the canonical form has none (tests/configgen ``encode`` over every fixture shows exactly these).
@@ -95,7 +103,43 @@ _CLASS_A = [
     (r"^KubePrismConfig:(port)?$", "kubePrism", "spec.kubePrism"),
     (r"^HostnameConfig:(hostname|auto)$", "hostname", "machine hostname"),
 ]
+
+# The machine's network (config/network.py) in either form: what the spec states of it, leaf by leaf.
+_ROUTE = r"routes(\[\d+\](\.(%s))?)?"
+_LEGACY_ADDRESSED = r"addresses|mtu|vip(\.ip)?|" + _ROUTE % "network|gateway|metric"
+_LEGACY_BOND = r"bond(\.(interfaces|mode|miimon|lacpRate|xmitHashPolicy|updelay|downdelay))?"
+_TYPED_ADDRESSED = r"mtu|addresses(\[\d+\](\.address)?)?|" + _ROUTE % "destination|gateway|metric"
+_NETWORK_A = [
+    r"^v1alpha1:machine\.network(\.nameservers|\.interfaces(\[\d+\](\.(interface|%s|%s|vlans(\[\d+\](\.(vlanId|%s))?)?))?)?)?$" % (
+        _LEGACY_ADDRESSED, _LEGACY_BOND, _LEGACY_ADDRESSED),
+    r"^v1alpha1:machine\.time(\.servers)?$",
+    r"^LinkConfig/[^:]+:(%s)?$" % _TYPED_ADDRESSED,
+    r"^BondConfig/[^:]+:(%s|links|bondMode|miimon|lacpRate|xmitHashPolicy|updelay|downdelay)?$" % _TYPED_ADDRESSED,
+    r"^VLANConfig/[^:]+:(%s|vlanID|parent)?$" % _TYPED_ADDRESSED,
+    r"^Layer2VIPConfig/[^:]+:(link)?$",
+    r"^ResolverConfig:nameservers(\[\d+\](\.address)?)?$",
+    r"^TimeSyncConfig:(ntp(\.servers)?)?$",
+]
+_CLASS_A += [(pattern, None, "the machine's network and timeServers") for pattern in _NETWORK_A] + [
+    (r"^(v1alpha1:machine\.nodeLabels|KubeNodeConfig:labels)(\.|$)", None, "the machine's nodeLabels"),
+    (r"^(v1alpha1:machine\.nodeTaints|KubeNodeConfig:taints)(\.|$)", None, "the machine's nodeTaints"),
+    (r"^(v1alpha1:machine\.kubelet\.nodeIP|KubeNodeConfig:nodeIP)(\.validSubnets)?$", None, "the machine's kubelet.nodeIPSubnets"),
+    (r"^(v1alpha1:machine\.kubelet|KubeletConfig:)(\.)?extraArgs(\.|$)", None, "the machine's kubelet.extraArgs"),
+    (r"^v1alpha1:machine\.kubelet\.extraMounts(\[\d+\](\.(destination|type|source|options))?)?$", None, HINT_MOUNTS),
+    (r"^(v1alpha1:cluster\.apiServer\.|KubeAPIServerConfig:)extraArgs(\.|$)", "apiServer", "spec.apiServer.extraArgs"),
+    (r"^(v1alpha1:cluster\.controllerManager\.|KubeControllerManagerConfig:)extraArgs(\.|$)", "controllerManager",
+     "spec.controllerManager.extraArgs"),
+    (r"^(v1alpha1:cluster\.scheduler\.|KubeSchedulerConfig:)extraArgs(\.|$)", "scheduler", "spec.scheduler.extraArgs"),
+    (r"^(v1alpha1:cluster\.apiServer\.auditPolicy(\.|\[|$)|KubeAuditPolicyConfig:)", "auditPolicy", "spec.auditPolicy"),
+    (r"^(v1alpha1:cluster\.apiServer\.admissionControl(\.|\[|$)|KubeAdmissionControlConfig/)", "admissionControl",
+     "spec.admissionControl"),
+]
 _CLASS_A = [(re.compile(pattern), field, hint) for pattern, field, hint in _CLASS_A]
+_NETWORK = re.compile(r"^(v1alpha1:machine\.(network|time)(\.|$)|(LinkConfig|BondConfig|VLANConfig|Layer2VIPConfig|"
+                      r"ResolverConfig|TimeSyncConfig|DHCPv4Config|DHCPv6Config|BridgeConfig|DummyLinkConfig|"
+                      r"EthernetConfig|LinkAliasConfig|StaticHostConfig|RouteConfig|VRFConfig)[/:])")
+_ROLE_LABEL = re.compile(r"^(v1alpha1:machine\.node(Labels|Taints)|KubeNodeConfig:(labels|taints))\.(.+)$")
+_ARGS = re.compile(r"(^|[.:])extraArgs\.")
 
 # Component images: class A (spec.kubernetesVersion) only when the tag alone differs.
 _IMAGE = re.compile(r"^(v1alpha1:machine\.kubelet\.image|v1alpha1:cluster\.(apiServer|controllerManager|scheduler|proxy)\.image"
@@ -354,6 +398,11 @@ def _representable(live_docs):
     return hosts, split
 
 
+def _role_default(key, value):
+    """Whether key: value is a label or taint Talos's generator gives a role (render.DEFAULT_LABELS, DEFAULT_TAINTS)."""
+    return (key, value) in ((render.CP_LABEL, ""), (render.LB_EXCLUDE, ""), (render.CP_LABEL, "NoSchedule"))
+
+
 def _classify_one(diff, managed, cilium_entries, unmapped=(), mixed_hosts=(), split_sans=False):
     path = diff.path
     if is_secret_path(path):
@@ -393,6 +442,11 @@ def _classify_one(diff, managed, cilium_entries, unmapped=(), mixed_hosts=(), sp
         return "A", "spec.cni.kubeProxy"
     if _REG_AUTH.match(path):
         return "C", HINT_REGISTRY_AUTH
+    if _ARGS.search(path) and not all(value is None or isinstance(value, str) for value in (diff.rendered, diff.live)):
+        return "C", HINT_ARGS_LIST
+    match = _ROLE_LABEL.match(path)
+    if match and diff.live is None and diff.rendered is not None and _role_default(match.group(4), diff.rendered):
+        return "C", HINT_ROLE_LABEL
     if path == "UnattendedInstallConfig:provisioning.diskSelector.match":
         if all(value is None or _DISK_EQUALITY.match(str(value)) for value in (diff.rendered, diff.live)):
             return "A", HINT_INSTALL
@@ -402,6 +456,8 @@ def _classify_one(diff, managed, cilium_entries, unmapped=(), mixed_hosts=(), sp
             return "A", hint
     if _MIRROR.match(path):
         return "C", HINT_MIRROR_MIXED
+    if _NETWORK.match(path):
+        return "C", HINT_NETWORK
     if path.startswith(("v1alpha1:machine.install.", "UnattendedInstallConfig:")):
         return "C", HINT_INSTALL
     return "C", HINT_OTHER

@@ -15,7 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, network
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.documents import legacy, typed
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
@@ -43,6 +43,60 @@ def pod_security():
 
 def audit_policy():
     return {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Metadata"}]}
+
+
+# The labels and taint machinery's generator writes for a role, per form: spec.nodeLabels and spec.nodeTaints are what a
+# machine carries beyond them (a value given for one of these keys replaces the default).
+DEFAULT_LABELS = {"legacy": {"controlplane": {LB_EXCLUDE: ""}, "worker": {}},
+                  "typed": {"controlplane": {CP_LABEL: "", LB_EXCLUDE: ""}, "worker": {}}}
+DEFAULT_TAINTS = {"legacy": {"controlplane": {}, "worker": {}},
+                  "typed": {"controlplane": {CP_LABEL: "NoSchedule"}, "worker": {}}}
+
+
+def node_labels(machine, form):
+    return dict(DEFAULT_LABELS[form][machine["role"]], **machine["nodeLabels"])
+
+
+def node_taints(machine, form):
+    return dict(DEFAULT_TAINTS[form][machine["role"]], **machine["nodeTaints"])
+
+
+def admission_control(cluster):
+    """[{name, configuration}] kube-apiserver's admission plugins are configured with (Talos's PodSecurity default)."""
+    if cluster["admissionControl"] is None:
+        return [{"name": "PodSecurity", "configuration": pod_security()}]
+    return [dict(item) for item in cluster["admissionControl"]]
+
+
+def audit(cluster):
+    """The audit policy (Talos's default unless the spec states one; {} for none)."""
+    return audit_policy() if cluster["auditPolicy"] is None else cluster["auditPolicy"]
+
+
+def _with_args(body, component):
+    if component["extraArgs"]:
+        body["extraArgs"] = dict(component["extraArgs"])
+    return body
+
+
+# kube-apiserver arguments machinery v1.14.1 refuses in KubeAPIServerConfig (config/types/k8s/apiserver.go
+# deniedArgPrefixes): the typed documents that take their place have no spec field.
+TYPED_DENIED_API_ARGS = ("anonymous-auth", "oidc-", "authentication-config", "authorization-config", "authorization-mode",
+                         "authorization-webhook-")
+
+
+def refuse_unrenderable(cluster, machine, contract):
+    """What normalised specs state that the contract's form cannot hold: one line, before anything is rendered."""
+    if not contracts.get(contract).multidoc_kubernetes:
+        return
+    denied = sorted(arg for arg in cluster["apiServer"]["extraArgs"] if arg.startswith(TYPED_DENIED_API_ARGS))
+    if denied and machine["role"] == "controlplane":
+        raise ConfigError("contract v1.14 refuses kube-apiserver extra argument(s) %s (Talos v1.14 takes them from "
+                          "KubeAuthenticationConfig or KubeAuthorizerConfig, which have no spec field): drop them, or keep "
+                          "the cluster at contract v1.13" % ", ".join(denied))
+    if machine["kubelet"]["extraMounts"]:
+        raise ConfigError("contract v1.14 has no kubelet extra mounts (machinery v1.14.1 removed them from the multi-document "
+                          "config): drop kubelet.extraMounts, or keep the cluster at contract v1.13")
 
 
 def _image(name, version):
@@ -93,6 +147,7 @@ def render(bundle, cluster, machine, contract=None, images=None):
     if unknown:
         raise ConfigError("images: unknown component(s) %s" % ", ".join(sorted(unknown)))
     versions = dict((name, (images or {}).get(name) or cluster["kubernetesVersion"]) for name in COMPONENTS)
+    refuse_unrenderable(cluster, machine, contract)
     if contract.multidoc_kubernetes:
         return _render_typed(bundle, cluster, machine, versions)
     return _render_legacy(bundle, cluster, machine, contract, versions)
@@ -111,19 +166,26 @@ def _render_legacy(bundle, cluster, machine, contract, versions):
     talos_cni = specs.talos_cni(cluster)
     proxy_disabled = cluster["cni"]["kubeProxy"] == "replaced"
 
+    kubelet = {
+        "image": "%s:v%s" % (KUBELET, versions["kubelet"]),
+        "defaultRuntimeSeccompProfileEnabled": True,
+        "disableManifestsDirectory": True,
+    }
+    _with_args(kubelet, machine["kubelet"])
+    if machine["kubelet"]["extraMounts"]:
+        kubelet["extraMounts"] = [dict(item) for item in machine["kubelet"]["extraMounts"]]
+    if machine["kubelet"]["nodeIPSubnets"]:
+        kubelet["nodeIP"] = {"validSubnets": list(machine["kubelet"]["nodeIPSubnets"])}
     mach = {
         "type": machine["role"],
         "token": bundle.trustd_token.reveal(),
         "ca": _legacy_ca(bundle, "os", controlplane),
         "certSANs": list(cluster["certSANs"]),
-        "kubelet": {
-            "image": "%s:v%s" % (KUBELET, versions["kubelet"]),
-            "defaultRuntimeSeccompProfileEnabled": True,
-            "disableManifestsDirectory": True,
-        },
+        "kubelet": kubelet,
     }
-    if contract.legacy_network_placeholder:
-        mach["network"] = {}
+    machine_network, time = network.legacy(machine["network"], machine["timeServers"])
+    if machine_network or contract.legacy_network_placeholder:
+        mach["network"] = machine_network
     mach["install"] = {
         "disk": machine["install"]["disk"], "image": machine["install"]["image"],
         "wipe": machine["install"]["wipe"], "grubUseUKICmdline": True,
@@ -137,24 +199,29 @@ def _render_legacy(bundle, cluster, machine, contract, versions):
     mach["features"] = features
     if cluster["kernelModules"]:
         mach["kernel"] = {"modules": [{"name": name} for name in cluster["kernelModules"]]}
-    if controlplane:
-        mach["nodeLabels"] = {LB_EXCLUDE: ""}
+    if time:
+        mach["time"] = time
+    labels, taints = node_labels(machine, "legacy"), node_taints(machine, "legacy")
+    if labels:
+        mach["nodeLabels"] = labels
+    if taints:
+        mach["nodeTaints"] = taints
 
-    network = {}
+    cluster_network = {}
     if talos_cni == "none":
-        network["cni"] = {"name": "none"}
+        cluster_network["cni"] = {"name": "none"}
     elif talos_cni == "custom":
-        network["cni"] = {"name": "custom", "urls": list(cluster["cni"]["unmanaged"]["urls"])}
-    network["dnsDomain"] = cluster["network"]["dnsDomain"]
-    network["podSubnets"] = list(cluster["network"]["podSubnets"])
-    network["serviceSubnets"] = list(cluster["network"]["serviceSubnets"])
+        cluster_network["cni"] = {"name": "custom", "urls": list(cluster["cni"]["unmanaged"]["urls"])}
+    cluster_network["dnsDomain"] = cluster["network"]["dnsDomain"]
+    cluster_network["podSubnets"] = list(cluster["network"]["podSubnets"])
+    cluster_network["serviceSubnets"] = list(cluster["network"]["serviceSubnets"])
 
     clus = {
         "id": bundle.cluster_id.reveal(),
         "secret": bundle.cluster_secret.reveal(),
         "controlPlane": {"endpoint": cluster["endpoint"]},
         "clusterName": cluster["name"],
-        "network": network,
+        "network": cluster_network,
         "token": bundle.bootstrap_token.reveal(),
     }
     if controlplane:
@@ -165,17 +232,21 @@ def _render_legacy(bundle, cluster, machine, contract, versions):
         clus["aggregatorCA"] = _legacy_ca(bundle, "k8saggregator", True)
         clus["serviceAccount"] = {"key": b64(bundle.key("k8sserviceaccount"))}
         api = {"image": _image("kube-apiserver", versions["kube-apiserver"])}
+        _with_args(api, cluster["apiServer"])
         if cluster["certSANs"]:
             api["certSANs"] = list(cluster["certSANs"])
-        api["admissionControl"] = [{"name": "PodSecurity", "configuration": pod_security()}]
-        api["auditPolicy"] = audit_policy()
+        if admission_control(cluster):
+            api["admissionControl"] = admission_control(cluster)
+        if audit(cluster):
+            api["auditPolicy"] = audit(cluster)
         clus["apiServer"] = api
-        clus["controllerManager"] = {"image": _image("kube-controller-manager", versions["kube-controller-manager"])}
+        clus["controllerManager"] = _with_args({"image": _image("kube-controller-manager", versions["kube-controller-manager"])},
+                                               cluster["controllerManager"])
         proxy = {"image": _image("kube-proxy", versions["kube-proxy"])}
         if proxy_disabled:
             proxy["disabled"] = True
         clus["proxy"] = proxy
-        clus["scheduler"] = {"image": _image("kube-scheduler", versions["kube-scheduler"])}
+        clus["scheduler"] = _with_args({"image": _image("kube-scheduler", versions["kube-scheduler"])}, cluster["scheduler"])
     elif proxy_disabled:
         clus["proxy"] = {"disabled": True}
     clus["discovery"] = {"enabled": True, "registries": {"kubernetes": {"disabled": True}, "service": {}}}
@@ -223,7 +294,9 @@ def _render_typed(bundle, cluster, machine, versions):
         "installer": {"image": machine["install"]["image"]},
         "provisioning": {"diskSelector": {"match": 'disk.dev_path == "%s"' % machine["install"]["disk"]}, "wipe": machine["install"]["wipe"]},
     }))
-    docs.append(typed("ResolverConfig", {"hostDNS": {"enabled": True, "forwardKubeDNSToHost": True}}))
+    resolver = {"nameservers": network.typed_nameservers(machine["network"])} if machine["network"]["nameservers"] else {}
+    resolver["hostDNS"] = {"enabled": True, "forwardKubeDNSToHost": True}
+    docs.append(typed("ResolverConfig", resolver))
     if cluster["sysctls"]:
         docs.append(typed("SysctlConfig", {"params": dict(cluster["sysctls"])}))
     docs.append(typed("VolumeConfig", {"mount": {"secure": True}}, name="EPHEMERAL"))
@@ -233,12 +306,16 @@ def _render_typed(bundle, cluster, machine, versions):
     docs.extend(plain)
     docs.append(_hostname(machine))
     docs.append(typed("KubeClusterConfig", {"clusterName": cluster["name"], "endpoint": cluster["endpoint"]}))
-    node = {"nodeIP": {}}
-    if controlplane:
-        node["labels"] = {CP_LABEL: "", LB_EXCLUDE: ""}
-        node["taints"] = {CP_LABEL: "NoSchedule"}
+    node = {"nodeIP": {"validSubnets": list(machine["kubelet"]["nodeIPSubnets"])} if machine["kubelet"]["nodeIPSubnets"] else {}}
+    labels, taints = node_labels(machine, "typed"), node_taints(machine, "typed")
+    if labels:
+        node["labels"] = labels
+    if taints:
+        node["taints"] = taints
     docs.append(typed("KubeNodeConfig", node))
-    docs.append(typed("KubeletConfig", {"image": "%s:v%s" % (KUBELET, versions["kubelet"]), "config": {}, "defaultRuntimeSeccompProfileEnabled": True}))
+    kubelet = _with_args({"image": "%s:v%s" % (KUBELET, versions["kubelet"]), "config": {}}, machine["kubelet"])
+    kubelet["defaultRuntimeSeccompProfileEnabled"] = True
+    docs.append(typed("KubeletConfig", kubelet))
     docs.append(typed("KubeNetworkConfig", {
         "dnsDomain": cluster["network"]["dnsDomain"],
         "podSubnets": list(cluster["network"]["podSubnets"]),
@@ -252,8 +329,10 @@ def _render_typed(bundle, cluster, machine, versions):
         docs.append(typed("KubePrismConfig", {"port": cluster["kubePrism"]["port"]}))
     if controlplane:
         docs.append(typed("KubeAggregatorCAConfig", {"issuingCA": {"cert": bundle.crt("k8saggregator"), "key": bundle.key("k8saggregator")}}))
-        docs.append(typed("KubeAdmissionControlConfig", {"configuration": pod_security()}, name="PodSecurity"))
-        docs.append(typed("KubeAuditPolicyConfig", {"configuration": audit_policy()}))
+        docs.extend(typed("KubeAdmissionControlConfig", {"configuration": item["configuration"]}, name=item["name"])
+                    for item in admission_control(cluster))
+        if audit(cluster):
+            docs.append(typed("KubeAuditPolicyConfig", {"configuration": audit(cluster)}))
         docs.append(typed("KubeAuthenticationConfig", {"configuration": {
             "anonymous": {"conditions": [{"path": "/livez"}, {"path": "/readyz"}, {"path": "/healthz"}], "enabled": True},
             "jwt": [],
@@ -262,12 +341,14 @@ def _render_typed(bundle, cluster, machine, versions):
         docs.append(typed("KubeAuthorizerConfig", {"type": "RBAC"}, name="rbac"))
         docs.append(_encryption_config(bundle))
         docs.append(typed("KubeServiceAccountConfig", {"issuer": {"privateKey": bundle.key("k8sserviceaccount"), "issuerURL": cluster["endpoint"]}}))
-        api = {"image": _image("kube-apiserver", versions["kube-apiserver"])}
+        api = _with_args({"image": _image("kube-apiserver", versions["kube-apiserver"])}, cluster["apiServer"])
         if cluster["certSANs"]:
             api["certExtraSANs"] = list(cluster["certSANs"])
         docs.append(typed("KubeAPIServerConfig", api))
-        docs.append(typed("KubeControllerManagerConfig", {"image": _image("kube-controller-manager", versions["kube-controller-manager"])}))
-        docs.append(typed("KubeSchedulerConfig", {"image": _image("kube-scheduler", versions["kube-scheduler"]), "config": {}}))
+        docs.append(typed("KubeControllerManagerConfig", _with_args(
+            {"image": _image("kube-controller-manager", versions["kube-controller-manager"])}, cluster["controllerManager"])))
+        docs.append(typed("KubeSchedulerConfig", _with_args(
+            {"image": _image("kube-scheduler", versions["kube-scheduler"]), "config": {}}, cluster["scheduler"])))
         proxy = {}
         if cluster["cni"]["kubeProxy"] == "replaced":
             proxy["enabled"] = False
@@ -286,4 +367,5 @@ def _render_typed(bundle, cluster, machine, versions):
     docs.extend(typed("KernelModuleConfig", name=name) for name in cluster["kernelModules"])
     if controlplane:
         docs.extend(typed("KubeInlineManifestConfig", {"manifest": item["contents"]}, name=item["name"]) for item in cluster["inlineManifests"])
+    docs.extend(network.typed(machine["network"], machine["timeServers"]))
     return docs

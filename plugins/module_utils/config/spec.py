@@ -21,6 +21,11 @@ Cluster spec (camelCase, as the TalosCluster CRD names things)::
     sysctls: {}                         # captured as patches (SysctlConfig / machine.sysctls)
     kernelModules: []                   # captured as patches (KernelModuleConfig / machine.kernel.modules)
     inlineManifests: [{name, contents}] # control planes only; a Cilium entry is Ichor-owned (class B)
+    apiServer: {extraArgs: {}}          # control planes only, like the next four; extraArgs values are strings
+    controllerManager: {extraArgs: {}}
+    scheduler: {extraArgs: {}}
+    auditPolicy: null                   # null: Talos's default (Metadata for everything); {}: none
+    admissionControl: null              # null: Talos's PodSecurity default; [{name, configuration}] as given
 
 ``talosCNI: custom`` (manifest URLs) and non-Cilium ``inlineManifests`` render faithfully, so a config
 that has them can be reproduced, but adoption classes them C (unrepresentable) all the same.
@@ -30,6 +35,11 @@ Machine spec::
     role: controlplane | worker         # required
     hostname: null                      # null: HostnameConfig auto: stable
     install: {disk: /dev/sda, image: null, wipe: false}   # image default ghcr.io/siderolabs/installer:<talosVersion>
+    network: {interfaces: [], nameservers: []}            # see config/network.py (addresses, routes, bonds, VLANs, VIP)
+    timeServers: []
+    nodeLabels: {}                      # beyond the labels Talos's generator writes for the role (config/render.py)
+    nodeTaints: {}                      # key: "value:Effect", beyond the role's own
+    kubelet: {extraArgs: {}, extraMounts: [], nodeIPSubnets: []}   # extraMounts: contracts v1.12 and v1.13 only
 """
 
 from __future__ import absolute_import, division, print_function
@@ -41,7 +51,7 @@ import re
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common import versions
-from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, yamlio
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, network, yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import KUBEPRISM_PORT
 
@@ -83,6 +93,73 @@ def _bool(value, what, default=False):
     if isinstance(value, bool):
         return value
     raise ConfigError("%s must be true or false" % what)
+
+
+COMPONENT_ARGS = ("apiServer", "controllerManager", "scheduler")
+# A machine spec's fields beside its role.
+MACHINE_FIELDS = ("hostname", "install", "network", "timeServers", "nodeLabels", "nodeTaints", "kubelet")
+MOUNT_FIELDS = ("destination", "type", "source", "options")
+
+
+def machine_options():
+    """The machine spec's fields beside its role as Ansible suboptions (doc fragment maesh.ichor.machine_spec); the
+    config engine judges their values (machine(), config/network.py)."""
+    strings = dict(type="list", elements="str")
+    routes = dict(type="list", elements="dict", options=dict(
+        network=dict(type="str", required=True), gateway=dict(type="str"), metric=dict(type="int")))
+    addressed = dict(addresses=strings, routes=routes, mtu=dict(type="int"), vip=dict(type="str"))
+    bond = dict(type="dict", options=dict(
+        interfaces=dict(type="list", elements="str", required=True), mode=dict(type="str", required=True),
+        **dict((key, dict(type="str")) for key in network.BOND_STRINGS[1:]), **dict((key, dict(type="int")) for key in network.BOND_NUMBERS)))
+    interface = dict(name=dict(type="str", required=True), bond=bond, vlans=dict(type="list", elements="dict", options=dict(
+        id=dict(type="int", required=True), **addressed)), **addressed)
+    mount = dict((key, dict(type="str")) for key in MOUNT_FIELDS[:3])
+    mount.update(destination=dict(type="str", required=True), options=strings)
+    return dict(
+        hostname=dict(type="str"),
+        install=dict(type="dict", options=dict(disk=dict(type="str"), image=dict(type="str"), wipe=dict(type="bool"))),
+        network=dict(type="dict", options=dict(interfaces=dict(type="list", elements="dict", options=interface), nameservers=strings)),
+        timeServers=strings, nodeLabels=dict(type="dict"), nodeTaints=dict(type="dict"),
+        kubelet=dict(type="dict", options=dict(extraArgs=dict(type="dict"), extraMounts=dict(type="list", elements="dict", options=mount),
+                                               nodeIPSubnets=strings)),
+    )
+
+
+def _only(raw, keys, what):
+    unknown = set(raw) - set(keys)
+    if unknown:
+        raise ConfigError("%s has unknown fields: %s" % (what, ", ".join(sorted(unknown))))
+
+
+def _scalar_text(value, what):
+    """A string, or a number or boolean as the command line or a label writes it (250, true)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise ConfigError("%s must be a string (a list or mapping has no field here)" % what)
+
+
+def _strings_map(value, what):
+    return dict((str(key), _scalar_text(item, "%s.%s" % (what, key))) for key, item in _mapping(value, what).items())
+
+
+def args(value, what):
+    """Extra command-line arguments: {flag: value}, each value one string (Talos v1.12's form; a list has no field)."""
+    return _strings_map(value, what)
+
+
+def mount(raw, what):
+    if not isinstance(raw, dict) or not raw.get("destination"):
+        raise ConfigError("%s needs a destination" % what)
+    _only(raw, MOUNT_FIELDS, what)
+    out = {}
+    for key in MOUNT_FIELDS[:3]:
+        if raw.get(key) is not None:
+            out[key] = str(raw[key])
+    if raw.get("options") is not None:
+        out["options"] = [str(item) for item in _list(raw["options"], what + ".options")]
+    return out
 
 
 def cluster(raw):
@@ -176,6 +253,25 @@ def cluster(raw):
             raise ConfigError("inlineManifests[%d] needs name and contents" % index)
         manifests.append({"name": str(entry["name"]), "contents": str(entry["contents"])})
     out["inlineManifests"] = manifests
+    for component in COMPONENT_ARGS:
+        given = _mapping(raw.get(component), component)
+        _only(given, ("extraArgs",), component)
+        out[component] = {"extraArgs": args(given.get("extraArgs"), component + ".extraArgs")}
+    policy = raw.get("auditPolicy")
+    if policy is not None and not isinstance(policy, dict):
+        raise ConfigError("auditPolicy must be a mapping (an audit.k8s.io/v1 Policy), or {} for none")
+    out["auditPolicy"] = copy.deepcopy(policy) if policy is not None else None
+    admission = raw.get("admissionControl")
+    if admission is not None:
+        plugins, names = [], set()
+        for index, entry in enumerate(_list(admission, "admissionControl")):
+            if not isinstance(entry, dict) or not entry.get("name") or not isinstance(entry.get("configuration"), dict) or \
+                    set(entry) - {"name", "configuration"} or entry["name"] in names:
+                raise ConfigError("admissionControl[%d] needs a name (once) and a configuration mapping, nothing else" % index)
+            names.add(entry["name"])
+            plugins.append({"name": str(entry["name"]), "configuration": copy.deepcopy(entry["configuration"])})
+        admission = plugins
+    out["admissionControl"] = admission
     unknown = set(raw) - set(out) - {"discovery"}
     if unknown:
         raise ConfigError("the cluster spec has unknown fields: %s" % ", ".join(sorted(unknown)))
@@ -196,10 +292,23 @@ def machine(raw, cluster_spec):
             raise ConfigError("machine install.image is unset and the cluster spec has no talosVersion for the default installer")
         image = release.installer_image(cluster_spec["talosVersion"])
     hostname = raw.get("hostname")
+    machine_network, time_servers = network.normalise(raw.get("network"), raw.get("timeServers"), role == "controlplane")
+    kubelet = _mapping(raw.get("kubelet"), "kubelet")
+    _only(kubelet, ("extraArgs", "extraMounts", "nodeIPSubnets"), "kubelet")
     out = {
         "role": role,
         "hostname": str(hostname) if hostname else None,
         "install": {"disk": str(install.get("disk") or "/dev/sda"), "image": str(image), "wipe": _bool(install.get("wipe"), "install.wipe")},
+        "network": machine_network,
+        "timeServers": time_servers,
+        "nodeLabels": _strings_map(raw.get("nodeLabels"), "nodeLabels"),
+        "nodeTaints": _strings_map(raw.get("nodeTaints"), "nodeTaints"),
+        "kubelet": {
+            "extraArgs": args(kubelet.get("extraArgs"), "kubelet.extraArgs"),
+            "extraMounts": [mount(item, "kubelet.extraMounts[%d]" % index)
+                            for index, item in enumerate(_list(kubelet.get("extraMounts"), "kubelet.extraMounts"))],
+            "nodeIPSubnets": [str(item) for item in _list(kubelet.get("nodeIPSubnets"), "kubelet.nodeIPSubnets")],
+        },
     }
     unknown = set(raw) - set(out)
     if unknown:

@@ -24,7 +24,7 @@ import os
 from ansible_collections.maesh.ichor.plugins.module_utils.common import fanout, release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.given import given as given_only
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
-from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.config import render, secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
@@ -47,8 +47,7 @@ def options():
         machines=dict(type="list", elements="dict", required=True, options=dict(
             name=dict(type="str", required=True), node=dict(type="str", required=True),
             role=dict(type="str", required=True, choices=["controlplane", "worker"]),
-            uuid=dict(type="str"), hostname=dict(type="str"),
-            install=dict(type="dict", options=dict(disk=dict(type="str"), image=dict(type="str"), wipe=dict(type="bool"))))),
+            uuid=dict(type="str"), **specs.machine_options())),
         secrets=dict(type="path"),
     )
 
@@ -80,6 +79,11 @@ def cluster_spec(given, machines):
         if first:
             given["endpoint"] = "https://%s:6443" % first[0]
     return specs.cluster(given)
+
+
+def _machine_spec(m):
+    """The machine spec fields an inventory entry states (Ansible fills the others with None)."""
+    return given_only(dict((k, m[k]) for k in specs.MACHINE_FIELDS if m.get(k)))
 
 
 def _machines_check(machines, plan, warnings):
@@ -151,6 +155,11 @@ def _run(params, conn, result):
     _machines_check(machines, plan, warnings)
     spec = cluster_spec(params["cluster"], machines)
     result["cluster_spec"] = spec
+    for m in machines:  # every machine's own settings judged before anything is read or written
+        try:
+            render.refuse_unrenderable(spec, specs.machine(dict(_machine_spec(m), role=m["role"]), spec), spec["versionContract"])
+        except ConfigError as exc:
+            raise ConfigError("%s: %s" % (m["name"], exc))
     plan.append("release set: Talos %s, contract %s, Kubernetes %s, Cilium %s (no other versions)" % (
         release.TALOS, release.CONTRACT, release.KUBERNETES, release.CILIUM))
     plan.append("cluster %s, endpoint %s; CNI: the collection's Cilium (kube-proxy %s), KubePrism on %d" % (
@@ -171,7 +180,7 @@ def _run(params, conn, result):
     for m, read in zip(machines, reads):
         found = read.result()
         entry = dict(name=m["name"], node=m["node"], role=m["role"], uuid=found["uuid"], state=found["state"],
-                     spec=dict((k, m[k]) for k in ("hostname", "install") if m.get(k)))
+                     spec=_machine_spec(m))
         entries.append(entry)
         if found["state"] == "maintenance":
             plan.append("%s (%s): maintenance mode, UUID %s: gets the %s config at contract %s over the maintenance "
