@@ -26,6 +26,7 @@ import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, render, secrets
 from tests import config_cases
+from tests.unit import test_typed_fields_property
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGGEN = os.path.join(REPO, "tests", "configgen")
@@ -93,6 +94,14 @@ def renders(tmp_path_factory):
                     "registries": [{"host": "docker.io", "endpoints": ["https://m.example.com"], "skipFallback": True}],
                     "certSANs": ["fresh.example.com"], "sysctls": {"vm.max_map_count": "262144"}, "kernelModules": ["br_netfilter"]}
     for contract in contracts.SUPPORTED:
+        # the typed fields drawn by the unit property (values, counts, orders): machinery's validator judges a sample
+        for seed in test_typed_fields_property.SEEDS[:12]:
+            cluster, machines = test_typed_fields_property.spec(seed, contract)
+            for role, machine in machines.items():
+                path = str(out / ("typed_%s_%d_%s.yaml" % (contract, seed, role)))
+                with open(path, "w") as handle:
+                    handle.write(render.render_text(bundle, cluster, machine, contract))
+                items.append((None, path, None, contract))
         for role in ROLES:
             path = str(out / ("fresh_%s_%s.yaml" % (contract, role)))
             with open(path, "w") as handle:
@@ -103,7 +112,7 @@ def renders(tmp_path_factory):
 
 
 def test_every_fixture_case_is_rendered(renders):
-    assert len([item for item in renders if item[0]]) == 2 * len(CASE_DIRS) == 224
+    assert len([item for item in renders if item[0]]) == 2 * len(CASE_DIRS) == 336
 
 
 @pytest.mark.parametrize("ver", ["v1.12", "v1.13", "v1.14"])

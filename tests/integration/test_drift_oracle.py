@@ -6,7 +6,7 @@ configs with machinery's loader, re-encodes them canonically and lists the diffe
 sharing no code with plugins/module_utils/config. The variants and the coverage rule are those of
 tests/unit/test_drift_property.py:
 
-* every fixture config as it is (364 configs; adopted, and declared from case.json where a spec
+* every fixture config as it is (476 configs; adopted, and declared from case.json where a spec
   reproduces the case), always;
 * mutated variants (a leaf changed, emptied, set to "" or {}, removed; a typed document added, removed,
   or the typed documents reordered) over every fixture config: CI runs a seeded sample of 1000
@@ -111,7 +111,7 @@ def test_oracle_lists_leaves(oracle, tmp_path):
 
 def test_every_fixture_as_it_is(oracle, tmp_path):
     every = prop.configs()
-    assert len(every) == 364
+    assert len(every) == 476
     counts, failures = judge(oracle, tmp_path, [(config, "as generated", config.text) for config in every])
     assert not failures, "\n".join(failures[:20])
     # every reproducible case renders with zero drift; the others are reported and block

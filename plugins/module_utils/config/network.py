@@ -87,6 +87,10 @@ def _routes(raw, what):
         item = {"network": _prefix(route.get("network"), where + ".network")}
         if route.get("gateway") is not None:
             item["gateway"] = _text(route["gateway"], where + ".gateway")
+        if item["network"] in DEFAULT_ROUTES and ("gateway" not in item or
+                                                  (":" in item["gateway"]) != (item["network"] == DEFAULT_ROUTES[1])):
+            raise ConfigError("%s: the default route %s needs a gateway of its family (IPv4 for 0.0.0.0/0, IPv6 for ::/0)" % (
+                where, item["network"]))
         if route.get("metric") is not None:
             item["metric"] = _number(route["metric"], where + ".metric", 2 ** 32 - 1)
         out.append(item)
@@ -122,6 +126,11 @@ def _bond(raw, what):
     for key in BOND_NUMBERS:
         if raw.get(key) is not None:
             out[key] = _number(raw[key], "%s.%s" % (what, key), 2 ** 32 - 1)
+    # machinery's own rules for a bond (v1alpha1 validation), so that no contract's form is refused on the machine
+    if "lacpRate" in out and out["mode"] != "802.3ad":
+        raise ConfigError("%s.lacpRate is only for mode 802.3ad" % what)
+    if ("updelay" in out or "downdelay" in out) and "miimon" not in out:
+        raise ConfigError("%s: updelay and downdelay need miimon" % what)
     return out
 
 

@@ -141,7 +141,17 @@ def _scalar_text(value, what):
 
 
 def _strings_map(value, what):
-    return dict((str(key), _scalar_text(item, "%s.%s" % (what, key))) for key, item in _mapping(value, what).items())
+    return dict(sorted((str(key), _scalar_text(item, "%s.%s" % (what, key))) for key, item in _mapping(value, what).items()))
+
+
+def _sorted(value):
+    """A copy with every mapping's keys in order, at every level: the order machinery writes a map in, so that the
+    same policy stated in any order renders the same bytes."""
+    if isinstance(value, dict):
+        return dict((key, _sorted(value[key])) for key in sorted(value, key=str))
+    if isinstance(value, list):
+        return [_sorted(item) for item in value]
+    return value
 
 
 def args(value, what):
@@ -260,7 +270,7 @@ def cluster(raw):
     policy = raw.get("auditPolicy")
     if policy is not None and not isinstance(policy, dict):
         raise ConfigError("auditPolicy must be a mapping (an audit.k8s.io/v1 Policy), or {} for none")
-    out["auditPolicy"] = copy.deepcopy(policy) if policy is not None else None
+    out["auditPolicy"] = _sorted(policy) if policy is not None else None
     admission = raw.get("admissionControl")
     if admission is not None:
         plugins, names = [], set()
@@ -269,7 +279,7 @@ def cluster(raw):
                     set(entry) - {"name", "configuration"} or entry["name"] in names:
                 raise ConfigError("admissionControl[%d] needs a name (once) and a configuration mapping, nothing else" % index)
             names.add(entry["name"])
-            plugins.append({"name": str(entry["name"]), "configuration": copy.deepcopy(entry["configuration"])})
+            plugins.append({"name": str(entry["name"]), "configuration": _sorted(entry["configuration"])})
         admission = plugins
     out["admissionControl"] = admission
     unknown = set(raw) - set(out) - {"discovery"}
