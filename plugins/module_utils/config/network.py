@@ -174,6 +174,14 @@ def normalise(raw, time_servers, controlplane):
     return network, servers
 
 
+def vips(network):
+    """The Layer 2 VIPs a normalised network states (on its links and their VLANs)."""
+    out = []
+    for item in network["interfaces"]:
+        out.extend(entry["vip"] for entry in [item] + item.get("vlans", []) if "vip" in entry)
+    return out
+
+
 # ---------------------------------------------------------------------------- the legacy form (v1.12, v1.13)
 
 

@@ -21,10 +21,15 @@ __metaclass__ = type
 
 import os
 
+try:
+    from urllib.parse import urlsplit
+except ImportError:  # pragma: no cover - Python 2
+    from urlparse import urlsplit
+
 from ansible_collections.maesh.ichor.plugins.module_utils.common import fanout, release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.given import given as given_only
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
-from ansible_collections.maesh.ichor.plugins.module_utils.config import render, secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.config import network, render, secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
@@ -84,6 +89,31 @@ def cluster_spec(given, machines):
 def _machine_spec(m):
     """The machine spec fields an inventory entry states (Ansible fills the others with None)."""
     return given_only(dict((k, m[k]) for k in specs.MACHINE_FIELDS if m.get(k)))
+
+
+def _vip_check(spec, machines, plan, warnings):
+    """An HA endpoint on a Layer 2 VIP: one VIP, stated by every control plane, and the endpoint on it."""
+    held = {}
+    for name, machine in machines:
+        for vip in network.vips(machine["network"]):
+            held.setdefault(vip, []).append(name)
+    if not held:
+        return
+    if len(held) > 1:
+        raise ConfigError("the control planes state more than one Layer 2 VIP (%s): the API endpoint is one VIP that every "
+                          "control plane states" % "; ".join("%s on %s" % (vip, ", ".join(names)) for vip, names in sorted(held.items())))
+    vip, names = next(iter(held.items()))
+    plan.append("API endpoint: Layer 2 VIP %s, held by one control plane at a time, moved to another when it fails: %s" % (
+        vip, ", ".join(names)))
+    lacking = [name for name, machine in machines if machine["role"] == "controlplane" and name not in names]
+    if lacking:
+        line = "control plane(s) %s do not state the VIP %s: they can never hold the API endpoint" % (", ".join(lacking), vip)
+        warnings.append(line)
+        plan.append("WARNING: " + line)
+    if urlsplit(spec["endpoint"]).hostname != vip.split("/")[0]:
+        line = "the endpoint %s is not on the VIP %s: the VIP does not make the API endpoint highly available" % (spec["endpoint"], vip)
+        warnings.append(line)
+        plan.append("WARNING: " + line)
 
 
 def _machines_check(machines, plan, warnings):
@@ -155,15 +185,19 @@ def _run(params, conn, result):
     _machines_check(machines, plan, warnings)
     spec = cluster_spec(params["cluster"], machines)
     result["cluster_spec"] = spec
+    normalised = []
     for m in machines:  # every machine's own settings judged before anything is read or written
         try:
-            render.refuse_unrenderable(spec, specs.machine(dict(_machine_spec(m), role=m["role"]), spec), spec["versionContract"])
+            machine = specs.machine(dict(_machine_spec(m), role=m["role"]), spec)
+            render.refuse_unrenderable(spec, machine, spec["versionContract"])
         except ConfigError as exc:
             raise ConfigError("%s: %s" % (m["name"], exc))
+        normalised.append((m["name"], machine))
     plan.append("release set: Talos %s, contract %s, Kubernetes %s, Cilium %s (no other versions)" % (
         release.TALOS, release.CONTRACT, release.KUBERNETES, release.CILIUM))
     plan.append("cluster %s, endpoint %s; CNI: the collection's Cilium (kube-proxy %s), KubePrism on %d" % (
         spec["name"], spec["endpoint"], spec["cni"]["kubeProxy"], spec["kubePrism"]["port"]))
+    _vip_check(spec, normalised, plan, warnings)
     path = params.get("secrets")
     bundle = None
     if path and os.path.exists(path):
