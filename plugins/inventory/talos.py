@@ -26,6 +26,12 @@ description:
   - The group C(all) gets what the collection's playbooks expect (C(ichor_talosconfig), C(ichor_talos_context),
     C(ichor_kubeconfig), C(ichor_kube_context)); a group_vars file overrides them. No connection variable is set,
     since the collection's modules reach the machines over the Talos API only.
+  - A machine's own settings are not read into host variables - adoption and the rollout read them from its live
+    config (network, VIP, nameservers, time servers, node labels and taints, kubelet arguments, mounts and node-IP
+    subnets are class A there). To state them for M(maesh.ichor.init_plan) (a machine joining), give a host the
+    variables the C(maesh.ichor.machines) filter reads - C(ichor_hostname), C(ichor_install_disk),
+    C(ichor_install_image), C(ichor_install_wipe), C(ichor_network), C(ichor_time_servers), C(ichor_node_labels),
+    C(ichor_node_taints), C(ichor_kubelet) - in host_vars or with O(compose).
   - The inventory source is a YAML file whose name ends in C(talos.yml) or C(talos.yaml), with the key
     C(plugin) set to C(maesh.ichor.talos) (see EXAMPLES); in AWX, such a file in a project is an inventory
     source of type "Sourced from a Project".
