@@ -22,7 +22,7 @@ func usage() {
   conformance client --lab lab.json [--phases read,write,maintenance] [--timeout 10m]
   conformance requests --lab lab.json --ours NAME --reference NAME --image REF
   conformance serve --secret VALUE --dir DIR [--listen 127.0.0.1:0] [--ca-crt FILE --ca-key FILE]
-  conformance cluster --talosconfig FILE --context NAME --controlplanes A,B --workers C,D [--cluster-name NAME]`)
+  conformance cluster --talosconfig FILE --context NAME --controlplanes A,B --workers C,D [--cluster-name NAME] [--expect-network FILE]`)
 	os.Exit(2)
 }
 

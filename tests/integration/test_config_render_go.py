@@ -87,6 +87,17 @@ def renders(tmp_path_factory):
             with open(path, "w") as handle:
                 handle.write(render.render_text(bundle, cluster_spec, config_cases.for_role(machine_spec, role)))
             items.append((os.path.join(case_dir, role + ".conf"), path, _binary_for(case_dir), case["contract"]))
+    # the typed-field cases of the legacy contracts moved to v1.14 as the rollout's config step moves them
+    for name in test_typed_fields_property.FIELD_CASES:
+        if name == "kubelet-extra":
+            continue  # refused at v1.14 (no kubelet extra mounts there)
+        for contract, gen in (("v1.12", "v1.12.7"), ("v1.13", "v1.13.9")):
+            moved, unused = test_typed_fields_property.moved_to_v114(os.path.join(CONFIGS, contract, gen, name))
+            for role, docs in moved:
+                path = str(out / ("moved_%s_%s_%s.yaml" % (contract, name, role)))
+                with open(path, "w") as handle:
+                    handle.write(documents.emit(docs))
+                items.append((None, path, None, "v1.14"))
     # A freshly generated bundle, every contract, with a hostname and a managed Cilium spec.
     bundle = secrets.generate()
     cluster_spec = {"name": "fresh", "endpoint": "https://fresh.example.com:6443", "kubernetesVersion": "1.35.4",

@@ -201,3 +201,41 @@ def test_bad_typed_fields_are_refused_with_one_line():
         render.render(_bundle(), cluster, {"role": "worker", "kubelet": {"extraMounts": [{"destination": "/x"}]}}, "v1.14")
     with pytest.raises(ConfigError, match="admissionControl\\[0\\] needs a name"):
         specs.cluster(dict(cluster, admissionControl=[{"name": "PodSecurity"}]))
+
+
+FIELD_CASES = ("net-static", "net-bond-vlan", "vip", "vlan-vip", "node-labels-taints", "kubelet-extra", "components-args",
+               "audit-admission")
+
+
+def moved_to_v114(case_dir):
+    """(role, render at v1.14) of a legacy-contract fixture case, from the spec adoption reads off its live configs:
+    what the rollout's config step applies when it moves a cluster to the release set's contract."""
+    case, bundle, unused_cluster, unused_machine, live = load_case(case_dir)
+    adopted = adopt.read([(role, live[role], case["talos_version"]) for role in ROLES])
+    at = dict(adopted.cluster, versionContract="v1.14")
+    return [(role, render.render(bundle, at, machine, "v1.14")) for role, machine in zip(ROLES, adopted.machines)], adopted
+
+
+@pytest.mark.parametrize("name", FIELD_CASES)
+@pytest.mark.parametrize("contract,gen", [("v1.12", "v1.12.7"), ("v1.13", "v1.13.9")])
+def test_the_config_step_carries_the_typed_fields_to_contract_v114(contract, gen, name):
+    case_dir = os.path.join(CONFIGS, contract, gen, name)
+    if name == "kubelet-extra":  # kubelet extra mounts have no v1.14 form: the move is refused with one line
+        with pytest.raises(ConfigError, match="contract v1.14 has no kubelet extra mounts"):
+            moved_to_v114(case_dir)
+        return
+    renders, adopted = moved_to_v114(case_dir)
+    for role, docs in renders:
+        legacy = documents.find(docs, documents.LEGACY).body
+        assert "network" not in legacy["machine"] and "time" not in legacy["machine"], role
+        again = adopt.read([(role, docs, "v1.14.1")])
+        stated = adopted.machines[ROLES.index(role)]
+        at = dict(adopted.cluster, versionContract="v1.14")
+        assert specs.machine(again.machines[0], at) == specs.machine(stated, at), role
+        if role == "controlplane":
+            for field in specs.COMPONENT_ARGS + ("auditPolicy", "admissionControl"):
+                assert again.cluster[field] == adopted.cluster[field], field
+    kinds = set(doc.kind for role, docs in renders for doc in docs)
+    expected = {"net-static": {"LinkConfig", "TimeSyncConfig"}, "net-bond-vlan": {"BondConfig", "VLANConfig"},
+                "vip": {"Layer2VIPConfig"}, "vlan-vip": {"VLANConfig", "Layer2VIPConfig"}}.get(name, set())
+    assert expected <= kinds
