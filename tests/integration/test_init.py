@@ -1,6 +1,7 @@
 """Init (seed 0113 decision 2; seed 0103 section 2; ADR 0128) against the lab: simulated Talos machines in
 maintenance mode, the real API server, real helm and the real Cilium chart, through ansible-playbook."""
 
+import json
 import os
 import stat
 import subprocess
@@ -25,9 +26,9 @@ cilium_lab = cilium_fixtures.cilium_lab
 conformance_bin = conformance.conformance_bin
 
 
-def _inventory(lab, tmp_path, names=None, uuids=None, **extra):
+def _inventory(lab, tmp_path, names=None, uuids=None, hostvars=None, **extra):
     """The inventory an operator writes for init: each machine's address and expected UUID (``uuids`` overrides
-    some: a lease that moved)."""
+    some: a lease that moved), and per machine name the host variables in ``hostvars`` (its spec fields)."""
     keep = tmp_path / "keep"
     keep.mkdir(mode=0o700, exist_ok=True)
     groups = {"controlplane": {"hosts": {}}, "worker": {"hosts": {}}}
@@ -35,6 +36,7 @@ def _inventory(lab, tmp_path, names=None, uuids=None, **extra):
         if names is None or m["name"] in names:
             groups[m["role"]]["hosts"][m["name"]] = {"ansible_host": m["address"],
                                                      "ichor_uuid": (uuids or {}).get(m["name"], m["uuid"])}
+            groups[m["role"]]["hosts"][m["name"]].update((hostvars or {}).get(m["name"], {}))
     variables = {"ichor_init_cluster_name": "lab", "ichor_init_secrets_file": str(keep / "secrets.yaml"),
                  "ichor_init_talosconfig_file": str(keep / "talosconfig"),
                  "ichor_init_kubeconfig_file": str(keep / "kubeconfig")}
@@ -121,13 +123,113 @@ def test_three_control_planes_and_two_workers_from_maintenance_mode_to_a_ready_c
     assert sum(lab.control.calls(m["name"]).get("Bootstrap", 0) for m in lab.machines) == 1
 
     # machinery's own client reads the machines with init's talosconfig as talosctl would: the certificate minted
-    # from the bundle is accepted, every config decodes with machinery's types, etcd lists the three control planes
+    # from the bundle is accepted, every config decodes with machinery's types and passes its strict validation (metal),
+    # etcd lists the three control planes
     addresses = dict((role, ",".join(m["address"] for m in lab.machines if m["role"] == role))
                      for role in ("controlplane", "worker"))
     read = subprocess.run([conformance_bin, "cluster", "--talosconfig", str(keep / "talosconfig"), "--context", "lab",
                            "--controlplanes", addresses["controlplane"], "--workers", addresses["worker"], "--cluster-name", "lab"],
                           capture_output=True, text=True, timeout=300, check=False)
-    assert read.returncode == 0 and "summary (cluster): 18 ok, 0 FAIL" in read.stdout, read.stdout + read.stderr
+    assert read.returncode == 0 and "summary (cluster): 23 ok, 0 FAIL" in read.stdout, read.stdout + read.stderr
+
+
+NAMESERVERS = ["10.5.0.1", "1.1.1.1"]
+TIME_SERVERS = ["10.5.0.1", "time.cloudflare.com"]
+VIP = "10.5.0.100"
+
+
+def _static_network(lab):
+    """Host variables of a cluster on static addresses: each control plane a bond0 of eth0+eth1 (802.3ad) at
+    10.5.0.1N/24 with a default route, VLAN 100 on it at 192.168.100.1N/24 and the Layer 2 VIP on bond0; each worker
+    a static eth0 at 10.5.0.2N/24 and VLAN 100 on it; nameservers and time servers on all. Also what machinery must
+    read back from each config (the conformance program's --expect-network), by the machine's lab address."""
+    hostvars, expected, counts = {}, {}, {"controlplane": 0, "worker": 0}
+    for m in lab.machines:
+        counts[m["role"]] += 1
+        n = counts[m["role"]]
+        route = [{"network": "0.0.0.0/0", "gateway": "10.5.0.1"}]
+        if m["role"] == "controlplane":
+            link, host, vlan_host = "bond0", "10.5.0.1%d/24" % n, "192.168.100.1%d/24" % n
+            interface = {"name": link, "addresses": [host], "routes": route, "vip": VIP,
+                         "bond": {"interfaces": ["eth0", "eth1"], "mode": "802.3ad", "miimon": 100, "updelay": 200,
+                                  "downdelay": 200},
+                         "vlans": [{"id": 100, "addresses": [vlan_host]}]}
+        else:
+            link, host, vlan_host = "eth0", "10.5.0.2%d/24" % n, "192.168.100.2%d/24" % n
+            interface = {"name": link, "addresses": [host], "routes": route, "vlans": [{"id": 100, "addresses": [vlan_host]}]}
+        hostvars[m["name"]] = {"ichor_network": {"interfaces": [interface], "nameservers": NAMESERVERS},
+                               "ichor_time_servers": TIME_SERVERS}
+        expected[m["address"]] = {
+            "links": [link, link + ".100"], "addresses": {link: [host], link + ".100": [vlan_host]},
+            "vips": ["%s@bond0" % VIP] if m["role"] == "controlplane" else [],
+            "nameservers": NAMESERVERS, "timeServers": TIME_SERVERS}
+    return hostvars, expected
+
+
+def test_a_cluster_on_static_addresses_a_bond_a_vlan_and_a_layer_2_vip_read_back_and_validated_by_machinery(
+        talos_kube_lab, kube_lab, cilium_lab, cilium_charts, tmp_path, init_cleanup, conformance_bin):
+    """Issue proof: a cluster initialised with static addresses, a bond, a VLAN and a VIP, its configs read back by
+    machinery's client and validated by machinery's validator. The lab does not route 10.5.0.0/24: its machines keep
+    their loopback addresses (init reaches them there, ansible_host), the Kubeconfig call answers the lab API server's
+    own kubeconfig whatever the endpoint (as for any endpoint), and the lab agent's Nodes carry the lab addresses."""
+    lab = talos_kube_lab(controlplanes=3, workers=1, mode="maintenance", bootstrapped=False, version=release.TALOS)
+    hostvars, expected = _static_network(lab)
+    inv, keep = _inventory(lab, tmp_path, hostvars=hostvars, ichor_init_endpoint="https://%s:6443" % VIP,
+                           **_cilium(cilium_lab, kube_lab, cilium_charts, kube_proxy=False))
+    planned = ansible_playbook("-i", inv, "maesh.ichor.init", "--check")
+    assert planned.returncode == 0, planned.stdout[-6000:]
+    assert ("API endpoint: Layer 2 VIP %s, held by one control plane at a time, moved to another when it fails: "
+            "cp-1, cp-2, cp-3" % VIP) in planned.stdout, planned.stdout[-6000:]
+    assert "cluster lab, endpoint https://%s:6443" % VIP in planned.stdout
+    assert "do not state the VIP" not in planned.stdout and "is not on the VIP" not in planned.stdout
+    for m in lab.machines:
+        assert "%s (%s): maintenance mode, UUID %s: gets the %s config at contract %s" % (
+            m["name"], m["address"], m["uuid"], m["role"], release.CONTRACT) in planned.stdout
+        assert "ApplyConfiguration" not in lab.control.calls(m["name"])
+    assert os.listdir(str(keep)) == []
+    KubeClient(kubeconfig=kube_lab.kubeconfig).apply(KUBE_PROXY, "lab")
+
+    made = _init(inv)
+    assert made.returncode == 0, made.stdout[-8000:]
+    assert all(m["mode"] == "configured" for m in lab.control.machines())
+    assert sum(lab.control.calls(m["name"]).get("Bootstrap", 0) for m in lab.machines) == 1
+    kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
+    ready = [nodes.ready(nodes.get(kube, m["hostname"]) or {}) for m in lab.control.machines()]
+    assert ready == [True] * 4, ready
+    again = _init(inv)
+    assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-8000:]
+
+    # what the machines now hold, read with machinery's client and init's talosconfig: every config passes machinery's
+    # strict validation (metal), and machinery reads the links (bond0 / eth0 and their VLAN), their addresses, the
+    # VIP on the control planes' bond0 (none on the worker), the nameservers and the time servers from it
+    expect = tmp_path / "expect-network.json"
+    expect.write_text(json.dumps(expected))
+    addresses = dict((role, ",".join(m["address"] for m in lab.machines if m["role"] == role))
+                     for role in ("controlplane", "worker"))
+    read = subprocess.run([conformance_bin, "cluster", "--talosconfig", str(keep / "talosconfig"), "--context", "lab",
+                           "--controlplanes", addresses["controlplane"], "--workers", addresses["worker"],
+                           "--cluster-name", "lab", "--expect-network", str(expect)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    # per machine: client.New, Version, MachineConfig, validation, 5 network checks; EtcdMemberList on 3 control planes
+    assert read.returncode == 0 and "summary (cluster): 39 ok, 0 FAIL" in read.stdout, read.stdout + read.stderr
+    for m in lab.machines:
+        assert "ok cluster %s config validates (metal, strict)" % m["address"] in read.stdout
+    cp = [m["address"] for m in lab.machines if m["role"] == "controlplane"][0]
+    assert "ok cluster %s config links (NetworkCommonLinkConfigs) are [bond0, bond0.100]" % cp in read.stdout
+    assert "ok cluster %s config Layer 2 VIPs (NetworkVirtualIPConfigs) are [%s@bond0]" % (cp, VIP) in read.stdout
+    # and the checks bite: the worker stated with the control planes' VIP, no VLAN and the nameservers swapped
+    worker = [m["address"] for m in lab.machines if m["role"] == "worker"][0]
+    expected[worker].update(links=["eth0"], vips=[VIP], nameservers=NAMESERVERS[::-1])
+    expect.write_text(json.dumps({worker: expected[worker]}))
+    wrong = subprocess.run([conformance_bin, "cluster", "--talosconfig", str(keep / "talosconfig"), "--context", "lab",
+                            "--controlplanes", addresses["controlplane"], "--workers", worker, "--cluster-name", "lab",
+                            "--expect-network", str(expect)], capture_output=True, text=True, timeout=300, check=False)
+    assert wrong.returncode == 1 and "summary (cluster): 21 ok, 3 FAIL" in wrong.stdout, wrong.stdout + wrong.stderr
+    for line in ("FAIL cluster %s config links (NetworkCommonLinkConfigs) are [eth0]: machinery reads [eth0, eth0.100]",
+                 "FAIL cluster %s config Layer 2 VIPs (NetworkVirtualIPConfigs) are [10.5.0.100]: machinery reads []",
+                 "FAIL cluster %s config nameservers (NetworkResolverConfig) are [1.1.1.1, 10.5.0.1]: machinery reads "
+                 "[10.5.0.1, 1.1.1.1]"):
+        assert line % worker in wrong.stdout, wrong.stdout
 
 
 # -- refusals: each before anything is sent to a machine or written anywhere ------------------------------
@@ -158,6 +260,11 @@ REFUSALS = [
     ("no control plane", {}, ["worker-1"],
      "the inventory has no control plane (group controlplane): a cluster needs at least one"),
     ("a moved lease", {}, "uuid", "answers with UUID "),
+    ("two Layer 2 VIPs", dict(hostvars={"cp-1": {"ichor_network": {"interfaces": [{"name": "eth0", "vip": "10.5.0.100"}]}},
+                                        "cp-2": {"ichor_network": {"interfaces": [{"name": "eth0", "vip": "10.5.0.101"}]}}}),
+     ["cp-1", "cp-2", "worker-1"],
+     "the control planes state more than one Layer 2 VIP (10.5.0.100 on cp-1; 10.5.0.101 on cp-2): the API endpoint is "
+     "one VIP that every control plane states"),
     ("another cluster's machine", {}, ["cp-1", "foreign"],
      "is configured, and not by this cluster (it does not accept this talosconfig's CA, and it refuses the "
      "maintenance API"),
