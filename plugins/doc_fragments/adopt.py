@@ -31,4 +31,12 @@ options:
     description:
       - Override the probed version contract; only the release set's contract is accepted.
     type: str
+  registry_auth:
+    description:
+      - The registry credentials the machines carry, by reference - each registry host mapped to the name of a Secret
+        in C(ichor-system) with the keys C(username) and C(password) (or C(auth), or C(identityToken)). The
+        credentials are read from the Secret and compared with the machines' (class A when they differ, applied on
+        release); the spec and the record keep the Secret's name only, and no value is ever shown.
+      - A host the machines carry credentials for that is not named here is class C.
+    type: dict
 """

@@ -39,7 +39,7 @@ _FIELDS = r"""
             elements: dict
             suboptions:
               name:
-                description: The link (C(eth0)), or the bond's own name (C(bond0)) when it has O(machine.network.interfaces[].bond).
+                description: The link (C(eth0)), or the bond's own name (C(bond0)) when it has a C(bond).
                 type: str
                 required: true
               addresses:
@@ -178,6 +178,10 @@ _FIELDS = r"""
             elements: str"""
 
 
+def _deeper(text, spaces):
+    return "\n".join((" " * spaces + line) if line else line for line in text.split("\n"))
+
+
 class ModuleDocFragment:
     # talos_machine_config's machine
     DOCUMENTATION = r"""
@@ -212,3 +216,40 @@ options:
       uuid:
         description: The UUID it must answer with (optional).
         type: str""" + _FIELDS + "\n"
+
+    # init_record's machines[].spec (the record keeps each machine's spec)
+    INIT_RECORD_MACHINES = r"""
+options:
+  machines:
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: The inventory name.
+        type: str
+        required: true
+      node:
+        description: Its address.
+        type: str
+        required: true
+      role:
+        description: Its role.
+        type: str
+        required: true
+        choices: [controlplane, worker]
+      uuid:
+        description: Its UUID.
+        type: str
+        required: true
+      state:
+        description: The plan's reading of it (not recorded).
+        type: str
+      etcd_members:
+        description: The plan's reading of its etcd (not recorded).
+        type: list
+        elements: str
+      spec:
+        description: Its machine spec.
+        type: dict
+        default: {}
+        suboptions:""" + _deeper(_FIELDS, 4) + "\n"

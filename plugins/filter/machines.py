@@ -27,11 +27,11 @@ options:
   details:
     description:
       - Also each machine's identity and spec from its host variables, as M(maesh.ichor.init_plan) takes them -
-        C(uuid) (C(ichor_uuid), the UUID it must answer with), C(hostname) (C(ichor_hostname)) and C(install)
-        (C(ichor_install_disk), C(ichor_install_image), C(ichor_install_wipe)), C(network) (C(ichor_network):
-        C(interfaces) with addresses, routes, mtu, a Layer 2 C(vip), a C(bond) and C(vlans); C(nameservers)),
+        C(uuid) (C(ichor_uuid), the UUID it must answer with), C(hostname) (C(ichor_hostname)), C(install)
+        (C(ichor_install_disk), C(ichor_install_image), C(ichor_install_wipe)), C(network) (C(ichor_network), its
+        C(interfaces) with addresses, routes, mtu, a Layer 2 C(vip), a C(bond) and C(vlans), and its C(nameservers)),
         C(timeServers) (C(ichor_time_servers)), C(nodeLabels) (C(ichor_node_labels)), C(nodeTaints)
-        (C(ichor_node_taints)) and C(kubelet) (C(ichor_kubelet): C(extraArgs), C(extraMounts), C(nodeIPSubnets));
+        (C(ichor_node_taints)) and C(kubelet) (C(ichor_kubelet) with C(extraArgs), C(extraMounts), C(nodeIPSubnets));
         each only when set.
     type: bool
     default: false

@@ -26,6 +26,7 @@ author:
 extends_documentation_fragment:
   - maesh.ichor.kubernetes
   - maesh.ichor.cluster_spec
+  - maesh.ichor.machine_spec.init_record_machines
 attributes:
   check_mode:
     support: full
@@ -47,52 +48,6 @@ options:
     type: list
     elements: dict
     required: true
-    suboptions:
-      name:
-        description: The inventory name.
-        type: str
-        required: true
-      node:
-        description: Its address.
-        type: str
-        required: true
-      role:
-        description: Its role.
-        type: str
-        required: true
-        choices: [controlplane, worker]
-      uuid:
-        description: Its UUID.
-        type: str
-        required: true
-      spec:
-        description: Its machine spec.
-        type: dict
-        default: {}
-        suboptions:
-          hostname:
-            description: Its hostname.
-            type: str
-          install:
-            description: Its install disk, image and wipe.
-            type: dict
-            suboptions:
-              disk:
-                description: The install disk.
-                type: str
-              image:
-                description: The installer image.
-                type: str
-              wipe:
-                description: Wipe the disk first.
-                type: bool
-      state:
-        description: The plan's reading of it (not recorded).
-        type: str
-      etcd_members:
-        description: The plan's reading of its etcd (not recorded).
-        type: list
-        elements: str
 """
 
 EXAMPLES = r"""

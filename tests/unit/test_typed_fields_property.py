@@ -24,7 +24,7 @@ def _bundle():
 
 
 def _word(rand, length=6):
-    return "".join(rand.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(length))
+    return "".join(rand.choice("abcdefghijklmnopqrstuvwxyz0123456789") for unused in range(length))
 
 
 def _v4(rand, prefix=24):
@@ -37,7 +37,7 @@ def _routes(rand):
         out.append({"network": "0.0.0.0/0", "gateway": "10.0.0.1"})
     if rand.random() < 0.3:
         out.append({"network": "::/0", "gateway": "fd00::1"})
-    for _ in range(rand.randrange(3)):
+    for unused in range(rand.randrange(3)):
         route = {"network": "192.168.%d.0/24" % rand.randrange(256)}
         if rand.random() < 0.8:
             route["gateway"] = "10.0.0.%d" % rand.randrange(1, 255)
@@ -50,7 +50,7 @@ def _routes(rand):
 
 def _addressed(rand, item, controlplane, vips):
     if rand.random() < 0.8:
-        item["addresses"] = [_v4(rand) for _ in range(rand.randrange(1, 3))]
+        item["addresses"] = [_v4(rand) for unused in range(rand.randrange(1, 3))]
     routes = _routes(rand)
     if routes:
         item["routes"] = routes
@@ -69,7 +69,7 @@ def machine_fields(rand, role):
     controlplane = role == "controlplane"
     vips, names, interfaces = set(), ["eth%d" % n for n in range(8)], []
     rand.shuffle(names)
-    for _ in range(rand.randrange(4)):
+    for unused in range(rand.randrange(4)):
         if rand.random() < 0.3 and len(names) >= 3:
             item = {"name": "bond%d" % len(interfaces), "bond": {"interfaces": [names.pop(), names.pop()],
                                                                  "mode": rand.choice(["802.3ad", "active-backup", "balance-rr"])}}
@@ -90,13 +90,13 @@ def machine_fields(rand, role):
         if ids:
             item["vlans"] = [_addressed(rand, {"id": vlan_id}, controlplane, vips) for vlan_id in ids]
         interfaces.append(item)
-    fields = {"network": {"interfaces": interfaces, "nameservers": ["10.0.0.%d" % rand.randrange(1, 255) for _ in range(rand.randrange(3))]},
-              "timeServers": [_word(rand) + ".ntp.example" for _ in range(rand.randrange(3))],
-              "nodeLabels": dict(("example.com/" + _word(rand), rand.choice(["", _word(rand)])) for _ in range(rand.randrange(4))),
+    fields = {"network": {"interfaces": interfaces, "nameservers": ["10.0.0.%d" % rand.randrange(1, 255) for unused in range(rand.randrange(3))]},
+              "timeServers": [_word(rand) + ".ntp.example" for unused in range(rand.randrange(3))],
+              "nodeLabels": dict(("example.com/" + _word(rand), rand.choice(["", _word(rand)])) for unused in range(rand.randrange(4))),
               "nodeTaints": dict(("example.com/" + _word(rand), _word(rand) + ":" + rand.choice(["NoSchedule", "NoExecute"]))
-                                 for _ in range(rand.randrange(3))),
-              "kubelet": {"extraArgs": dict((_word(rand), _word(rand)) for _ in range(rand.randrange(3))),
-                          "nodeIPSubnets": [_v4(rand, 16) for _ in range(rand.randrange(3))]}}
+                                 for unused in range(rand.randrange(3))),
+              "kubelet": {"extraArgs": dict((_word(rand), _word(rand)) for unused in range(rand.randrange(3))),
+                          "nodeIPSubnets": [_v4(rand, 16) for unused in range(rand.randrange(3))]}}
     if rand.random() < 0.4:
         fields["kubelet"]["extraMounts"] = [{"destination": "/var/mnt/" + _word(rand), "type": "bind", "source": "/var/mnt/x",
                                              "options": rand.sample(["bind", "rshared", "rw", "ro"], 2)}]
@@ -104,7 +104,7 @@ def machine_fields(rand, role):
 
 
 def cluster_fields(rand):
-    out = dict((component, {"extraArgs": dict((_word(rand), _word(rand)) for _ in range(rand.randrange(3)))})
+    out = dict((component, {"extraArgs": dict((_word(rand), _word(rand)) for unused in range(rand.randrange(3)))})
                for component in specs.COMPONENT_ARGS)
     if rand.random() < 0.5:
         out["auditPolicy"] = rand.choice([{}, {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [

@@ -20,7 +20,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.adopt import rules
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt as mapping
-from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, drift, probing, render, secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, drift, probing, registry_auth, render, secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
@@ -38,6 +38,7 @@ def options():
         recover_from=dict(type="str"),
         cni_unmanaged=dict(type="bool", default=False),
         version_contract=dict(type="str"),
+        registry_auth=dict(type="dict"),
     )
 
 
@@ -117,7 +118,7 @@ def _inspect(params, conn, result):
     bundle = _bundle(params, read, docs)
     plan.append("secrets bundle: %s; it is this cluster's (the Talos CA of every machine config)" % (
         "the given file" if params.get("secrets") else "recovered in memory from %s" % params["recover_from"]))
-    entries = _drift(params, result, read, docs, bundle, outcome["preset"], kube_proxy)
+    entries = _drift(params, result, read, docs, bundle, outcome["preset"], kube_proxy, kube)
     result["machines"] = entries
     _consent(result, entries)
     result["record"] = _record(result, outcome, kube_proxy, existing)
@@ -217,17 +218,23 @@ def _cluster_contract(probed, settled):
                                          [-part for part in contracts.parse_version(name)]))
 
 
-def _drift(params, result, read, docs, bundle, preset, kube_proxy):
+def _drift(params, result, read, docs, bundle, preset, kube_proxy, kube=None):
     """Each machine's drift at the cluster's contract, with the plan lines; every machine is held."""
     plan = result["plan"]
     adoption = mapping.read([(f["name"], docs[f["name"]], f["version"]) for f in read], preset=preset)
     base = dict(adoption.cluster)
     base["cni"] = dict(base["cni"], kubeProxy=kube_proxy)
+    refs = dict((str(host), str(name)) for host, name in (params.get("registry_auth") or {}).items())
+    if refs:  # the operator names the Secrets that hold the registry credentials the machines carry
+        base["registries"] = registry_auth.with_refs(base["registries"], refs)
     # judged against what phase 4 applies: it renders without inline manifests (a managed Cilium's entry is handed
     # to the Helm release by the takeover; adoption maps no other), so the entry leaving a control plane's config is
     # the class B change the plan lists for consent
     cluster_spec = specs.cluster(dict(base, versionContract=release.CONTRACT, inlineManifests=[]))
     specs_by_name = dict((f["name"], specs.machine(spec, cluster_spec)) for f, spec in zip(read, adoption.machines))
+    registry_auth.attach(bundle, kube, cluster_spec)
+    for host, name in sorted(refs.items()):
+        plan.append("registry %s: credentials from Secret %s/%s (read; compared, never shown)" % (host, registry_auth.NAMESPACE, name))
     override = rules.contract_override(params.get("version_contract"))
     probed = _probe_all(bundle, cluster_spec, specs_by_name, read, docs, adoption.unmapped)
     settled, tie_lines = probing.settle(probed)

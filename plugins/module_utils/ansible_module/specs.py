@@ -212,4 +212,3 @@ def cluster(required=False):
 
 def component_args():
     return dict(type="dict", options=dict(extraArgs=dict(type="dict")))
-

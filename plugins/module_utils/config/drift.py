@@ -38,7 +38,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import images as image_refs
-from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, images, render, secret_paths
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, images, registry_auth, render, secret_paths
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 
 REGISTRIES = "registries"
@@ -51,7 +51,9 @@ HINT_ENCRYPTION = ("the keys kube-apiserver encrypts Secrets with are the cluste
 HINT_INSTALL = "spec.install (disk, image, wipe); other install options and disk selectors have no field"
 HINT_REGISTRIES = "spec.registries (host, endpoints, overridePath, skipFallback)"
 HINT_MIRROR_MIXED = "a registry mirror whose endpoints mix overridePath, or with fields spec.registries has not, cannot be represented"
-HINT_REGISTRY_AUTH = "registry credentials and TLS are never mapped: create the TalosCluster with spec.registries[].authSecretRef"
+HINT_REGISTRY_AUTH = ("registry credentials and TLS are never mapped: put the credentials in a Secret in ichor-system (keys "
+                      "username and password, or auth, or identityToken) and name it in the cluster spec's "
+                      "registries[].authSecretRef; TLS has no field")
 HINT_CERT_SANS = "spec.certSANs (machine.certSANs and the API server SANs, one list)"
 HINT_SANS_SPLIT = "the machine's certSANs and the API server's SANs differ: spec.certSANs is one list for both"
 HINT_IMAGE = ("a component image from another registry, or pinned by digest: spec.kubernetesVersion sets only the tag of "
@@ -153,6 +155,8 @@ _PROXY = re.compile(r"^(v1alpha1:cluster\.proxy\.disabled|KubeProxyConfig:enable
 _INLINE = re.compile(r"^(v1alpha1:cluster\.inlineManifests\[([^\]]+)\]|KubeInlineManifestConfig/([^:]+):)")
 _EXTRA = re.compile(r"^(v1alpha1:cluster\.extraManifests|KubeExternalManifestConfig/)")
 _REG_AUTH = re.compile(r"^(v1alpha1:machine\.registries\.config|RegistryAuthConfig/|RegistryTLSConfig/)")
+# a registry's credentials, folded into RegistryAuthConfig's form (a host may have a port: the last ':' ends it)
+_AUTH = re.compile(r"^RegistryAuthConfig/(.+):(username|password|auth|identityToken)?$")
 _MIRROR = re.compile(r"^registries/(.+):([^:]*)$")  # a host may have a port
 # The Secrets encryption keys wherever a contract states them (secrets.ENCRYPTION_KEYS): never changed by an apply.
 _ENCRYPTION = re.compile(r"^(v1alpha1:cluster\.(secretbox|aescbc)EncryptionSecret$|KubeEtcdEncryptionConfig:)")
@@ -261,8 +265,35 @@ def _mirror_paths(prefix, endpoints, override, skip):
     return out
 
 
+def _legacy_auth(body, flat):
+    """The legacy document without ``machine.registries.config.<host>.auth``, each of which goes into flat as the
+    paths of the RegistryAuthConfig document that says the same (``RegistryAuthConfig/<host>:password``): the same
+    credentials in either form are not drift, and are masked as one."""
+    config = documents.get_path(body, "machine.registries.config")
+    if not isinstance(config, dict) or not any(isinstance(entry, dict) and isinstance(entry.get("auth"), dict)
+                                               for entry in config.values()):
+        return body
+    kept = {}
+    for host, entry in config.items():
+        if isinstance(entry, dict) and isinstance(entry.get("auth"), dict):
+            flat.update(documents.paths(documents.typed("RegistryAuthConfig", entry["auth"], name=str(host)), keep_empty=True))
+            entry = dict((key, value) for key, value in entry.items() if key != "auth")
+            if not entry:
+                continue
+        kept[host] = entry
+    body = dict(body)
+    body["machine"] = dict(body["machine"])
+    body["machine"]["registries"] = dict(body["machine"]["registries"])
+    if kept:
+        body["machine"]["registries"]["config"] = kept
+    else:
+        del body["machine"]["registries"]["config"]
+    return body
+
+
 def normalise(docs):
-    """{path: value} for a config: empty values kept (but machinery's placeholders), mirrors in one form."""
+    """{path: value} for a config: empty values kept (but machinery's placeholders), mirrors and registry credentials
+    each in one form."""
     flat = {}
     mirrors = {}
     for doc in docs:
@@ -270,6 +301,7 @@ def normalise(docs):
             mirrors[doc.name] = _typed_mirror(doc.name, doc.body)
             continue
         if doc.kind == documents.LEGACY:
+            doc = documents.legacy(_legacy_auth(doc.body, flat))
             legacy_mirrors = documents.get_path(doc.body, "machine.registries.mirrors")
             if isinstance(legacy_mirrors, dict) and legacy_mirrors:
                 body = dict(doc.body)
@@ -403,7 +435,7 @@ def _role_default(key, value):
     return (key, value) in ((render.CP_LABEL, ""), (render.LB_EXCLUDE, ""), (render.CP_LABEL, "NoSchedule"))
 
 
-def _classify_one(diff, managed, cilium_entries, unmapped=(), mixed_hosts=(), split_sans=False):
+def _classify_one(diff, managed, cilium_entries, unmapped=(), mixed_hosts=(), split_sans=False, auth_hosts=()):
     path = diff.path
     if is_secret_path(path):
         return "C", HINT_SECRETS
@@ -440,6 +472,9 @@ def _classify_one(diff, managed, cilium_entries, unmapped=(), mixed_hosts=(), sp
         if managed:
             return "B", None
         return "A", "spec.cni.kubeProxy"
+    match = _AUTH.match(path)
+    if match and match.group(1) in auth_hosts:
+        return "A", "spec.registries[].authSecretRef (the credentials of its Secret)"
     if _REG_AUTH.match(path):
         return "C", HINT_REGISTRY_AUTH
     if _ARGS.search(path) and not all(value is None or isinstance(value, str) for value in (diff.rendered, diff.live)):
@@ -552,8 +587,9 @@ def classify(differences, cluster_spec, rendered_docs=None, live_docs=None, unma
                 if specs.is_cilium_manifest(_inline_contents(docs, name)):
                     cilium_entries.add(name)
     mixed_hosts, split_sans = _representable(live_docs) if differences else ((), False)
+    auth_hosts = set(registry_auth.refs(cluster_spec))
     for diff in differences:
-        diff.cls, diff.hint = _classify_one(diff, managed, cilium_entries, unmapped, mixed_hosts, split_sans)
+        diff.cls, diff.hint = _classify_one(diff, managed, cilium_entries, unmapped, mixed_hosts, split_sans, auth_hosts)
     return Drift(differences)
 
 

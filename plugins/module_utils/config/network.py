@@ -372,7 +372,7 @@ def read(docs, legacy_body, controlplane):
                     vlan["vip"] = doc.name
     interfaces = [kept for kept in (_kept(item, controlplane) for item in raw_interfaces) if kept is not None]
     nameservers = [_map(entry).get("address") for entry in _seq(_map(_body(docs, "ResolverConfig")).get("nameservers"))]
-    nameservers += [value for value in _seq(get(legacy_body, "machine.network.nameservers"))]
+    nameservers += list(_seq(get(legacy_body, "machine.network.nameservers")))
     servers = _seq(get(legacy_body, "machine.time.servers")) + _seq(get(_map(_body(docs, "TimeSyncConfig")), "ntp.servers"))
     network = {"interfaces": interfaces, "nameservers": [value for value in nameservers if isinstance(value, str) and value]}
     return network, [value for value in servers if isinstance(value, str) and value]

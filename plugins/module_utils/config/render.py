@@ -15,7 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, network
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, network, registry_auth
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.documents import legacy, typed
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
@@ -120,9 +120,16 @@ def _mirror_doc(entry):
 def _mirrors(cluster):
     plain, flagged = [], []
     for entry in cluster["registries"]:
+        if not entry["endpoints"]:
+            continue  # credentials only
         is_flagged, doc = _mirror_doc(entry)
         (flagged if is_flagged else plain).append(doc)
     return plain, flagged
+
+
+def _auth(bundle, cluster):
+    """[(host, {username, password | auth | identityToken})] of the spec's authSecretRefs, in host order."""
+    return [(host, registry_auth.credentials(bundle, host, name)) for host, name in sorted(registry_auth.refs(cluster).items())]
 
 
 def _hostname(machine):
@@ -201,6 +208,9 @@ def _render_legacy(bundle, cluster, machine, contract, versions):
         mach["kernel"] = {"modules": [{"name": name} for name in cluster["kernelModules"]]}
     if time:
         mach["time"] = time
+    auth = _auth(bundle, cluster)
+    if auth:
+        mach["registries"] = {"config": dict((host, {"auth": creds}) for host, creds in auth)}
     labels, taints = node_labels(machine, "legacy"), node_taints(machine, "legacy")
     if labels:
         mach["nodeLabels"] = labels
@@ -368,4 +378,5 @@ def _render_typed(bundle, cluster, machine, versions):
     if controlplane:
         docs.extend(typed("KubeInlineManifestConfig", {"manifest": item["contents"]}, name=item["name"]) for item in cluster["inlineManifests"])
     docs.extend(network.typed(machine["network"], machine["timeServers"]))
+    docs.extend(typed("RegistryAuthConfig", creds, name=host) for host, creds in _auth(bundle, cluster))
     return docs

@@ -119,6 +119,8 @@ class Bundle:
         self.aescbc_secret = Secret(_reveal(aescbc_secret) or None)
         self.trustd_token = Secret(_reveal(trustd_token))
         # certs: name -> {"crt": PEM or None, "key": Secret(PEM)}
+        # registry credentials the cluster spec names by authSecretRef (config/registry_auth.py attaches them)
+        self.registry_auth = {}
         self.certs = {}
         for name in CERT_ORDER:
             pair = certs.get(name) or {}

@@ -16,7 +16,8 @@ Cluster spec (camelCase, as the TalosCluster CRD names things)::
       unmanaged: {talosCNI: default | none | custom, urls: []}   # only with preset unmanaged
       kubeProxy: enabled | replaced     # replaced = kube-proxy disabled in Talos
     kubePrism: {enabled: true, port: 7445}
-    registries: [{host: docker.io, endpoints: [https://...], overridePath: false, skipFallback: false}]
+    registries: [{host: docker.io, endpoints: [https://...], overridePath: false, skipFallback: false,
+                  authSecretRef: {name: <a Secret in ichor-system>}}]   # credentials by reference only
     certSANs: []                        # machine.certSANs and the API server's SANs, one list
     sysctls: {}                         # captured as patches (SysctlConfig / machine.sysctls)
     kernelModules: []                   # captured as patches (KernelModuleConfig / machine.kernel.modules)
@@ -59,6 +60,7 @@ DEFAULT_POD_SUBNETS = ["10.244.0.0/16"]
 DEFAULT_SERVICE_SUBNETS = ["10.96.0.0/12"]
 
 _HOST = re.compile(r"^[A-Za-z0-9.:_*-]+$")
+_SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
 def _list(value, what):
@@ -240,16 +242,23 @@ def cluster(raw):
             raise ConfigError("registries[%d] host %r is invalid or repeated" % (index, host))
         hosts.add(host)
         endpoints = [str(url) for url in _list(entry.get("endpoints"), "registries[%d].endpoints" % index)]
-        if not endpoints:
-            raise ConfigError("registries[%d] (%s) has no endpoints" % (index, host))
+        ref = entry.get("authSecretRef")
+        if not endpoints and ref is None:
+            raise ConfigError("registries[%d] (%s) has no endpoints and no authSecretRef" % (index, host))
         for key in entry:
-            if key not in ("host", "endpoints", "overridePath", "skipFallback"):
+            if key not in ("host", "endpoints", "overridePath", "skipFallback", "authSecretRef"):
                 raise ConfigError("registries[%d] (%s) has an unknown field %s (credentials use authSecretRef, not this spec)" % (index, host, key))
-        registries.append({
+        item = {
             "host": host, "endpoints": endpoints,
             "overridePath": _bool(entry.get("overridePath"), "registries[%d].overridePath" % index),
             "skipFallback": _bool(entry.get("skipFallback"), "registries[%d].skipFallback" % index),
-        })
+        }
+        if ref is not None:
+            if not isinstance(ref, dict) or set(ref) - {"name"} or not isinstance(ref.get("name"), str) or not _SECRET_NAME.match(ref["name"]):
+                raise ConfigError("registries[%d] (%s).authSecretRef must be {name: <a Secret in ichor-system>} and nothing "
+                                  "else (the credentials stay in the Secret)" % (index, host))
+            item["authSecretRef"] = {"name": ref["name"]}
+        registries.append(item)
     out["registries"] = sorted(registries, key=lambda item: item["host"])
     out["certSANs"] = [str(san) for san in _list(raw.get("certSANs"), "certSANs")]
     sysctls = raw.get("sysctls") or {}

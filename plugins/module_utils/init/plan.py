@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover - Python 2
 from ansible_collections.maesh.ichor.plugins.module_utils.common import fanout, release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.given import given as given_only
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
-from ansible_collections.maesh.ichor.plugins.module_utils.config import network, render, secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.config import network, registry_auth, render, secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
@@ -185,6 +185,12 @@ def _run(params, conn, result):
     _machines_check(machines, plan, warnings)
     spec = cluster_spec(params["cluster"], machines)
     result["cluster_spec"] = spec
+    refs = registry_auth.refs(spec)
+    if refs:
+        raise ConfigError("registries %s name credentials by authSecretRef, a Secret of the cluster init is about to "
+                          "make: init cannot read it; make the cluster, create the Secret in %s, then give the registries "
+                          "with authSecretRef to maesh.ichor.upgrade (its config step) or maesh.ichor.talos_machine_config"
+                          % (", ".join(sorted(refs)), registry_auth.NAMESPACE))
     normalised = []
     for m in machines:  # every machine's own settings judged before anything is read or written
         try:

@@ -29,8 +29,7 @@ def options():
             name=dict(type="str", required=True), node=dict(type="str", required=True),
             role=dict(type="str", required=True, choices=["controlplane", "worker"]),
             uuid=dict(type="str", required=True),
-            spec=dict(type="dict", default={}, options=dict(hostname=dict(type="str"), install=dict(
-                type="dict", options=dict(disk=dict(type="str"), image=dict(type="str"), wipe=dict(type="bool"))))),
+            spec=dict(type="dict", default={}, options=specs.machine_options()),
             # the plan's own keys, not the record's
             state=dict(type="str"), etcd_members=dict(type="list", elements="str"))),
     )

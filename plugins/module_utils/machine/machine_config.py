@@ -25,7 +25,7 @@ __metaclass__ = type
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import poll
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
-from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, drift, probing, render, secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, documents, drift, probing, registry_auth, render, secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
@@ -126,6 +126,8 @@ def _specs(params):
 
 def _run(params, conn, check_mode, result, clock):
     bundle, cluster, machine, explicit = _specs(params)
+    if registry_auth.refs(cluster):
+        registry_auth.attach(bundle, conn.kube() if conn.has_kube() else None, cluster)
     node = params["node"]
     plan = result["plan"]
     if params["maintenance"]:

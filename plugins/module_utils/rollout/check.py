@@ -14,6 +14,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.given import given
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, nodes
+from ansible_collections.maesh.ichor.plugins.module_utils.config import registry_auth
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import installer, plan, state, talos_step
 
@@ -74,7 +75,7 @@ def _run(params, conn, result):
     found = state.read(talos, kube, params["machines"], record=record)
     check_desired(state.stored_versions(found["record"]), params["desired"])
     plan.check_not_newer(found["machines"], found["kubernetes"], None, found["cni"])
-    model = state.config_model(state.live_from(found), params["cluster"], params["secrets"], found["record"])
+    model = state.config_model(state.live_from(found), params["cluster"], params["secrets"], found["record"], kube)
     pending = [{"name": m.name, "form": m.form, "drop": m.dropped} for m in rollout.config_pending(model)]
     contract = rollout.lowest_form(model)
     result["config_pending"] = pending
@@ -122,7 +123,7 @@ def position(rows, kube, record):
                                             for m in live if m.controlplane], kube)
     found_cni = state.cni_of(kube, record)
     plan.check_not_newer(machines, kubernetes, None, found_cni)
-    model = rollout.model(live, handed_over=state.handed_over(record))
+    model = rollout.model(live, handed_over=state.handed_over(record), auth_refs=registry_auth.record_refs(record), kube=kube)
     pending = [{"name": m.name, "form": m.form, "drop": m.dropped} for m in rollout.config_pending(model)]
     contract = rollout.lowest_form(model)
     rows_ = plan.versions_table(machines, plan.lowest(kubernetes.values()), contract, found_cni)

@@ -46,7 +46,7 @@ def _run(params, conn, check_mode, result, clock):
     if early:
         raise Refused("the talos step is not done: %s; the config step runs after it" % ", ".join(
             "%s runs Talos %s" % (m.name, m.talos) for m in early))
-    model = state.config_model(live, params["cluster"], params["secrets"], cluster_record.read(kube))
+    model = state.config_model(live, params["cluster"], params["secrets"], cluster_record.read(kube), kube)
     pending = rollout.config_pending(model)
     if not pending:
         result["plan"].append("every machine's config is in the %s form; nothing to do" % release.CONTRACT)

@@ -96,7 +96,7 @@ def _run(params, conn, check_mode, result, clock):
     kube = conn.kube()
     # the record's handed-over Cilium inline entries stay out of every render: this step never puts one back
     model = state.config_model(state.live_machines(client, params["machines"]), params["cluster"], params["secrets"],
-                               cluster_record.read(kube))
+                               cluster_record.read(kube), kube)
     phases = rollout.kubernetes_phases(model, target)
     try:
         metrics = kube.raw_get("/metrics")

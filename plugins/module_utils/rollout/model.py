@@ -26,7 +26,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
-from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, contracts, documents, drift, render, secrets
+from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt, contracts, documents, drift, registry_auth, render, secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
@@ -135,7 +135,7 @@ def _paths(found):
     return ", ".join(paths[:_SHOWN]) + (" and %d more" % (len(paths) - _SHOWN) if len(paths) > _SHOWN else "")
 
 
-def model(machines, cluster=None, bundle=None, handed_over=()):
+def model(machines, cluster=None, bundle=None, handed_over=(), auth_refs=None, kube=None):
     """A Model over the machines (Machine objects); each machine's form is found, or ConfigError.
 
     cluster: the cluster spec (inventory's ichor_cluster), whole or in part; the fields it does not give are
@@ -168,7 +168,10 @@ def model(machines, cluster=None, bundle=None, handed_over=()):
         merged["inlineManifests"] = [item for item in merged.get("inlineManifests") or []
                                      if not (isinstance(item, dict) and item.get("name") in handed_over)]
     merged["versionContract"] = release.CONTRACT  # each render names its own contract and images
+    if auth_refs:  # the registry credentials the cluster record names: read from their Secrets for the renders
+        merged["registries"] = registry_auth.with_refs(merged.get("registries"), auth_refs)
     cluster_spec = specs.cluster(merged)
+    registry_auth.attach(bundle, kube, cluster_spec)
     for m, machine_spec in zip(machines, adopted.machines):
         m.spec = specs.machine(machine_spec, cluster_spec)
     result = Model(bundle, cluster_spec, machines, adopted.unmapped_besides(cluster))

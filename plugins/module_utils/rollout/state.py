@@ -12,7 +12,7 @@ __metaclass__ = type
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.given import given
-from ansible_collections.maesh.ichor.plugins.module_utils.config import secrets, yamlio
+from ansible_collections.maesh.ichor.plugins.module_utils.config import registry_auth, secrets, yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, cni
@@ -89,13 +89,14 @@ def handed_over(record):
     return [name for name in names if isinstance(name, str)] if isinstance(names, list) else []
 
 
-def config_model(live, cluster=None, secrets_path=None, record=None):
+def config_model(live, cluster=None, secrets_path=None, record=None, kube=None):
     """The engine's model of the cluster: the given spec and bundle, or what the live configs state; the
     inline entries the cluster record says were handed over are left out."""
     if record is not None:  # the rollout renders whole configs: never onto a machine adopt still holds
         cluster_record.refuse_held(record, set(m.name for m in live) | set(m.node for m in live))
     bundle = secrets.load(secrets_path) if secrets_path else None
-    return rollout.model(live, cluster=given(cluster) or None, bundle=bundle, handed_over=handed_over(record))
+    return rollout.model(live, cluster=given(cluster) or None, bundle=bundle, handed_over=handed_over(record),
+                         auth_refs=registry_auth.record_refs(record), kube=kube)
 
 
 def read(talos, kube, machines, record=None):

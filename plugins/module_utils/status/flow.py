@@ -66,7 +66,7 @@ def run(params, conn, check_mode=True):
         raise IchorError(NO_RECORD, result=result)
     talos = conn.talos()
     rows = readings.read(talos, readings.machines(params["machines"], record))
-    readings.compare(rows, record)
+    readings.compare(rows, record, kube)
     readings.holds(rows, record)
     seen = {"now": now, "record": record, "acknowledged": _acknowledged(record), "machines": rows}
     seen["release"] = readings.position(rows, kube, record)

@@ -33,7 +33,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.cilium import record a
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common import untrusted
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
-from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, drift, render, secrets, yamlio
+from ansible_collections.maesh.ichor.plugins.module_utils.config import documents, drift, registry_auth, render, secrets, yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config import spec as specs
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
 from ansible_collections.maesh.ichor.plugins.module_utils.config.images import component_versions
@@ -109,11 +109,11 @@ def read(talos, given):
     return rows
 
 
-def compare(rows, record):
+def compare(rows, record, kube=None):
     """Each machine's drift from its spec in the record, on its row: ``known`` (the record names it), ``drift`` (by
     class, as adopt_plan returns it; None when not compared), ``drift_summary``, ``values`` (each drifted path's
     live value as ``value_digest`` keeps it) and ``unjudged`` (why the comparison failed, or None)."""
-    inputs, why = _spec_inputs(record, rows)
+    inputs, why = _spec_inputs(record, rows, kube)
     nodes = record.get("nodes") or {}
     for r in rows:
         r.update(known=r["name"] in nodes, drift=None, values={}, unjudged=None)
@@ -138,7 +138,7 @@ def compare(rows, record):
             r["drift_summary"] = "not compared: %s" % exc
 
 
-def _spec_inputs(record, rows):
+def _spec_inputs(record, rows, kube=None):
     """(cluster spec, bundle) from the record and a control plane's live config, or a reason."""
     stored = record.get("cluster")
     if not isinstance(stored, dict) or not stored:
@@ -157,6 +157,7 @@ def _spec_inputs(record, rows):
         bundle = secrets.validate(secrets.from_config(cps[0]["docs"]))
         raw.setdefault("kubernetesVersion", (record.get("kubernetes") or release.KUBERNETES).lstrip("v"))
         cluster = specs.cluster(raw)
+        registry_auth.attach(bundle, kube, cluster)  # the credentials its authSecretRefs name
     except ConfigError as exc:
         return None, str(exc)
     return (cluster, bundle), None
