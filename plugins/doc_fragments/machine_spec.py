@@ -9,6 +9,37 @@ __metaclass__ = type
 # The machine spec's fields (ansible_module.specs.machine_fields), written once for both options that take them: a
 # module gives the option's description and required, never its suboptions (a module's suboptions would replace these
 # whole when ansible-doc merges the fragment).
+def _deeper(text, spaces):
+    return "\n".join((" " * spaces + line) if line else line for line in text.split("\n"))
+
+
+# what a link and a VLAN alike state (config/network.py _addressed), at the depth of an interface's suboptions
+_ADDRESSED = r"""              addresses:
+                description: Its addresses with their prefix length (C(10.5.0.2/24)).
+                type: list
+                elements: str
+              routes:
+                description: Its routes.
+                type: list
+                elements: dict
+                suboptions:
+                  network:
+                    description: The destination (C(0.0.0.0/0) or C(::/0) is the default route).
+                    type: str
+                    required: true
+                  gateway:
+                    description: The gateway.
+                    type: str
+                  metric:
+                    description: The metric.
+                    type: int
+              mtu:
+                description: The MTU.
+                type: int
+              vip:
+                description: A Layer 2 VIP on it (control planes only; the API endpoint of an HA cluster).
+                type: str"""
+
 _FIELDS = r"""
       hostname:
         description: The hostname; unset, Talos picks a stable one (C(HostnameConfig) C(auto=stable)).
@@ -42,31 +73,7 @@ _FIELDS = r"""
                 description: The link (C(eth0)), or the bond's own name (C(bond0)) when it has a C(bond).
                 type: str
                 required: true
-              addresses:
-                description: Its addresses with their prefix length (C(10.5.0.2/24)).
-                type: list
-                elements: str
-              routes:
-                description: Its routes.
-                type: list
-                elements: dict
-                suboptions:
-                  network:
-                    description: The destination (C(0.0.0.0/0) or C(::/0) is the default route).
-                    type: str
-                    required: true
-                  gateway:
-                    description: The gateway.
-                    type: str
-                  metric:
-                    description: The metric.
-                    type: int
-              mtu:
-                description: The MTU.
-                type: int
-              vip:
-                description: A Layer 2 VIP on it (control planes only; the API endpoint of an HA cluster).
-                type: str
+""" + _ADDRESSED + r"""
               bond:
                 description: Makes the link a bond of other links.
                 type: dict
@@ -104,31 +111,7 @@ _FIELDS = r"""
                     description: The VLAN ID.
                     type: int
                     required: true
-                  addresses:
-                    description: Its addresses with their prefix length.
-                    type: list
-                    elements: str
-                  routes:
-                    description: Its routes.
-                    type: list
-                    elements: dict
-                    suboptions:
-                      network:
-                        description: The destination (C(0.0.0.0/0) or C(::/0) is the default route).
-                        type: str
-                        required: true
-                      gateway:
-                        description: The gateway.
-                        type: str
-                      metric:
-                        description: The metric.
-                        type: int
-                  mtu:
-                    description: The MTU.
-                    type: int
-                  vip:
-                    description: A Layer 2 VIP on it (control planes only; the API endpoint of an HA cluster).
-                    type: str
+""" + _deeper(_ADDRESSED, 4) + r"""
           nameservers:
             description: The DNS servers.
             type: list
@@ -178,8 +161,27 @@ _FIELDS = r"""
             elements: str"""
 
 
-def _deeper(text, spaces):
-    return "\n".join((" " * spaces + line) if line else line for line in text.split("\n"))
+# init's machines, as the plan and the record take them (the uuid's description is each one's)
+_MACHINES = r"""
+options:
+  machines:
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: The inventory name.
+        type: str
+        required: true
+      node:
+        description: Its address.
+        type: str
+        required: true
+      role:
+        description: Its role.
+        type: str
+        required: true
+        choices: [controlplane, worker]
+      uuid:"""
 
 
 class ModuleDocFragment:
@@ -194,50 +196,12 @@ options:
         type: str""" + _FIELDS + "\n"
 
     # init_plan's machines, with the identity init checks
-    INIT_MACHINES = r"""
-options:
-  machines:
-    type: list
-    elements: dict
-    suboptions:
-      name:
-        description: The inventory name.
-        type: str
-        required: true
-      node:
-        description: Its address.
-        type: str
-        required: true
-      role:
-        description: Its role.
-        type: str
-        required: true
-        choices: [controlplane, worker]
-      uuid:
+    INIT_MACHINES = _MACHINES + r"""
         description: The UUID it must answer with (optional).
         type: str""" + _FIELDS + "\n"
 
     # init_record's machines[].spec (the record keeps each machine's spec)
-    INIT_RECORD_MACHINES = r"""
-options:
-  machines:
-    type: list
-    elements: dict
-    suboptions:
-      name:
-        description: The inventory name.
-        type: str
-        required: true
-      node:
-        description: Its address.
-        type: str
-        required: true
-      role:
-        description: Its role.
-        type: str
-        required: true
-        choices: [controlplane, worker]
-      uuid:
+    INIT_RECORD_MACHINES = _MACHINES + r"""
         description: Its UUID.
         type: str
         required: true

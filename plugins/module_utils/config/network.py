@@ -34,6 +34,7 @@ __metaclass__ = type
 
 from ansible_collections.maesh.ichor.plugins.module_utils.config import documents
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+from ansible_collections.maesh.ichor.plugins.module_utils.config.values import as_list as _list, only
 
 BOND_STRINGS = ("mode", "lacpRate", "xmitHashPolicy")
 BOND_NUMBERS = ("miimon", "updelay", "downdelay")
@@ -42,14 +43,6 @@ TYPED_BOND = {"interfaces": "links", "mode": "bondMode"}
 # A default route: the spec and the legacy form name its network, the typed form has no destination (machinery v1.14.1
 # refuses an unspecified one); read back, the gateway's family says which.
 DEFAULT_ROUTES = ("0.0.0.0/0", "::/0")
-
-
-def _list(value, what):
-    if value is None:
-        return []
-    if not isinstance(value, (list, tuple)):
-        raise ConfigError("%s must be a list" % what)
-    return list(value)
 
 
 def _number(value, what, top):
@@ -74,9 +67,7 @@ def _prefix(value, what):
 def _known(raw, keys, what):
     if not isinstance(raw, dict):
         raise ConfigError("%s must be a mapping" % what)
-    unknown = set(raw) - set(keys)
-    if unknown:
-        raise ConfigError("%s has unknown fields: %s" % (what, ", ".join(sorted(unknown))))
+    only(raw, keys, what)
 
 
 def _routes(raw, what):

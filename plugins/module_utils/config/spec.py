@@ -54,6 +54,8 @@ from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 from ansible_collections.maesh.ichor.plugins.module_utils.common import versions
 from ansible_collections.maesh.ichor.plugins.module_utils.config import contracts, network, yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
+from ansible_collections.maesh.ichor.plugins.module_utils.config.values import as_list as _list, as_mapping as _mapping
+from ansible_collections.maesh.ichor.plugins.module_utils.config.values import only as _only
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import KUBEPRISM_PORT
 
 DEFAULT_POD_SUBNETS = ["10.244.0.0/16"]
@@ -63,20 +65,6 @@ _HOST = re.compile(r"^[A-Za-z0-9.:_*-]+$")
 _SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
-def _list(value, what):
-    if value is None:
-        return []
-    if not isinstance(value, (list, tuple)):
-        raise ConfigError("%s must be a list" % what)
-    return list(value)
-
-
-def _mapping(value, what):
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConfigError("%s must be a mapping" % what)
-    return value
 
 
 def _port(value, what):
@@ -125,12 +113,6 @@ def machine_options():
         kubelet=dict(type="dict", options=dict(extraArgs=dict(type="dict"), extraMounts=dict(type="list", elements="dict", options=mount),
                                                nodeIPSubnets=strings)),
     )
-
-
-def _only(raw, keys, what):
-    unknown = set(raw) - set(keys)
-    if unknown:
-        raise ConfigError("%s has unknown fields: %s" % (what, ", ".join(sorted(unknown))))
 
 
 def _scalar_text(value, what):
