@@ -83,7 +83,9 @@ options:
             description: Its port (default 7445).
             type: int
       registries:
-        description: Registry mirrors. Credentials and TLS are never part of the spec.
+        description:
+          - Registry mirrors, and registry credentials by reference. The credentials themselves and TLS are never part
+            of the spec.
         type: list
         elements: dict
         suboptions:
@@ -100,6 +102,17 @@ options:
           skipFallback:
             description: Whether to skip the upstream registry when the mirrors fail.
             type: bool
+          authSecretRef:
+            description:
+              - The registry's credentials - a Secret in C(ichor-system) with the keys C(username) and C(password), or
+                C(auth), or C(identityToken). Read when a config is rendered, written into it (C(RegistryAuthConfig)
+                at contract v1.14), never shown; an entry may have this and no endpoints.
+            type: dict
+            suboptions:
+              name:
+                description: The Secret's name.
+                type: str
+                required: true
       certSANs:
         description: Extra SANs, for C(machine.certSANs) and the API server's SANs (one list).
         type: list

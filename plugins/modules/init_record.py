@@ -26,7 +26,6 @@ author:
 extends_documentation_fragment:
   - maesh.ichor.kubernetes
   - maesh.ichor.cluster_spec
-  - maesh.ichor.machine_spec.init_record_machines
 attributes:
   check_mode:
     support: full
@@ -48,6 +47,37 @@ options:
     type: list
     elements: dict
     required: true
+    suboptions:
+      name:
+        description: The inventory name.
+        type: str
+        required: true
+      node:
+        description: Its address.
+        type: str
+        required: true
+      role:
+        description: Its role.
+        type: str
+        required: true
+        choices: [controlplane, worker]
+      uuid:
+        description: Its UUID.
+        type: str
+        required: true
+      spec:
+        description:
+          - Its machine spec as M(maesh.ichor.init_plan) judged it (the fields of its O(maesh.ichor.init_plan#module:machines)
+            but C(name), C(node), C(role) and C(uuid)); the record keeps it.
+        type: dict
+        default: {}
+      state:
+        description: The plan's reading of it (not recorded).
+        type: str
+      etcd_members:
+        description: The plan's reading of its etcd (not recorded).
+        type: list
+        elements: str
 """
 
 EXAMPLES = r"""

@@ -21,6 +21,7 @@ import yaml
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
 
+from tests.integration import sweep
 from tests.integration import test_init
 from tests.integration.ansible_env import REPO, ansible_env
 from tests.lab.cilium import fixtures as cilium_fixtures
@@ -50,25 +51,6 @@ def _markers(kubeconfig, talosconfig):
         found += _key_slices(user["user"]["client-key-data"])
     for context in talos["contexts"].values():
         found += _key_slices(context["key"])
-    return found
-
-
-def _holding(roots, markers, since, skip):
-    """[(path, marker head)] for each file under ``roots`` written since ``since`` that holds a marker."""
-    found = []
-    for root in roots:
-        for directory, dirs, files in os.walk(root):
-            dirs[:] = [d for d in dirs if os.path.join(directory, d) not in skip]
-            for name in files:
-                path = os.path.join(directory, name)
-                try:
-                    if path in skip or os.lstat(path).st_mtime < since or not os.path.isfile(path):
-                        continue
-                    with open(path, "rb") as handle:
-                        data = handle.read()
-                except OSError:
-                    continue
-                found += [(path, m[:12]) for m in markers if m.encode() in data]
     return found
 
 
@@ -156,4 +138,4 @@ def test_no_run_calm_or_killed_through_ansible_playbook_or_runner_leaves_a_key_o
     # the operator's own files (init's), the labs' own (their PKI, the simulator's state) and AWX's injected credentials
     skip = {str(keep), os.path.dirname(kube_lab.kubeconfig), lab.workdir} | set(job.injected)
     roots = [str(runs.tmp), str(runs.home), ansible_env()["ANSIBLE_LOCAL_TEMP"], str(tmp_path / "runner"), "/tmp"]
-    assert _holding(roots, markers, began, skip) == []
+    assert sweep.holding(roots, markers, began, skip) == []

@@ -37,6 +37,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_rec
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 
 from tests import config_cases
+from tests.integration import sweep
 from tests.integration.ansible_env import REPO, ansible_env, ansible_playbook
 
 pytestmark = pytest.mark.lab
@@ -149,25 +150,6 @@ class Runs:
         assert "Traceback" not in stdout, stdout[-6000:]
         assert out.exists(), stdout[-6000:]
         return rc, stdout, json.loads(out.read_text())
-
-
-def _holding(roots, markers, since, skip):
-    """[(path, marker head)] for each file under ``roots`` written since ``since`` that holds a marker."""
-    found = []
-    for root in roots:
-        for directory, dirs, files in os.walk(root):
-            dirs[:] = [d for d in dirs if os.path.join(directory, d) not in skip]
-            for name in files:
-                path = os.path.join(directory, name)
-                try:
-                    if path in skip or os.lstat(path).st_mtime < since or not os.path.isfile(path):
-                        continue
-                    with open(path, "rb") as handle:
-                        data = handle.read()
-                except OSError:
-                    continue
-                found += [(path, m[:8]) for m in markers if m.encode() in data]
-    return found
 
 
 def _in_cluster(kube, markers):
@@ -286,12 +268,12 @@ def test_no_registry_password_in_any_output_diff_record_or_artifact(talos_kube_l
         # the lab's own files (the machine's config is its state; the API server's etcd holds the Secret)
         skip = {lab.workdir, lab.kube.workdir}
         roots = [str(runs.tmp), str(runs.home), ansible_env()["ANSIBLE_LOCAL_TEMP"], str(tmp_path), "/tmp"]
-        assert _holding(roots, markers, began, skip) == []
+        assert sweep.holding(roots, markers, began, skip) == []
         # ... and the sweep finds what is there: the Secret's base64 and the API server's etcd hold the markers
         stored = kube.get("v1", "Secret", SECRET, NAMESPACE)["data"]["password"]
         assert any(form in stored for form in _forms(second)[1:]), stored
         assert any(form in base64.b64encode(("%s:%s" % (USERNAME, first)).encode()).decode() for form in _forms(first)[1:])
-        assert _holding([lab.kube.workdir], _forms(second)[:1], began, set()), "the sweep finds no marker in etcd"
+        assert sweep.holding([lab.kube.workdir], _forms(second)[:1], began, set()), "the sweep finds no marker in etcd"
     finally:
         kube.delete("v1", "Secret", SECRET, NAMESPACE)
         if kube.get("v1", "ConfigMap", cluster_record.NAME, cluster_record.NAMESPACE) is not None:

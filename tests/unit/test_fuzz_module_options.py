@@ -34,10 +34,11 @@ FREE_FORM = {
     "cluster.auditPolicy": "an audit.k8s.io/v1 Policy, Kubernetes' own schema (the API server judges it)",
     "cluster.admissionControl.configuration": "an admission plugin's configuration, the plugin's own schema",
     "registry_auth": "registry hosts are the keys (config.registry_auth reads each Secret it names)",
+    "machines.spec": "init_record's: init_plan's result, each machine spec judged there by config.spec",
 }
 # A machine's labels, taints and kubelet flags are the user's keys too, in every module that takes a machine spec.
 FREE_FORM.update(("%s.%s" % (option, field), "label, taint and flag names are the keys (config.spec checks the values)")
-                 for option in ("machine", "machines", "machines.spec") for field in ("nodeLabels", "nodeTaints", "kubelet.extraArgs"))
+                 for option in ("machine", "machines") for field in ("nodeLabels", "nodeTaints", "kubelet.extraArgs"))
 
 
 def module_arguments(name):

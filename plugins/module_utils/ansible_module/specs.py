@@ -199,7 +199,8 @@ def cluster(required=False):
             type="dict", options=dict(talosCNI=dict(type="str"), urls=strings)))),
         kubePrism=dict(type="dict", options=dict(enabled=dict(type="bool"), port=dict(type="int"))),
         registries=dict(type="list", elements="dict", options=dict(
-            host=dict(type="str"), endpoints=strings, overridePath=dict(type="bool"), skipFallback=dict(type="bool"))),
+            host=dict(type="str"), endpoints=strings, overridePath=dict(type="bool"), skipFallback=dict(type="bool"),
+            authSecretRef=dict(type="dict", options=dict(name=dict(type="str", required=True))))),
         certSANs=strings, sysctls=dict(type="dict"), kernelModules=strings,
         inlineManifests=dict(type="list", elements="dict", options=dict(
             name=dict(type="str", required=True), contents=dict(type="str", required=True))),

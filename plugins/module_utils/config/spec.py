@@ -65,8 +65,6 @@ _HOST = re.compile(r"^[A-Za-z0-9.:_*-]+$")
 _SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
-
-
 def _port(value, what):
     try:
         port = int(value)

@@ -29,7 +29,7 @@ def options():
             name=dict(type="str", required=True), node=dict(type="str", required=True),
             role=dict(type="str", required=True, choices=["controlplane", "worker"]),
             uuid=dict(type="str", required=True),
-            spec=dict(type="dict", default={}, options=specs.machine_options()),
+            spec=dict(type="dict", default={}),  # init_plan's result: config.spec judged it there
             # the plan's own keys, not the record's
             state=dict(type="str"), etcd_members=dict(type="list", elements="str"))),
     )
