@@ -124,3 +124,61 @@ def test_the_machines_filter_reads_each_machines_settings_from_its_host_variable
                       "kubelet": {"extraArgs": {"max-pods": "250"}}},
                      {"name": "w-1", "node": "w-1", "role": "worker"}]
     assert machines({"controlplane": ["cp-1"]}, hostvars) == [{"name": "cp-1", "node": "10.5.0.2", "role": "controlplane"}]
+
+
+def _live_credentials(docs):
+    """{host: {field: value}} of the registry credentials a machinery-made config holds, in either form."""
+    out = {}
+    for doc in documents.find_all(docs, "RegistryAuthConfig"):
+        out[doc.name] = dict((key, doc.body[key]) for key in registry_auth.FIELDS if key in doc.body)
+    config = documents.get_path(documents.find(docs, documents.LEGACY).body, "machine.registries.config") or {}
+    for host, entry in config.items():
+        if "auth" in entry:
+            out[host] = dict(entry["auth"])
+    return out
+
+
+@pytest.mark.parametrize("case", ["secrets-typed", "secrets-legacy"])
+@pytest.mark.parametrize("generated", ["v1.12/v1.12.7", "v1.13/v1.13.9", "v1.14/v1.14.1"])
+def test_machinery_made_credentials_are_class_a_with_their_secrets_named_and_c_without(generated, case):
+    """The registry credentials machinery's generator wrote (three hosts: username and password, auth, identityToken;
+    either form): named by authSecretRef whose Secrets hold them, no credential path differs; changed in a Secret,
+    only class A; named by none, class C with the hint."""
+    unused_case, bundle, cluster, machine, live = load_case(os.path.join(CONFIGS, generated, case))
+    for role in ("controlplane", "worker"):
+        held = _live_credentials(live[role])
+        assert len(held) == 3
+        refs = dict((host, "cred-%d" % index) for index, host in enumerate(sorted(held)))
+        named = dict(cluster, registries=registry_auth.with_refs(cluster.get("registries"), refs))
+        kube = Kube(dict((refs[host], creds) for host, creds in held.items()))
+        registry_auth.attach(bundle, kube, specs.cluster(named))
+        machine_spec = dict(machine, role=role)
+        found = drift.drift(render.render(bundle, named, machine_spec), live[role], named)
+        assert not [d.path for d in found.differences if d.path.startswith("RegistryAuthConfig/")]
+        assert not [d for d in found.differences if "registries.config" in d.path and ".auth" in d.path]
+        changed = dict(held)
+        host = sorted(held)[0]
+        changed[host] = dict(held[host], **dict((key, "changed-" + value) for key, value in held[host].items() if key != "username"))
+        registry_auth.attach(bundle, Kube(dict((refs[h], creds) for h, creds in changed.items())), specs.cluster(named))
+        found = drift.drift(render.render(bundle, named, machine_spec), live[role], named)
+        moved = [(d.path, d.cls) for d in found.differences if d.path.startswith("RegistryAuthConfig/")]
+        assert moved and all(cls == "A" for unused, cls in moved) and "changed-" not in json.dumps(found.to_dict())
+        plain = dict(cluster, registries=cluster.get("registries") or [])
+        found = drift.drift(render.render(bundle, plain, machine_spec), live[role], plain)
+        auth = [d for d in found.differences if d.path.startswith("RegistryAuthConfig/")]
+        assert auth and all(d.cls == "C" and d.hint == drift.HINT_REGISTRY_AUTH for d in auth)
+
+
+def test_cluster_fields_only_when_every_control_plane_states_the_same():
+    unused_case, bundle, cluster, machine, live = load_case(os.path.join(CONFIGS, "v1.14", "v1.14.1", "components-args"))
+    from ansible_collections.maesh.ichor.plugins.module_utils.config import adopt
+    same = adopt.read([("cp-1", live["controlplane"], "v1.14.1"), ("cp-2", live["controlplane"], "v1.14.1"),
+                       ("w-1", live["worker"], "v1.14.1")])
+    assert same.unmapped == [] and same.cluster["apiServer"]["extraArgs"]
+    other = documents.parse(documents.emit(live["controlplane"]))
+    documents.find(other, "KubeAPIServerConfig").body["extraArgs"]["event-ttl"] = "3h"
+    split = adopt.read([("cp-1", live["controlplane"], "v1.14.1"), ("cp-2", other, "v1.14.1"), ("w-1", live["worker"], "v1.14.1")])
+    assert split.unmapped == ["apiServer"]
+    found = drift.drift(render.render(bundle, split.cluster, dict(split.machines[1])), other, split.cluster, unmapped=split.unmapped)
+    assert [(d.path, d.cls, d.hint) for d in found.differences] == [
+        ("KubeAPIServerConfig:extraArgs.event-ttl", "C", drift.HINT_DISAGREE % "spec.apiServer")]
