@@ -8,7 +8,11 @@ options, in the same document order, so machinery's loader and encoder see the s
 (tests/integration/test_config_render_go.py judges that with the Go ``compare``). Mirrors without
 overridePath/skipFallback are emitted where the generator's WithRegistryMirror puts them; mirrors
 with either flag, kernel modules and inline manifests come after, in the order a talosctl patch
-adds them.
+adds them, then (contract v1.14) the machine's network documents (config/network.py: links, bonds and
+VLANs, Layer 2 VIPs, TimeSyncConfig) and the registry credentials (RegistryAuthConfig, config/registry_auth.py).
+The machine's and the cluster's other typed fields (labels, taints, kubelet and component arguments, audit
+policy, admission configuration, nameservers) merge into the documents the generator writes, as a patch
+to them does.
 """
 
 from __future__ import absolute_import, division, print_function
