@@ -182,3 +182,20 @@ def test_cluster_fields_only_when_every_control_plane_states_the_same():
     found = drift.drift(render.render(bundle, split.cluster, dict(split.machines[1])), other, split.cluster, unmapped=split.unmapped)
     assert [(d.path, d.cls, d.hint) for d in found.differences] == [
         ("KubeAPIServerConfig:extraArgs.event-ttl", "C", drift.HINT_DISAGREE % "spec.apiServer")]
+
+
+def test_the_rollout_reads_the_credentials_the_record_names_and_finds_the_machines_form():
+    from ansible_collections.maesh.ichor.plugins.module_utils.rollout import model as rollout
+    case, bundle, cluster, machine, live = load_case(os.path.join(CONFIGS, "v1.14", "v1.14.1", "basic"))
+    kube = Kube({"ghcr-pull": {"username": "robot", "password": MARKER}})
+    named = dict(cluster, registries=[{"host": "ghcr.io", "authSecretRef": {"name": "ghcr-pull"}}])
+    registry_auth.attach(bundle, kube, specs.cluster(named))
+    machines = [rollout.Machine(role, "10.5.0.%d" % index, role, case["talos_version"],
+                                render.render_text(bundle, named, dict(machine, role=role), "v1.14"))
+                for index, role in enumerate(("controlplane", "worker"), 2)]
+    found = rollout.model(machines, auth_refs={"ghcr.io": "ghcr-pull"}, kube=kube)
+    assert [m.form for m in found.machines] == ["v1.14", "v1.14"]
+    assert found.cluster["registries"][0]["authSecretRef"] == {"name": "ghcr-pull"} and MARKER not in json.dumps(found.cluster)
+    with pytest.raises(ConfigError, match="is not what the cluster's spec renders") as exc:
+        rollout.model(machines)  # nobody named the Secret: the credentials are drift the rollout would drop
+    assert MARKER not in str(exc.value)
