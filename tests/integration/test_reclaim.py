@@ -482,9 +482,9 @@ def test_c9_no_credential_in_stdout_or_vvvv(world, tmp_path):
         assert "Traceback" not in text
         for marker in markers:
             assert marker not in text
-    from tests.integration.test_key_material import _holding  # pylint: disable=import-outside-toplevel
+    from tests.integration import sweep  # pylint: disable=import-outside-toplevel
     skip = {talosconfig, w.foreign.workdir, w.managed.workdir}
-    assert _holding(list(private.values()) + ["/tmp"], markers[1:], began, skip) == []
+    assert sweep.holding(list(private.values()) + ["/tmp"], markers[1:], began, skip) == []
 
 
 def test_c9_endpoint_of_another_machine_reaches_only_the_address(world, tmp_path):

@@ -375,3 +375,10 @@ def test_a_live_empty_container_facing_rendered_content_is_no_difference_and_lat
     live = [documents.legacy({"machine": {"kernel": {}, "kernelXtra": 1}})]
     rendered = [documents.legacy({"machine": {"kernelXtra": 1}})]
     assert [(d.path, d.change) for d in drift.compare(rendered, live)] == [("v1alpha1:machine.kernel", "remove")]
+
+
+def test_the_v112_network_placeholder_is_no_fields_drift():
+    """``machine.network: {}`` is what contract v1.12 writes and v1.13 does not: drift of no field (class C, as before
+    the network had fields), so the probe's class C counts still tell the contracts apart."""
+    found = drift._classify_one(drift.Difference("v1alpha1:machine.network", {}, None), False, set())
+    assert found == ("C", drift.HINT_OTHER)

@@ -112,7 +112,8 @@ _LEGACY_ADDRESSED = r"addresses|mtu|vip(\.ip)?|" + _ROUTE % "network|gateway|met
 _LEGACY_BOND = r"bond(\.(interfaces|mode|miimon|lacpRate|xmitHashPolicy|updelay|downdelay))?"
 _TYPED_ADDRESSED = r"mtu|addresses(\[\d+\](\.address)?)?|" + _ROUTE % "destination|gateway|metric"
 _NETWORK_A = [
-    r"^v1alpha1:machine\.network(\.nameservers|\.interfaces(\[\d+\](\.(interface|%s|%s|vlans(\[\d+\](\.(vlanId|%s))?)?))?)?)?$" % (
+    # not machine.network itself: its empty placeholder is contract v1.12's, no field's
+    r"^v1alpha1:machine\.network(\.nameservers|\.interfaces(\[\d+\](\.(interface|%s|%s|vlans(\[\d+\](\.(vlanId|%s))?)?))?)?)$" % (
         _LEGACY_ADDRESSED, _LEGACY_BOND, _LEGACY_ADDRESSED),
     r"^v1alpha1:machine\.time(\.servers)?$",
     r"^LinkConfig/[^:]+:(%s)?$" % _TYPED_ADDRESSED,
@@ -137,7 +138,7 @@ _CLASS_A += [(pattern, None, "the machine's network and timeServers") for patter
      "spec.admissionControl"),
 ]
 _CLASS_A = [(re.compile(pattern), field, hint) for pattern, field, hint in _CLASS_A]
-_NETWORK = re.compile(r"^(v1alpha1:machine\.(network|time)(\.|$)|(LinkConfig|BondConfig|VLANConfig|Layer2VIPConfig|"
+_NETWORK = re.compile(r"^(v1alpha1:machine\.(network|time)\.|(LinkConfig|BondConfig|VLANConfig|Layer2VIPConfig|"
                       r"ResolverConfig|TimeSyncConfig|DHCPv4Config|DHCPv6Config|BridgeConfig|DummyLinkConfig|"
                       r"EthernetConfig|LinkAliasConfig|StaticHostConfig|RouteConfig|VRFConfig)[/:])")
 _ROLE_LABEL = re.compile(r"^(v1alpha1:machine\.node(Labels|Taints)|KubeNodeConfig:(labels|taints))\.(.+)$")
