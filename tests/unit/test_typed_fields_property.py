@@ -239,3 +239,18 @@ def test_the_config_step_carries_the_typed_fields_to_contract_v114(contract, gen
     expected = {"net-static": {"LinkConfig", "TimeSyncConfig"}, "net-bond-vlan": {"BondConfig", "VLANConfig"},
                 "vip": {"Layer2VIPConfig"}, "vlan-vip": {"VLANConfig", "Layer2VIPConfig"}}.get(name, set())
     assert expected <= kinds
+
+
+def test_a_vip_on_a_link_no_document_configures_is_kept():
+    """A Layer 2 VIP on a link Talos configures by its default DHCP (no LinkConfig): adoption states the link with its
+    VIP, and the render writes the Layer2VIPConfig alone (no LinkConfig that would change the link): zero drift, never
+    a VIP removed."""
+    bundle = _bundle()
+    cluster = load_case(os.path.join(CONFIGS, "v1.14", "v1.14.1", "basic"))[2]
+    docs = render.render(bundle, cluster, {"role": "controlplane"}, "v1.14")
+    docs.append(documents.typed("Layer2VIPConfig", {"link": "eth0"}, name="10.5.0.100"))
+    stated = adopt.read([("cp-1", docs, "v1.14.1")]).machines[0]
+    assert stated["network"]["interfaces"] == [{"name": "eth0", "vip": "10.5.0.100"}]
+    again = render.render(bundle, cluster, stated, "v1.14")
+    assert documents.find(again, "LinkConfig") is None
+    assert drift.drift(again, docs, cluster).zero

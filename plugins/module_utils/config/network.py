@@ -242,7 +242,8 @@ def typed(network, time_servers):
             for key, value in item["bond"].items():
                 body[TYPED_BOND.get(key, key)] = value
             links.append(documents.typed("BondConfig", _typed_common(item, body), name=item["name"]))
-        elif any(key in item for key in ("addresses", "routes", "mtu")) or not item.get("vlans"):
+        elif any(key in item for key in ("addresses", "routes", "mtu")) or not (item.get("vlans") or "vip" in item):
+            # a link that only carries VLANs or a VIP has no LinkConfig of its own (Talos runs DHCP on it by default)
             links.append(documents.typed("LinkConfig", _typed_common(item, {}), name=item["name"]))
         if "vip" in item:
             vips.append(documents.typed("Layer2VIPConfig", {"link": item["name"]}, name=item["vip"]))
@@ -355,12 +356,16 @@ def read(docs, legacy_body, controlplane):
         by_name[parent].setdefault("vlans", []).append(_from_typed_addressed(doc.body, {"id": vlan_id}))
     for doc in documents.find_all(docs, "Layer2VIPConfig"):
         link = doc.body.get("link")
+        found = False
         for item in raw_interfaces:
             if item["name"] == link:
-                item["vip"] = doc.name
+                item["vip"], found = doc.name, True
             for vlan in item.get("vlans", []):
                 if "%s.%s" % (item["name"], vlan.get("id")) == link:
-                    vlan["vip"] = doc.name
+                    vlan["vip"], found = doc.name, True
+        if not found and isinstance(link, str):
+            # a VIP on a link no document configures (Talos's default DHCP): the spec states the link with its VIP
+            raw_interfaces.append({"name": link, "vip": doc.name})
     interfaces = [kept for kept in (_kept(item, controlplane) for item in raw_interfaces) if kept is not None]
     nameservers = [_map(entry).get("address") for entry in _seq(_map(_body(docs, "ResolverConfig")).get("nameservers"))]
     nameservers += list(_seq(get(legacy_body, "machine.network.nameservers")))
