@@ -254,3 +254,35 @@ def test_a_vip_on_a_link_no_document_configures_is_kept():
     again = render.render(bundle, cluster, stated, "v1.14")
     assert documents.find(again, "LinkConfig") is None
     assert drift.drift(again, docs, cluster).zero
+
+
+@pytest.mark.parametrize("contract", CONTRACTS)
+def test_what_adoption_cannot_state_is_never_applied_as_a_removal(contract):
+    """An interface the spec cannot state (a route without its network, a bond option it has no field for) is left out
+    of the machine's spec: then the machines' network is unmapped and every path of it class C, never a class A
+    removal a release would apply. A label machinery reads as text (``tier: 1``) is kept as text."""
+    bundle = _bundle()
+    cluster = dict(load_case(os.path.join(CONFIGS, "v1.14", "v1.14.1", "basic"))[2], versionContract=contract)
+    machine = {"role": "worker", "network": {"interfaces": [
+        {"name": "bond0", "addresses": ["10.5.0.3/24"], "bond": {"interfaces": ["eth0", "eth1"], "mode": "active-backup"}}]},
+        "nodeLabels": {"tier": "1"}}
+    docs = render.render(bundle, cluster, machine, contract)
+    if contract == "v1.14":
+        documents.find(docs, "BondConfig").body["primaryReselect"] = "always"
+    else:
+        documents.find(docs, documents.LEGACY).body["machine"]["network"]["interfaces"][0]["bond"]["arpIPTarget"] = ["10.5.0.1"]
+    labels = (documents.find(docs, "KubeNodeConfig").body["labels"] if contract == "v1.14"
+              else documents.find(docs, documents.LEGACY).body["machine"]["nodeLabels"])
+    labels["tier"] = 1
+    adopted = adopt.read([("w-1", docs, "v1.14.1")])
+    assert adopted.machines[0]["nodeLabels"] == {"tier": "1"}
+    if contract == "v1.14":  # a BondConfig field the spec has not is read past: that one path is class C
+        assert adopted.unmapped == [] and adopted.machines[0]["network"]["interfaces"][0]["name"] == "bond0"
+    else:  # the legacy bond is read whole: the interface cannot be stated, so the machines' network is unmapped
+        assert adopted.unmapped == ["network.interfaces"] and adopted.machines[0]["network"]["interfaces"] == []
+    at = dict(adopted.cluster, versionContract=contract)
+    found = drift.drift(render.render(bundle, at, adopted.machines[0], contract), docs, at, unmapped=adopted.unmapped)
+    network = [d for d in found.differences if "bond" in d.path.lower() or "interfaces" in d.path]
+    assert network and all(d.cls == "C" for d in network) and found.patch() is None
+    assert [d.path for d in found.differences if "tier" in d.path] == ["KubeNodeConfig:labels.tier" if contract == "v1.14"
+                                                                        else "v1alpha1:machine.nodeLabels.tier"]

@@ -81,8 +81,10 @@ def _mirrors(docs, legacy):
 
 
 def _strings(mapping):
-    """The entries of a {str: str} map (labels, taints, arguments) whose value is a string: others have no field."""
-    return dict((str(key), value) for key, value in _map(mapping).items() if isinstance(value, str))
+    """The entries of a {str: str} map (labels, taints, arguments) whose value is a scalar, as text (YAML reads
+    ``tier: 1`` as a number, machinery as the string "1"); a list or a map has no field (its drift is class C)."""
+    return dict((str(key), specs.scalar_text(value, key)) for key, value in _map(mapping).items()
+                if isinstance(value, (str, int, float, bool)) and value is not None)
 
 
 def _beyond(stated, defaults):
@@ -90,22 +92,31 @@ def _beyond(stated, defaults):
     return dict((key, value) for key, value in stated.items() if defaults.get(key) != value)
 
 
-def _mounts(items):
+def _mounts(items, unread):
     out = []
     for item in _seq(items):
         try:
             out.append(specs.mount(item, "kubelet.extraMounts"))
         except ConfigError:
-            continue  # not a form the spec states: the drift shows it
+            unread.append(UNREAD_MOUNTS)  # not a form the spec states: unmapped, its drift class C
     return out
 
 
-def _machine_fields(docs, legacy, role, typed_k8s):
-    """network, timeServers, nodeLabels, nodeTaints and kubelet of one live config."""
+# Machine fields a live config states in a form the spec cannot hold: read() lists them as unmapped (drift.py classes
+# their paths C), so that what adoption left out is never applied as a removal.
+UNREAD_NETWORK = "network.interfaces"
+UNREAD_MOUNTS = "kubelet.extraMounts"
+
+
+def _machine_fields(docs, legacy, role, typed_k8s, unread):
+    """network, timeServers, nodeLabels, nodeTaints and kubelet of one live config; what it could not read is added to
+    unread (UNREAD_NETWORK, UNREAD_MOUNTS)."""
     get = documents.get_path
     form = "typed" if typed_k8s else "legacy"
     defaults = {"role": role if role in ("controlplane", "worker") else "worker", "nodeLabels": {}, "nodeTaints": {}}
-    machine_network, time_servers = network.read(docs, legacy, role == "controlplane")
+    machine_network, time_servers, complete = network.read(docs, legacy, role == "controlplane")
+    if not complete:
+        unread.append(UNREAD_NETWORK)
     if typed_k8s:
         node = _map(_typed(docs, "KubeNodeConfig"))
         labels, taints, subnets = node.get("labels"), node.get("taints"), get(node, "nodeIP.validSubnets")
@@ -117,7 +128,7 @@ def _machine_fields(docs, legacy, role, typed_k8s):
         "network": machine_network, "timeServers": time_servers,
         "nodeLabels": _beyond(_strings(labels), render.node_labels(defaults, form)),
         "nodeTaints": _beyond(_strings(taints), render.node_taints(defaults, form)),
-        "kubelet": {"extraArgs": _strings(kubelet_args), "extraMounts": _mounts(get(legacy, "machine.kubelet.extraMounts")),
+        "kubelet": {"extraArgs": _strings(kubelet_args), "extraMounts": _mounts(get(legacy, "machine.kubelet.extraMounts"), unread),
                     "nodeIPSubnets": [item for item in _seq(subnets) if isinstance(item, str)]},
     }
 
@@ -167,7 +178,8 @@ def _plain(value):
 class Stated:
     """What one live config states: the cluster fields (FIELDS), the machine spec, the fields it carries."""
 
-    def __init__(self, fields, machine, carried, talos_version):
+    def __init__(self, fields, machine, carried, talos_version, unread=()):
+        self.unread = sorted(set(unread))  # machine fields not read (UNREAD_*)
         self.fields = fields
         self.machine = machine
         self.carried = carried
@@ -243,8 +255,9 @@ def state(docs, talos_version):
         carried -= set(_CONTROLPLANE_ONLY["typed" if typed_k8s else "legacy"])
     hostname = _map(_typed(docs, "HostnameConfig")).get("hostname")
     machine = {"role": role, "hostname": hostname, "install": install}
-    machine.update(_machine_fields(docs, legacy, role, typed_k8s))
-    return Stated(fields, machine, carried, talos_version)
+    unread = []
+    machine.update(_machine_fields(docs, legacy, role, typed_k8s, unread))
+    return Stated(fields, machine, carried, talos_version, unread)
 
 
 def _cluster_spec(fields, talos_version, preset=None):
@@ -322,6 +335,8 @@ def read(configs, preset=None):
             unmapped.append(field)
             if field in _NOTHING_WHEN_SPLIT:
                 fields[field] = _NOTHING_WHEN_SPLIT[field]  # no one machine's list speaks for the others
+    for item in stated:
+        unmapped.extend(field for field in item.unread if field not in unmapped)
     talos = min((item.talos_version for item in stated), key=contracts.parse_version)
     return Adoption(_cluster_spec(fields, talos, preset), [item.machine for item in stated], unmapped)
 

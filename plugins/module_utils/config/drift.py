@@ -123,12 +123,13 @@ _NETWORK_A = [
     r"^ResolverConfig:nameservers(\[\d+\](\.address)?)?$",
     r"^TimeSyncConfig:(ntp(\.servers)?)?$",
 ]
-_CLASS_A += [(pattern, None, "the machine's network and timeServers") for pattern in _NETWORK_A] + [
+# (the machine fields' names are adopt.UNREAD_*: a machine whose network or mounts adoption could not read has them unmapped)
+_CLASS_A += [(pattern, "network.interfaces", "the machine's network and timeServers") for pattern in _NETWORK_A] + [
     (r"^(v1alpha1:machine\.nodeLabels|KubeNodeConfig:labels)(\.|$)", None, "the machine's nodeLabels"),
     (r"^(v1alpha1:machine\.nodeTaints|KubeNodeConfig:taints)(\.|$)", None, "the machine's nodeTaints"),
     (r"^(v1alpha1:machine\.kubelet\.nodeIP|KubeNodeConfig:nodeIP)(\.validSubnets)?$", None, "the machine's kubelet.nodeIPSubnets"),
     (r"^(v1alpha1:machine\.kubelet|KubeletConfig:)(\.)?extraArgs(\.|$)", None, "the machine's kubelet.extraArgs"),
-    (r"^v1alpha1:machine\.kubelet\.extraMounts(\[\d+\](\.(destination|type|source|options))?)?$", None, HINT_MOUNTS),
+    (r"^v1alpha1:machine\.kubelet\.extraMounts(\[\d+\](\.(destination|type|source|options))?)?$", "kubelet.extraMounts", HINT_MOUNTS),
     (r"^(v1alpha1:cluster\.apiServer\.|KubeAPIServerConfig:)extraArgs(\.|$)", "apiServer", "spec.apiServer.extraArgs"),
     (r"^(v1alpha1:cluster\.controllerManager\.|KubeControllerManagerConfig:)extraArgs(\.|$)", "controllerManager",
      "spec.controllerManager.extraArgs"),

@@ -321,7 +321,8 @@ def _kept(raw, controlplane):
 
 
 def read(docs, legacy_body, controlplane):
-    """(network, time servers) a live config states, in the spec's form; what cannot be stated is left out."""
+    """(network, time servers, complete) a live config states, in the spec's form; what cannot be stated is left out,
+    and then complete is False (adoption leaves the machines' network unmapped: its drift is class C, never a removal)."""
     get = documents.get_path
     raw_interfaces = []
     for device in _seq(get(legacy_body, "machine.network.interfaces")):
@@ -366,12 +367,15 @@ def read(docs, legacy_body, controlplane):
         if not found and isinstance(link, str):
             # a VIP on a link no document configures (Talos's default DHCP): the spec states the link with its VIP
             raw_interfaces.append({"name": link, "vip": doc.name})
-    interfaces = [kept for kept in (_kept(item, controlplane) for item in raw_interfaces) if kept is not None]
+    kept = [_kept(item, controlplane) for item in raw_interfaces]
     nameservers = [_map(entry).get("address") for entry in _seq(_map(_body(docs, "ResolverConfig")).get("nameservers"))]
     nameservers += list(_seq(get(legacy_body, "machine.network.nameservers")))
     servers = _seq(get(legacy_body, "machine.time.servers")) + _seq(get(_map(_body(docs, "TimeSyncConfig")), "ntp.servers"))
-    network = {"interfaces": interfaces, "nameservers": [value for value in nameservers if isinstance(value, str) and value]}
-    return network, [value for value in servers if isinstance(value, str) and value]
+    texts = [value for value in nameservers + servers if isinstance(value, str) and value]
+    complete = None not in kept and len(texts) == len(nameservers) + len(servers)
+    network = {"interfaces": [item for item in kept if item is not None],
+               "nameservers": [value for value in nameservers if isinstance(value, str) and value]}
+    return network, [value for value in servers if isinstance(value, str) and value], complete
 
 
 def _body(docs, kind):

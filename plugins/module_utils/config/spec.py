@@ -113,7 +113,7 @@ def machine_options():
     )
 
 
-def _scalar_text(value, what):
+def scalar_text(value, what):
     """A string, or a number or boolean as the command line or a label writes it (250, true)."""
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -123,7 +123,7 @@ def _scalar_text(value, what):
 
 
 def _strings_map(value, what):
-    return dict(sorted((str(key), _scalar_text(item, "%s.%s" % (what, key))) for key, item in _mapping(value, what).items()))
+    return dict(sorted((str(key), scalar_text(item, "%s.%s" % (what, key))) for key, item in _mapping(value, what).items()))
 
 
 def _sorted(value):
