@@ -284,5 +284,5 @@ def test_what_adoption_cannot_state_is_never_applied_as_a_removal(contract):
     found = drift.drift(render.render(bundle, at, adopted.machines[0], contract), docs, at, unmapped=adopted.unmapped)
     network = [d for d in found.differences if "bond" in d.path.lower() or "interfaces" in d.path]
     assert network and all(d.cls == "C" for d in network) and found.patch() is None
-    assert [d.path for d in found.differences if "tier" in d.path] == ["KubeNodeConfig:labels.tier" if contract == "v1.14"
-                                                                        else "v1alpha1:machine.nodeLabels.tier"]
+    tier = "KubeNodeConfig:labels.tier" if contract == "v1.14" else "v1alpha1:machine.nodeLabels.tier"
+    assert [d.path for d in found.differences if "tier" in d.path] == [tier]
