@@ -179,14 +179,26 @@ def keep(client, holder, now=None):
     keeps it before each stage holds it for as long as it goes on writing. A lock of this run's that expired while no
     other run took it is still this run's: a run that writes takes the lock first, so nobody wrote meanwhile."""
     now = time.time() if now is None else now
-    lease = client.get(API_VERSION, "Lease", NAME, NAMESPACE)
-    current = state(lease, now)[0]
-    if current != holder:
-        raise LockError("this run (%s) does not hold the cluster lock %s/%s (%s): take it first (maesh.ichor.cluster_lock)"
-                        % (holder, NAMESPACE, NAME, "held by %s" % current if current else "free"))
-    spec = lease["spec"]
-    duration = spec.get("leaseDurationSeconds") if isinstance(spec.get("leaseDurationSeconds"), int) else DURATION
-    _write(client.replace, _lease(holder, duration, now, spec.get("acquireTime"), _kept(lease["metadata"])))
+    for attempt in range(KEEP_ATTEMPTS):
+        lease = client.get(API_VERSION, "Lease", NAME, NAMESPACE)
+        current = state(lease, now)[0]
+        if current != holder:
+            raise LockError("this run (%s) does not hold the cluster lock %s/%s (%s): take it first (maesh.ichor.cluster_lock)"
+                            % (holder, NAMESPACE, NAME, "held by %s" % current if current else "free"))
+        spec = lease["spec"]
+        duration = spec.get("leaseDurationSeconds") if isinstance(spec.get("leaseDurationSeconds"), int) else DURATION
+        try:
+            client.replace(_lease(holder, duration, now, spec.get("acquireTime"), _kept(lease["metadata"])))
+            return
+        except Conflict:
+            # this run's heartbeat renewed the Lease between the read and the write: read it again (another run that
+            # took it is refused above)
+            if attempt == KEEP_ATTEMPTS - 1:
+                raise LockError("the cluster lock %s/%s kept changing while this run renewed it; run again" % (NAMESPACE, NAME))
+
+
+# reads and writes a renewal may take while the run's own heartbeat renews the same Lease
+KEEP_ATTEMPTS = 3
 
 
 def _write(call, body):
