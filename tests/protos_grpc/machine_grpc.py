@@ -66,6 +66,13 @@ class MachineServiceBase(abc.ABC):
         pass
 
     @abc.abstractmethod
+    async def EtcdForfeitLeadership(
+        self,
+        stream: 'grpclib.server.Stream[machine_pb2.EtcdForfeitLeadershipRequest, machine_pb2.EtcdForfeitLeadershipResponse]',
+    ) -> None:
+        pass
+
+    @abc.abstractmethod
     async def EtcdStatus(self, stream: 'grpclib.server.Stream[google.protobuf.empty_pb2.Empty, machine_pb2.EtcdStatusResponse]') -> None:
         pass
 
@@ -140,6 +147,12 @@ class MachineServiceBase(abc.ABC):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 machine_pb2.EtcdLeaveClusterRequest,
                 machine_pb2.EtcdLeaveClusterResponse,
+            ),
+            '/machine.MachineService/EtcdForfeitLeadership': grpclib.const.Handler(
+                self.EtcdForfeitLeadership,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                machine_pb2.EtcdForfeitLeadershipRequest,
+                machine_pb2.EtcdForfeitLeadershipResponse,
             ),
             '/machine.MachineService/EtcdStatus': grpclib.const.Handler(
                 self.EtcdStatus,
@@ -242,6 +255,12 @@ class MachineServiceStub:
             '/machine.MachineService/EtcdLeaveCluster',
             machine_pb2.EtcdLeaveClusterRequest,
             machine_pb2.EtcdLeaveClusterResponse,
+        )
+        self.EtcdForfeitLeadership = grpclib.client.UnaryUnaryMethod(
+            channel,
+            '/machine.MachineService/EtcdForfeitLeadership',
+            machine_pb2.EtcdForfeitLeadershipRequest,
+            machine_pb2.EtcdForfeitLeadershipResponse,
         )
         self.EtcdStatus = grpclib.client.UnaryUnaryMethod(
             channel,

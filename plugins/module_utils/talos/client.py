@@ -69,6 +69,8 @@ _CALLS = {
                          "machine.EtcdLeaveClusterResponse", UNARY),
     "EtcdRemoveMemberByID": ("/machine.MachineService/EtcdRemoveMemberByID", "machine.EtcdRemoveMemberByIDRequest",
                              "machine.EtcdRemoveMemberByIDResponse", UNARY),
+    "EtcdForfeitLeadership": ("/machine.MachineService/EtcdForfeitLeadership", "machine.EtcdForfeitLeadershipRequest",
+                              "machine.EtcdForfeitLeadershipResponse", UNARY),
     "Disks": ("/storage.StorageService/Disks", "empty", "storage.DisksResponse", UNARY),
     "ImagePull": ("/machine.ImageService/Pull", "image.ImageServicePullRequest", "image.ImageServicePullResponse", STREAM),
     "LifecycleUpgrade": ("/machine.LifecycleService/Upgrade", "lifecycle.LifecycleServiceUpgradeRequest",

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: maesh.ichor contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""etcd through Talos: the member list, and the one etcd health check (a control plane is not touched while etcd
-is unhealthy)."""
+"""etcd through Talos: the member list, the one etcd health check (a control plane is not touched while etcd
+is unhealthy), and its leader: who leads, and moving the leadership away from a member before its machine goes down."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -61,3 +61,18 @@ def members(client, node):
     except errors.TalosError:
         return None
     return sorted(m.hostname for m in reply.members)
+
+
+def leader(client, node):
+    """The member id of the leader as ``node``'s etcd member sees it (its EtcdStatus), 0 when it knows none. Raises
+    errors.TalosError when that member does not answer."""
+    return int(client.call("EtcdStatus", node=node).messages[0].member_status.leader)
+
+
+def forfeit_leadership(client, node):
+    """Move etcd's leadership away from ``node``'s member, as ``talosctl etcd forfeit-leadership`` does: the new
+    leader as Talos names it (its etcd member name, which Talos makes the machine's hostname), or "" when this member
+    did not lead (then nothing changed). Talos refuses it on a worker and when etcd has one member (errors.TalosError:
+    "cannot forfeit leadership, only one member")."""
+    call = "EtcdForfeitLeadership"
+    return client.first(client.call(call, node=node), node, call=call).member

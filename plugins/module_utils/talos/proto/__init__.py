@@ -14,8 +14,8 @@ common_pb2
 machine_pb2
     messages of proto/machine/machine.proto; package machine, MachineService subset:
     ApplyConfiguration, Bootstrap, EtcdMemberList, EtcdRemoveMemberByID, EtcdLeaveCluster,
-    EtcdStatus, EtcdSnapshot, Hostname, Kubeconfig, List, Reboot, Reset, ServiceList, Shutdown,
-    Upgrade (legacy), Version.
+    EtcdForfeitLeadership, EtcdStatus, EtcdSnapshot, Hostname, Kubeconfig, List, Reboot, Reset,
+    ServiceList, Shutdown, Upgrade (legacy), Version.
 machine_image_pb2
     messages of proto/machine/image.proto; package machine, ImageService: List, Pull, Import,
     Remove, Verify.

@@ -140,7 +140,13 @@ if HAS_PROTOBUF:
         b'ster\x12"\n\x08metadata\x18\x01 \x01(\x0b2\x10.common.'
         b'Metadata"G\n\x18EtcdLeaveClusterResp'
         b'onse\x12+\n\x08messages\x18\x01 \x03(\x0b2\x19.machine'
-        b'.EtcdLeaveCluster"\xf8\x01\n\x10EtcdMember'
+        b'.EtcdLeaveCluster"\x1e\n\x1cEtcdForfeit'
+        b'LeadershipRequest"K\n\x15EtcdForfeit'
+        b'Leadership\x12"\n\x08metadata\x18\x01 \x01(\x0b2\x10.c'
+        b'ommon.Metadata\x12\x0e\n\x06member\x18\x02 \x01(\t"Q'
+        b'\n\x1dEtcdForfeitLeadershipResponse\x12'
+        b'0\n\x08messages\x18\x01 \x03(\x0b2\x1e.machine.Etcd'
+        b'ForfeitLeadership"\xf8\x01\n\x10EtcdMember'
         b'Status\x12\x18\n\x10protocol_version\x18\x01 \x01(\t'
         b'\x12\x0f\n\x07db_size\x18\x02 \x01(\x03\x12\x16\n\x0edb_size_in_'
         b'use\x18\x03 \x01(\x03\x12\x0e\n\x06leader\x18\x04 \x01(\x04\x12\x12\n\nraf'
@@ -167,7 +173,7 @@ if HAS_PROTOBUF:
         b'dir\x18\x06 \x01(\x08\x12\r\n\x05error\x18\x07 \x01(\t\x12\x0c\n\x04link'
         b'\x18\x08 \x01(\t\x12\x15\n\rrelative_name\x18\t \x01(\t\x12\x0b\n'
         b'\x03uid\x18\n \x01(\r\x12\x0b\n\x03gid\x18\x0b \x01(\r\x12\x1e\n\x06xattr'
-        b's\x18\x0c \x03(\x0b2\x0e.machine.Xattr2\xe6\x08\n\x0eMach'
+        b's\x18\x0c \x03(\x0b2\x0e.machine.Xattr2\xce\t\n\x0eMach'
         b'ineService\x12]\n\x12ApplyConfiguration'
         b'\x12".machine.ApplyConfigurationReq'
         b'uest\x1a#.machine.ApplyConfiguratio'
@@ -181,29 +187,32 @@ if HAS_PROTOBUF:
         b'.machine.EtcdRemoveMemberByIDRes'
         b'ponse\x12W\n\x10EtcdLeaveCluster\x12 .mach'
         b'ine.EtcdLeaveClusterRequest\x1a!.ma'
-        b'chine.EtcdLeaveClusterResponse\x12A'
-        b'\n\nEtcdStatus\x12\x16.google.protobuf.E'
-        b'mpty\x1a\x1b.machine.EtcdStatusRespons'
-        b'e\x12<\n\x0cEtcdSnapshot\x12\x1c.machine.Etcd'
-        b'SnapshotRequest\x1a\x0c.common.Data0\x01\x12'
-        b'=\n\x08Hostname\x12\x16.google.protobuf.Em'
-        b'pty\x1a\x19.machine.HostnameResponse\x124'
-        b'\n\nKubeconfig\x12\x16.google.protobuf.E'
-        b'mpty\x1a\x0c.common.Data0\x01\x121\n\x04List\x12\x14.m'
-        b'achine.ListRequest\x1a\x11.machine.Fil'
-        b'eInfo0\x01\x129\n\x06Reboot\x12\x16.machine.Rebo'
-        b'otRequest\x1a\x17.machine.RebootRespon'
-        b'se\x126\n\x05Reset\x12\x15.machine.ResetReque'
-        b'st\x1a\x16.machine.ResetResponse\x12C\n\x0bSe'
-        b'rviceList\x12\x16.google.protobuf.Empt'
-        b'y\x1a\x1c.machine.ServiceListResponse\x12'
-        b'?\n\x08Shutdown\x12\x18.machine.ShutdownRe'
-        b'quest\x1a\x19.machine.ShutdownResponse'
-        b'\x12A\n\x07Upgrade\x12\x17.machine.UpgradeReq'
-        b'uest\x1a\x18.machine.UpgradeResponse"\x03'
-        b'\x88\x02\x01\x12;\n\x07Version\x12\x16.google.protobuf'
-        b'.Empty\x1a\x18.machine.VersionResponse'
-        b'b\x06proto3'
+        b'chine.EtcdLeaveClusterResponse\x12f'
+        b'\n\x15EtcdForfeitLeadership\x12%.machin'
+        b'e.EtcdForfeitLeadershipRequest\x1a&'
+        b'.machine.EtcdForfeitLeadershipRe'
+        b'sponse\x12A\n\nEtcdStatus\x12\x16.google.pr'
+        b'otobuf.Empty\x1a\x1b.machine.EtcdStatu'
+        b'sResponse\x12<\n\x0cEtcdSnapshot\x12\x1c.mach'
+        b'ine.EtcdSnapshotRequest\x1a\x0c.common'
+        b'.Data0\x01\x12=\n\x08Hostname\x12\x16.google.pro'
+        b'tobuf.Empty\x1a\x19.machine.HostnameRe'
+        b'sponse\x124\n\nKubeconfig\x12\x16.google.pr'
+        b'otobuf.Empty\x1a\x0c.common.Data0\x01\x121\n\x04'
+        b'List\x12\x14.machine.ListRequest\x1a\x11.mac'
+        b'hine.FileInfo0\x01\x129\n\x06Reboot\x12\x16.mach'
+        b'ine.RebootRequest\x1a\x17.machine.Rebo'
+        b'otResponse\x126\n\x05Reset\x12\x15.machine.Re'
+        b'setRequest\x1a\x16.machine.ResetRespon'
+        b'se\x12C\n\x0bServiceList\x12\x16.google.proto'
+        b'buf.Empty\x1a\x1c.machine.ServiceListR'
+        b'esponse\x12?\n\x08Shutdown\x12\x18.machine.Sh'
+        b'utdownRequest\x1a\x19.machine.Shutdown'
+        b'Response\x12A\n\x07Upgrade\x12\x17.machine.Up'
+        b'gradeRequest\x1a\x18.machine.UpgradeRe'
+        b'sponse"\x03\x88\x02\x01\x12;\n\x07Version\x12\x16.google.'
+        b'protobuf.Empty\x1a\x18.machine.Version'
+        b'Responseb\x06proto3'
     )
 
     _globals = globals()
@@ -309,20 +318,26 @@ if HAS_PROTOBUF:
         _globals['_ETCDLEAVECLUSTER']._serialized_end = 3592
         _globals['_ETCDLEAVECLUSTERRESPONSE']._serialized_start = 3594
         _globals['_ETCDLEAVECLUSTERRESPONSE']._serialized_end = 3665
-        _globals['_ETCDMEMBERSTATUS']._serialized_start = 3668
-        _globals['_ETCDMEMBERSTATUS']._serialized_end = 3916
-        _globals['_ETCDSTATUS']._serialized_start = 3918
-        _globals['_ETCDSTATUS']._serialized_end = 4016
-        _globals['_ETCDSTATUSRESPONSE']._serialized_start = 4018
-        _globals['_ETCDSTATUSRESPONSE']._serialized_end = 4077
-        _globals['_LISTREQUEST']._serialized_start = 4080
-        _globals['_LISTREQUEST']._serialized_end = 4263
-        _globals['_LISTREQUEST_TYPE']._serialized_start = 4216
-        _globals['_LISTREQUEST_TYPE']._serialized_end = 4263
-        _globals['_XATTR']._serialized_start = 4265
-        _globals['_XATTR']._serialized_end = 4300
-        _globals['_FILEINFO']._serialized_start = 4303
-        _globals['_FILEINFO']._serialized_end = 4535
-        _globals['_MACHINESERVICE']._serialized_start = 4538
-        _globals['_MACHINESERVICE']._serialized_end = 5664
+        _globals['_ETCDFORFEITLEADERSHIPREQUEST']._serialized_start = 3667
+        _globals['_ETCDFORFEITLEADERSHIPREQUEST']._serialized_end = 3697
+        _globals['_ETCDFORFEITLEADERSHIP']._serialized_start = 3699
+        _globals['_ETCDFORFEITLEADERSHIP']._serialized_end = 3774
+        _globals['_ETCDFORFEITLEADERSHIPRESPONSE']._serialized_start = 3776
+        _globals['_ETCDFORFEITLEADERSHIPRESPONSE']._serialized_end = 3857
+        _globals['_ETCDMEMBERSTATUS']._serialized_start = 3860
+        _globals['_ETCDMEMBERSTATUS']._serialized_end = 4108
+        _globals['_ETCDSTATUS']._serialized_start = 4110
+        _globals['_ETCDSTATUS']._serialized_end = 4208
+        _globals['_ETCDSTATUSRESPONSE']._serialized_start = 4210
+        _globals['_ETCDSTATUSRESPONSE']._serialized_end = 4269
+        _globals['_LISTREQUEST']._serialized_start = 4272
+        _globals['_LISTREQUEST']._serialized_end = 4455
+        _globals['_LISTREQUEST_TYPE']._serialized_start = 4408
+        _globals['_LISTREQUEST_TYPE']._serialized_end = 4455
+        _globals['_XATTR']._serialized_start = 4457
+        _globals['_XATTR']._serialized_end = 4492
+        _globals['_FILEINFO']._serialized_start = 4495
+        _globals['_FILEINFO']._serialized_end = 4727
+        _globals['_MACHINESERVICE']._serialized_start = 4730
+        _globals['_MACHINESERVICE']._serialized_end = 5960
     # @@protoc_insertion_point(module_scope)
