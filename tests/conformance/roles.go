@@ -97,6 +97,11 @@ func (rn *runner) readerRefusals(ctx context.Context, cp1, target labMachine) {
 		{"EtcdRemoveMemberByID", cp1, func(c context.Context) error {
 			return rc.EtcdRemoveMemberByID(c, &machineapi.EtcdRemoveMemberByIDRequest{MemberId: cp1.EtcdMemberID})
 		}},
+		{"EtcdForfeitLeadership", cp1, func(c context.Context) error {
+			_, err := rc.EtcdForfeitLeadership(c, &machineapi.EtcdForfeitLeadershipRequest{})
+
+			return err
+		}},
 	}
 
 	for _, cl := range calls {

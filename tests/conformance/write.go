@@ -119,7 +119,9 @@ func (rn *runner) writePhase(ctx context.Context) {
 		rn.missing("write lifecycle Upgrade", "no configured v1.13 worker")
 	}
 
-	// 7. etcd membership changes.
+	// 7. etcd leadership moved away (a rollout before a control plane reboots), then membership changes.
+	rn.refresh(ctx)
+	rn.etcdForfeit(ctx, c, cp1)
 	rn.refresh(ctx)
 	rn.etcdChanges(ctx, c, cp1)
 
@@ -560,6 +562,152 @@ func (rn *runner) lifecycleUpgrade(ctx context.Context, c *client.Client, m labM
 	}
 
 	return nil
+}
+
+// etcdLeader is the leader's member id as m's etcd member sees it (EtcdStatus through the endpoint).
+func (rn *runner) etcdLeader(ctx context.Context, c *client.Client, m labMachine) (uint64, error) {
+	cctx, cancel := rn.nodeCall(ctx, m)
+	defer cancel()
+
+	resp, err := c.EtcdStatus(cctx)
+	if err != nil {
+		return 0, callErr("EtcdStatus", err)
+	}
+
+	if len(resp.GetMessages()) != 1 {
+		return 0, fmt.Errorf("EtcdStatus: %d messages, want 1", len(resp.GetMessages()))
+	}
+
+	return resp.GetMessages()[0].GetMemberStatus().GetLeader(), nil
+}
+
+// forfeit calls EtcdForfeitLeadership on m and returns the one reply's member.
+func (rn *runner) forfeit(ctx context.Context, c *client.Client, m labMachine) (string, error) {
+	cctx, cancel := rn.nodeCall(ctx, m)
+	defer cancel()
+
+	resp, err := c.EtcdForfeitLeadership(cctx, &machineapi.EtcdForfeitLeadershipRequest{})
+	if err != nil {
+		return "", callErr("EtcdForfeitLeadership", err)
+	}
+
+	if len(resp.GetMessages()) != 1 {
+		return "", fmt.Errorf("EtcdForfeitLeadership: %d messages, want 1", len(resp.GetMessages()))
+	}
+
+	return resp.GetMessages()[0].GetMember(), nil
+}
+
+// etcdForfeit: Talos v1.14.1's EtcdForfeitLeadership (internal/pkg/etcd ForfeitLeadership) answers "" on a member
+// that does not lead and changes nothing; on the leader it moves the leadership to another member and answers that
+// member's etcd name (Talos names a member by the machine's hostname: etcd's Member.Name, not its id); a worker is
+// refused (checkControlplane: Unimplemented).
+func (rn *runner) etcdForfeit(ctx context.Context, c *client.Client, cp1 labMachine) {
+	var cps []labMachine
+
+	for _, m := range rn.clusterMachines(cp1) {
+		if m.controlPlane() && m.Up && m.EtcdMemberID != 0 {
+			cps = append(cps, m)
+		}
+	}
+
+	if len(cps) < 3 {
+		rn.missing("write EtcdForfeitLeadership", fmt.Sprintf("need 3 bootstrapped control planes, have %d", len(cps)))
+
+		return
+	}
+
+	members := rn.expectedEtcdMembers(cp1)
+
+	leaderID, err := rn.etcdLeader(ctx, c, cp1)
+	if !rn.r.Check(fmt.Sprintf("write %s EtcdStatus names a leader before EtcdForfeitLeadership", cp1.Name), func() error {
+		if err != nil {
+			return err
+		}
+
+		if _, ok := members[leaderID]; !ok {
+			return fmt.Errorf("leader %x is not a member of %v", leaderID, members)
+		}
+
+		return nil
+	}()) {
+		return
+	}
+
+	var leader, follower labMachine
+
+	for _, m := range cps {
+		if m.EtcdMemberID == leaderID {
+			leader = m
+		} else if follower.Name == "" {
+			follower = m
+		}
+	}
+
+	rn.r.Check(fmt.Sprintf("write %s EtcdForfeitLeadership of a member that does not lead -> \"\", nothing moves", follower.Name), func() error {
+		member, err := rn.forfeit(ctx, c, follower)
+		if err != nil {
+			return err
+		}
+
+		if member != "" {
+			return fmt.Errorf("member = %q, want \"\" (%s does not lead)", member, follower.Name)
+		}
+
+		now, err := rn.etcdLeader(ctx, c, follower)
+		if err != nil {
+			return err
+		}
+
+		if now != leaderID {
+			return fmt.Errorf("the leader moved from %x to %x", leaderID, now)
+		}
+
+		return nil
+	}())
+
+	rn.r.Check(fmt.Sprintf("write %s EtcdForfeitLeadership of the leader moves the leadership to the member it names", leader.Name), func() error {
+		member, err := rn.forfeit(ctx, c, leader)
+		if err != nil {
+			return err
+		}
+
+		var named uint64
+
+		for id, hostname := range members {
+			if hostname == member {
+				named = id
+			}
+		}
+
+		if named == 0 || named == leaderID {
+			return fmt.Errorf("member = %q, want the etcd name of another member (%v)", member, members)
+		}
+
+		for _, m := range cps {
+			now, err := rn.etcdLeader(ctx, c, m)
+			if err != nil {
+				return err
+			}
+
+			if now != named {
+				return fmt.Errorf("%s sees leader %x, want %x (%s)", m.Name, now, named, member)
+			}
+		}
+
+		return nil
+	}())
+
+	if w, ok := rn.pickWorker(map[string]bool{}, func(labMachine) bool { return true }); ok {
+		rn.r.Check(fmt.Sprintf("write %s EtcdForfeitLeadership on a worker is Unimplemented", w.Name), func() error {
+			cctx, cancel := rn.nodeCall(ctx, w)
+			defer cancel()
+
+			_, err := c.EtcdForfeitLeadership(cctx, &machineapi.EtcdForfeitLeadershipRequest{})
+
+			return expectCode(err, codes.Unimplemented)
+		}())
+	}
 }
 
 func (rn *runner) etcdChanges(ctx context.Context, c *client.Client, cp1 labMachine) {

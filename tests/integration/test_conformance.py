@@ -86,13 +86,19 @@ def test_descriptors_match_machinery(conformance_bin):
 def test_real_client_against_mixed_version_lab(conformance_bin, talos_lab):
     """3 control planes (v1.14.1), workers at v1.12.11 / v1.13.9 / v1.14.1, and maintenance
     machines at v1.12.11 and v1.14.1; Ed25519 CA. Every phase, strict (no check may be
-    skipped for lack of a machine)."""
+    skipped for lack of a machine). Among them EtcdForfeitLeadership through machinery's client: "" on a member that
+    does not lead, the new leader's etcd name (its hostname) from the leader, whose leadership every member then sees
+    moved; Unimplemented on a worker, PermissionDenied to os:reader."""
     lab = talos_lab(controlplanes=3, workers=3, version="v1.14.1", mixed_versions=True,
                     extra_maintenance=True, ca="ed25519")
     result = _run(conformance_bin, "client", "--strict", "--lab", lab.lab_json)
     _assert_passed(result)
     for check in ("Bootstrap", "Kubeconfig", "legacy Upgrade", "LifecycleService.Upgrade",
                   "EtcdLeaveCluster", "EtcdRemoveMemberByID", "Reset",
+                  "EtcdForfeitLeadership of a member that does not lead",
+                  "EtcdForfeitLeadership of the leader moves the leadership to the member it names",
+                  "EtcdForfeitLeadership on a worker is Unimplemented",
+                  "EtcdForfeitLeadership as os:reader is PermissionDenied",
                   "ApplyConfiguration (insecure) installs and the machine returns",
                   "m-112 (v1.12.11) ApplyConfiguration (insecure) installs a fresh machine",
                   "m-114 (v1.14.1) ApplyConfiguration (insecure) installs a fresh machine"):

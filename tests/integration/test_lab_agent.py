@@ -153,3 +153,99 @@ def test_kubelet_version_of_typed_kubelet_config():
     assert kubelet_version("apiVersion: v1alpha1\nkind: KubeletConfig\nimage: registry:5000/kubelet@sha256:ab\n",
                            "default") == "default"
     assert kubelet_version(": [", "default") == "default"
+
+
+def _pod(core, namespace, name, node, labels=None, annotations=None):
+    core.create_namespaced_pod(namespace, {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
+        "spec": {"nodeName": node, "automountServiceAccountToken": False,
+                 "containers": [{"name": "c", "image": "registry.example/x:1"}]}})
+
+
+def _pod_state(core, namespace, name):
+    """(phase, Ready condition) of the Pod, or None once it is gone."""
+    from kubernetes.client.rest import ApiException
+    try:
+        pod = core.read_namespaced_pod(name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    ready = [c.status for c in pod.status.conditions or [] if c.type == "Ready"]
+    return pod.status.phase, (ready or [None])[0]
+
+
+def _evict(core, namespace, name):
+    core.create_namespaced_pod_eviction(name, namespace, k8s.V1Eviction(
+        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace)))
+
+
+def _default_service_account(core, namespace):
+    """Pods need their ServiceAccount, and the lab runs no controller that makes ``default``."""
+    from kubernetes.client.rest import ApiException
+    try:
+        core.create_namespaced_service_account(namespace, {"metadata": {"name": "default"}})
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+def test_pods_on_agent_nodes_run_and_an_eviction_completes(talos_kube_lab, kube_namespace):
+    """The agent plays the kubelet: a bound Pod becomes Running and Ready (a never-ready one stays Pending), and an
+    eviction (a graceful delete) is confirmed, so the Pod goes as a drain expects."""
+    lab = talos_kube_lab(controlplanes=1, workers=1)
+    core = k8s.CoreV1Api(lab.kube.api_client())
+    _default_service_account(core, kube_namespace)
+    node = lab.node_name("worker-1")
+    _wait(lambda: node in _nodes(lab.kube, lab.agent.owner), what="the worker's Node")
+    _pod(core, kube_namespace, "web", node)
+    _pod(core, kube_namespace, "stuck", node, annotations={"lab.maesh.dev/never-ready": "true"})
+    _wait(lambda: _pod_state(core, kube_namespace, "web") == ("Running", "True"), what="the Pod Running and Ready")
+    pod = core.read_namespaced_pod("web", kube_namespace)
+    assert pod.status.host_ip == lab.address("worker-1") and pod.status.container_statuses[0].ready
+    time.sleep(1)
+    assert _pod_state(core, kube_namespace, "stuck")[0] == "Pending"
+    _evict(core, kube_namespace, "web")
+    _wait(lambda: _pod_state(core, kube_namespace, "web") is None, timeout=20, what="the evicted Pod gone")
+    # a plain graceful delete is confirmed the same way
+    core.delete_namespaced_pod("stuck", kube_namespace, grace_period_seconds=30)
+    _wait(lambda: _pod_state(core, kube_namespace, "stuck") is None, timeout=20, what="the deleted Pod gone")
+
+
+def test_a_pod_disruption_budget_blocks_an_eviction(talos_kube_lab, kube_namespace):
+    """kube-controller-manager's disruption controller computes the budget from the Pods the agent made ready; the
+    Eviction API then refuses (429) what would break it, and allows it once the budget allows a disruption."""
+    from kubernetes.client.rest import ApiException
+    lab = talos_kube_lab(controlplanes=1, workers=2)
+    core = k8s.CoreV1Api(lab.kube.api_client())
+    policy = k8s.PolicyV1Api(lab.kube.api_client())
+    _default_service_account(core, kube_namespace)
+    nodes = [lab.node_name(n) for n in ("worker-1", "worker-2")]
+    _wait(lambda: set(nodes) <= set(_nodes(lab.kube, lab.agent.owner)), what="the workers' Nodes")
+    for i, node in enumerate(nodes):
+        _pod(core, kube_namespace, "db-%d" % i, node, labels={"app": "db"})
+    policy.create_namespaced_pod_disruption_budget(kube_namespace, {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "db"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "db"}}}})
+
+    def computed(healthy, allowed):
+        budget = policy.read_namespaced_pod_disruption_budget("db", kube_namespace)
+        status = budget.status
+        return status is not None and status.observed_generation == budget.metadata.generation and \
+            status.current_healthy == healthy and status.disruptions_allowed == allowed
+
+    _wait(lambda: computed(2, 0), timeout=30, what="the budget computed: 2 healthy, no disruption allowed")
+    with pytest.raises(ApiException) as exc:
+        _evict(core, kube_namespace, "db-0")
+    assert exc.value.status == 429 and "disruption budget" in exc.value.body
+    time.sleep(1)
+    assert _pod_state(core, kube_namespace, "db-0") == ("Running", "True")
+    policy.patch_namespaced_pod_disruption_budget("db", kube_namespace, {"spec": {"minAvailable": 1}})
+    _wait(lambda: computed(2, 1), timeout=30, what="the budget to allow one disruption")
+    _evict(core, kube_namespace, "db-0")
+    _wait(lambda: _pod_state(core, kube_namespace, "db-0") is None, timeout=20, what="the evicted Pod gone")
+    _wait(lambda: computed(1, 0), timeout=30, what="the budget at 1 healthy")
+    with pytest.raises(ApiException) as exc:
+        _evict(core, kube_namespace, "db-1")
+    assert exc.value.status == 429

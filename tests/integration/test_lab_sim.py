@@ -645,3 +645,141 @@ def test_the_default_lab_starts_from_real_talos_configs_with_their_bundle(talos_
         live = client.run(machine.get_resource(client, resources.MACHINE_CONFIG, lab.address("worker-1")))
     with open(os.path.join(case, "worker.conf")) as handle:
         assert live["spec"] == handle.read()
+
+
+# --- etcd leadership and slow or failing pulls (a batched rollout) ----------------------------------------------------
+
+def _talos_client(lab, endpoint=None, timeout=10):
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import talosconfig
+    return tc.TalosClient(talosconfig.load(lab.talosconfig), endpoint=endpoint, timeout=timeout)
+
+
+def _leaders(lab):
+    return [name for name, what in lab.control.timeline() if what == "etcd-leader"]
+
+
+def test_etcd_forfeit_leadership_moves_it_and_is_empty_on_a_member_that_does_not_lead(talos_lab):
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, etcd
+    lab = talos_lab(controlplanes=3, workers=1)
+    ids = dict((m["name"], m["etcd_member_id"]) for m in lab.machines if m["role"] == "controlplane")
+    names = dict((mid, name) for name, mid in ids.items())
+    with _talos_client(lab) as client:
+        first = etcd.leader(client, lab.address("cp-1"))
+        assert first in names and all(etcd.leader(client, lab.address(n)) == first for n in ids)
+        lab.control.reset_timeline()
+        follower = sorted(n for n in ids if ids[n] != first)[0]
+        # Talos: a member that does not lead forfeits nothing and says so with ""
+        assert etcd.forfeit_leadership(client, lab.address(follower)) == ""
+        assert etcd.leader(client, lab.address(follower)) == first and _leaders(lab) == []
+        # the leader hands it to the first other member in member id order (etcd's MoveLeader); the reply names the
+        # new leader by its etcd member name, the machine's hostname, as Talos v1.14.1 does (not its id)
+        new = sorted(mid for mid in ids.values() if mid != first)[0]
+        status = client.call("EtcdStatus", node=lab.address(names[first])).messages[0].member_status
+        assert etcd.forfeit_leadership(client, lab.address(names[first])) == lab.machine(names[new])["hostname"]
+        after = client.call("EtcdStatus", node=lab.address(names[first])).messages[0].member_status
+        assert after.leader == new and after.raft_term == status.raft_term + 1 and not after.errors
+        assert all(etcd.leader(client, lab.address(n)) == new for n in ids)
+        assert _leaders(lab) == [names[new]]
+        assert (names[first], "EtcdForfeitLeadership") in [tuple(e) for e in lab.control.timeline()]
+        assert etcd.forfeit_leadership(client, lab.address(names[first])) == ""  # no longer the leader
+        with pytest.raises(errors.TalosCallError) as exc:
+            etcd.forfeit_leadership(client, lab.address("worker-1"))
+        assert exc.value.code == "UNIMPLEMENTED" and "etcd forfeit leadership is only available on control plane " \
+            "nodes" in str(exc.value)
+    # os:admin only, as machined's rule for it
+    with pytest.raises(GRPCError) as ei:
+        call(lab.address("cp-1"), lab.ssl(lab.context + "-reader"), MS + "EtcdForfeitLeadership",
+             P.machine().EtcdForfeitLeadershipRequest())
+    assert grpc_code(ei) == Status.PERMISSION_DENIED
+
+
+def test_etcd_forfeit_leadership_refused_with_one_member(talos_lab):
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, etcd
+    lab = talos_lab(controlplanes=1, workers=0)
+    with _talos_client(lab) as client:
+        with pytest.raises(errors.TalosCallError) as exc:
+            etcd.forfeit_leadership(client, lab.address("cp-1"))
+        assert exc.value.code == "UNKNOWN"
+        assert "cannot forfeit leadership, only one member" in str(exc.value) and lab.address("cp-1") in str(exc.value)
+        assert etcd.leader(client, lab.address("cp-1")) == lab.machine("cp-1")["etcd_member_id"]
+
+
+def test_etcd_leadership_moves_when_the_leaders_machine_goes_down(talos_lab):
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import etcd
+    lab = talos_lab(controlplanes=3, workers=0)
+    ids = dict((m["name"], m["etcd_member_id"]) for m in lab.machines)
+    names = dict((mid, name) for name, mid in ids.items())
+    with _talos_client(lab, endpoint=lab.address("cp-1")) as client:
+        first = names[etcd.leader(client, lab.address("cp-1"))]
+    lab.control.set_timing(first, reboot_seconds=1.5)
+    lab.control.reset_timeline()
+    lab.control.reboot(first, seconds=1.5)
+    lab.wait_for(first, lambda m: not m["up"], timeout=10)
+    others = sorted(n for n in ids if n != first)
+    new = names[sorted(ids[n] for n in others)[0]]  # the lab elects the first running member, in member id order
+    with _talos_client(lab, endpoint=lab.address(others[0])) as client:
+        assert etcd.leader(client, lab.address(others[1])) == ids[new]
+    timeline = [tuple(e) for e in lab.control.timeline()]
+    assert timeline.index((first, "down:unasked")) < timeline.index((new, "etcd-leader"))
+    # the old leader comes back as a follower: nobody else changes
+    lab.wait_for(first, lambda m: m["up"] and m["stage"] == "running", timeout=15)
+    with _talos_client(lab, endpoint=lab.address(first)) as client:
+        assert etcd.leader(client, lab.address(first)) == ids[new]
+    assert _leaders(lab) == [new]
+    # a leader switched off (Shutdown, power): the next running member leads
+    lab.control.power(new, on=False)
+    rest = [n for n in ids if n != new]
+    then = names[sorted(ids[n] for n in rest)[0]]
+    with _talos_client(lab, endpoint=lab.address(rest[0])) as client:
+        assert etcd.leader(client, lab.address(rest[1])) == ids[then]
+    assert _leaders(lab) == [new, then]
+
+
+def _pull(client, node, image="ghcr.io/siderolabs/installer:v1.14.2"):
+    return client.call("ImagePull", _pull_request(image), node=node)
+
+
+def test_image_pull_faults_delay_and_fail_the_pull(talos_lab):
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors
+    lab = talos_lab(controlplanes=1, workers=1)
+    worker = lab.address("worker-1")
+    lab.control.set_faults("worker-1", pull_seconds=1.5)
+    with _talos_client(lab) as client:
+        lab.control.reset_timeline()
+        started = time.monotonic()
+        replies = _pull(client, worker)
+        assert time.monotonic() - started >= 1.5
+        assert replies[-1].name.startswith("ghcr.io/siderolabs/installer@sha256:")
+        assert [tuple(e) for e in lab.control.timeline()] == [("worker-1", "Pull")]
+        # a pull that outlasts the caller's deadline is the caller's timeout
+        with pytest.raises(errors.TalosError):
+            client.call("ImagePull", _pull_request(), node=worker, timeout=0.5)
+        lab.control.set_faults("worker-1", pull_seconds=0, pull_error=True)
+        with pytest.raises(errors.TalosCallError) as exc:
+            _pull(client, worker, "ghcr.io/siderolabs/installer:v9.9.9")
+        assert exc.value.code == "NOT_FOUND" and str(exc.value).startswith(worker + ": NOT_FOUND (ImagePull)")
+        assert 'failed to resolve reference "ghcr.io/siderolabs/installer:v9.9.9": ' \
+            'ghcr.io/siderolabs/installer:v9.9.9: not found' in str(exc.value)
+        said = "failed to pull image: failed to resolve reference: dial tcp: lookup ghcr.io: i/o timeout"
+        lab.control.set_faults("worker-1", pull_error=said)
+        with pytest.raises(errors.TalosCallError) as exc:
+            _pull(client, worker)
+        assert exc.value.code == "UNKNOWN" and worker in str(exc.value) and said in str(exc.value)
+        # a failed pull stores nothing: the installer it names is not there to run
+        from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
+        lab.control.clear_faults("worker-1")
+        upgrade = tc.request_type("LifecycleUpgrade")()
+        upgrade.containerd.driver, upgrade.containerd.namespace = 1, 1
+        upgrade.source.image_name = "ghcr.io/siderolabs/installer:v9.9.9"
+        with pytest.raises(errors.TalosCallError) as exc:
+            client.call("LifecycleUpgrade", upgrade, node=worker)
+        assert exc.value.code == "INTERNAL" and "not found in containerd store" in str(exc.value)
+    assert lab.machine("worker-1")["version"] == "v1.14.1"
+
+
+def _pull_request(image="ghcr.io/siderolabs/installer:v1.14.2"):
+    from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
+    request = tc.request_type("ImagePull")(image_ref=image)
+    request.containerd.driver, request.containerd.namespace = 1, 1  # what talosctl upgrade sends
+    return request

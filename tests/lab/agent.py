@@ -8,7 +8,14 @@ the real API server, and plays the workload controllers' part for readiness.
 - Deployments and DaemonSets get a ready status, except those annotated
   ``lab.maesh.dev/never-ready: "true"`` (a workload that never becomes ready); a Deployment whose
   pods require anti-affinity per hostname (the Cilium operator: host ports, one per node) gets at
-  most one ready replica per Node, as the scheduler would place them (the rest stay Pending).
+  most one ready replica per Node, as the scheduler would place them (the rest stay Pending);
+- Pods bound to its Nodes (``spec.nodeName``; nothing schedules here, a test binds them) get the
+  kubelet's part: Running and Ready while the Node's machine runs (a Pod annotated
+  ``lab.maesh.dev/never-ready: "true"`` stays Pending), and a Pod being deleted (a graceful
+  delete, an eviction, its namespace going) is deleted for good (grace period 0, on its UID) while
+  the machine is up, as a kubelet confirms it once its containers stopped. So a drain through the
+  Eviction API completes, and the kube-controller-manager's disruption controller counts healthy
+  Pods for PodDisruptionBudgets. One Pod list per round.
 
 Run ``sync_once()`` from a test, or ``start()`` a background thread.
 """
@@ -55,6 +62,7 @@ class LabAgent:
         self.refresh = refresh
         self._reported = {}  # Node name -> the status last patched (without its times)
         self._kubelets = {}  # machine config text -> its kubelet version: parsed once, not every round
+        self._machines = {}  # Node name -> the machine it mirrors (lab state), as of the last round
         self._stop = threading.Event()
         self._thread = None
 
@@ -91,6 +99,7 @@ class LabAgent:
             if machine["mode"] != "configured":
                 continue
             wanted[machine["hostname"]] = machine
+        self._machines = wanted
         existing = dict((n.metadata.name, n) for n in self.core.list_node(label_selector="%s=%s" % (MANAGED, self.owner)).items)
         for name, node in existing.items():
             if name not in wanted:
@@ -152,9 +161,54 @@ class LabAgent:
                 "currentNumberScheduled": nodes, "numberReady": nodes, "updatedNumberScheduled": nodes,
                 "numberAvailable": nodes, "numberMisscheduled": 0}})
 
+    # -- pods: the kubelet's part -----------------------------------------------------------
+    @staticmethod
+    def _pod_ready(pod):
+        conditions = (pod.status.conditions or []) if pod.status else []
+        return pod.status is not None and pod.status.phase == "Running" and any(
+            c.type == "Ready" and c.status == "True" for c in conditions)
+
+    def _pod_status(self, pod, machine):
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        started = pod.status.start_time if pod.status and pod.status.start_time else None
+        started = started.strftime("%Y-%m-%dT%H:%M:%SZ") if started else now
+        conditions = [{"type": kind, "status": "True", "lastTransitionTime": now}
+                      for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready")]
+        containers = [{"name": c.name, "image": c.image, "imageID": "", "ready": True, "started": True,
+                       "restartCount": 0, "state": {"running": {"startedAt": started}}}
+                      for c in pod.spec.containers or []]
+        return {"status": {"phase": "Running", "conditions": conditions, "hostIP": machine["address"],
+                           "hostIPs": [{"ip": machine["address"]}], "startTime": started,
+                           "containerStatuses": containers}}
+
+    def sync_pods(self):
+        """The kubelet's part for the Pods bound to this agent's Nodes: a deleted Pod (deletionTimestamp) is deleted
+        for good while its machine is up (a down machine's kubelet confirms nothing); a Pod on a running machine
+        becomes Running and Ready, unless annotated never-ready. One list of the bound Pods; nothing more without
+        any."""
+        if not self._machines:
+            return
+        pods = self.core.list_pod_for_all_namespaces(field_selector="spec.nodeName!=").items
+        for pod in pods:
+            machine = self._machines.get(pod.spec.node_name)
+            if machine is None or not machine["up"]:
+                continue
+            meta = pod.metadata
+            try:
+                if meta.deletion_timestamp is not None:
+                    self.core.delete_namespaced_pod(meta.name, meta.namespace, body=k8s.V1DeleteOptions(
+                        grace_period_seconds=0, preconditions=k8s.V1Preconditions(uid=meta.uid)))
+                elif machine["stage"] == "running" and (meta.annotations or {}).get(NEVER_READY) != "true" \
+                        and not self._pod_ready(pod):
+                    self.core.patch_namespaced_pod_status(meta.name, meta.namespace, self._pod_status(pod, machine))
+            except ApiException as exc:
+                if exc.status not in (404, 409):  # gone meanwhile, or another Pod of that name now
+                    raise
+
     def sync_once(self):
         self.sync_nodes()
         self.sync_workloads()
+        self.sync_pods()
 
     # -- background ------------------------------------------------------------------------
     def _loop(self):

@@ -3,9 +3,9 @@
 Everything listens on 127.0.0.1 only (free ports picked at start). Certificates are generated
 at start; RBAC is on (``--authorization-mode=Node,RBAC``); the audit log records every request
 at Metadata level as JSON lines; ServiceAccount tokens come from the TokenRequest API; the
-controller manager runs only the namespace, garbage-collector and service-account-token
-controllers (namespaces finish deleting, owner references cascade, nothing fights the lab
-agent over workload status).
+controller manager runs only the namespace, garbage-collector, service-account-token,
+clusterrole-aggregation and disruption controllers (namespaces finish deleting, owner references
+cascade, PodDisruptionBudgets are computed, nothing fights the lab agent over workload status).
 
     lab = KubeLab.start()               # builds nothing: binaries() finds them (build.sh)
     lab.kubeconfig, lab.server, lab.version
@@ -49,9 +49,10 @@ HELM_VERSION = "v3.21.4"
 BINARIES = ("kube-apiserver", "kube-controller-manager", "kubectl", "etcd", "etcdutl", "helm")
 # namespace: namespaces finish deleting; garbagecollector: owner references cascade;
 # serviceaccount-token: the token controller; clusterrole-aggregation: fills the aggregated
-# ClusterRoles admin/edit/view (empty without it). No workload controller: the lab agent
+# ClusterRoles admin/edit/view (empty without it); disruption: computes PodDisruptionBudgets'
+# status, which the Eviction API judges by (a drain). No workload controller: the lab agent
 # owns workload status.
-CONTROLLERS = "namespace,garbagecollector,serviceaccount-token,clusterrole-aggregation"
+CONTROLLERS = "namespace,garbagecollector,serviceaccount-token,clusterrole-aggregation,disruption"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 SERVICE_CIDR = "10.96.0.0/12"
 SERVICE_IP = "10.96.0.1"

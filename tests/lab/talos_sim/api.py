@@ -68,6 +68,8 @@ def _methods():
                                       m.EtcdRemoveMemberByIDResponse, ADMIN, None),
         MS + "EtcdLeaveCluster": (U, m.EtcdLeaveClusterRequest, m.EtcdLeaveClusterResponse,
                                   ADMIN, None),
+        MS + "EtcdForfeitLeadership": (U, m.EtcdForfeitLeadershipRequest,
+                                       m.EtcdForfeitLeadershipResponse, ADMIN, None),
         MS + "EtcdStatus": (U, e.Empty, m.EtcdStatusResponse, ETCD_READ, None),
         MS + "EtcdSnapshot": (S, m.EtcdSnapshotRequest, c.Data, ETCD_BACKUP, None),
         MS + "Hostname": (U, e.Empty, m.HostnameResponse, READER, "reader"),
@@ -484,6 +486,33 @@ def _leave_etcd(lab, m, c):
     m.etcd_member_id = 0
 
 
+async def etcd_forfeit_leadership(node, req, caller):
+    """Talos v1.14.1's EtcdForfeitLeadership (etcd.Client.ForfeitLeadership): refused on a worker; with one member
+    "cannot forfeit leadership, only one member"; "" when this member does not lead (nothing done); else etcd's
+    MoveLeader to the first other member in member id order (as etcd lists them) whose machine runs, and the reply
+    names it by its etcd member name, which Talos makes the machine's hostname (not its id). Talos's own errors come
+    wrapped in plain Go errors: gRPC code Unknown. A member that knows no leader (``etcd_no_leader``) fails as etcd's
+    require-leader context fails the member list."""
+    mp = P.machine()
+    c = _etcd_cluster(node, "etcd forfeit leadership")
+    if node.m.faults.get("etcd_no_leader"):
+        raise err(Status.UNKNOWN, "failed to forfeit leadership: failed to list etcd members: etcdserver: no leader")
+    if len(c.etcd_members) == 1:
+        raise err(Status.UNKNOWN, "failed to forfeit leadership: cannot forfeit leadership, only one member")
+    me = node.m.etcd_member_id
+    if c.leader != me:
+        return mp.EtcdForfeitLeadershipResponse(messages=[mp.EtcdForfeitLeadership(member="")])
+    targets = [mid for mid in sorted(c.etcd_members) if mid != me and node.lab.member_runs(c, mid)]
+    if not targets:
+        # raft gives up a transfer to a member that does not answer; etcd then times out
+        raise err(Status.UNKNOWN, "failed to forfeit leadership: etcdserver: leader transfer timeout")
+    log.info("%s: moving leadership from %s to %s", node.m.name, c.etcd_members[me], c.etcd_members[targets[0]])
+    c.set_leader(targets[0])
+    node.lab.changed()
+    name = c.member_info.get(targets[0], (c.etcd_members[targets[0]], ""))[0]
+    return mp.EtcdForfeitLeadershipResponse(messages=[mp.EtcdForfeitLeadership(member=name)])
+
+
 async def etcd_remove_member(node, req, caller):
     mp = P.machine()
     c = _etcd_cluster(node, "etcd remove member", local=False)
@@ -658,6 +687,7 @@ async def _do_reset(node, labels, user_disks, wipe_all, to_maintenance, reboot_a
         m.busy = "resetting"
         m.stage = "resetting"
         await node.stop()
+        lab.elect(m)
         await asyncio.sleep(float(m.timing["reboot_seconds"]))
         wipe()
         m.busy = None
@@ -874,13 +904,34 @@ def _go_status(exc):
     return "rpc error: code = %s desc = %s" % (_go_code(exc.status), exc.message or "")
 
 
+def _pull_failure(fault, ref):
+    """The status of a pull the fault ``pull_error`` fails, as Talos's ImageService.Pull returns containerd's error: a
+    missing image (containerd's ErrNotFound) as NotFound "error pulling image: ...", any other failure (a registry
+    that does not answer, refused credentials) unwrapped, so gRPC code Unknown. ``true``: the image is not found; a
+    text: containerd's message, NotFound when it says "not found"."""
+    if fault is True or str(fault).lower() in ("true", "1", "not found", "notfound"):
+        quoted = _go_quote(ref)
+        return err(Status.NOT_FOUND, "error pulling image: failed to pull image %s: failed to resolve reference %s: "
+                   "%s: not found" % (quoted, quoted, ref))
+    text = str(fault)
+    if "not found" in text.lower():
+        return err(Status.NOT_FOUND, text)
+    return err(Status.UNKNOWN, text)
+
+
 async def image_pull(node, req, caller):
+    """Faults: ``pull_seconds`` (the pull takes that long before its replies: a registry far away, a large image),
+    ``pull_error`` (the pull fails after that wait, see _pull_failure; nothing is stored)."""
     img = P.image()
     _need_113(node, "machine.ImageService")
     store = _containerd_store(node.m, req.containerd)
     if not req.image_ref:
         raise err(Status.INVALID_ARGUMENT, "image reference is required")
     name, tag, digest = st.docker_ref(req.image_ref)
+    f = node.m.faults
+    await asyncio.sleep(float(f.get("pull_seconds") or 0))
+    if f.get("pull_error"):
+        raise _pull_failure(f["pull_error"], "%s:%s" % (name, tag) if tag else "%s@%s" % (name, digest))
     version = st.version_from_image(req.image_ref)
     if digest is None:
         digest = "sha256:" + hashlib_hex256("%s:%s" % (name, tag))
@@ -1060,6 +1111,7 @@ IMPLS = {
     MS + "EtcdMemberList": etcd_member_list,
     MS + "EtcdRemoveMemberByID": etcd_remove_member,
     MS + "EtcdLeaveCluster": etcd_leave_cluster,
+    MS + "EtcdForfeitLeadership": etcd_forfeit_leadership,
     MS + "EtcdStatus": etcd_status,
     MS + "Hostname": hostname,
     MS + "Kubeconfig": kubeconfig,

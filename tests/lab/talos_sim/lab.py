@@ -148,6 +148,7 @@ class Node:
         self.bound_address = self.m.address
         self.m.up = True
         await self._open_peer_port()
+        self.lab.elect(self.m)  # a member back while the leader's machine is down: etcd elects a leader again
         log.info("%s up at %s:%d (%s, %s)", self.m.name, self.m.address, PORT, self.m.mode,
                  self.m.version)
 
@@ -213,6 +214,7 @@ class Node:
         m.stage = stage
         self.lab.event(m.name, "down:" + stage)
         await self.stop()
+        self.lab.elect(m)
         await asyncio.sleep(max(0.0, float(seconds)))
         if before_boot is not None:
             before_boot()
@@ -260,6 +262,7 @@ class Node:
         self.m.powered = False
         self.m.stage = "shutting down"
         await self.stop()
+        self.lab.elect(self.m)
         self.m.stage = "stopped"
 
 
@@ -301,8 +304,10 @@ class Lab:
         self._used = set()
         self.default_timing = {}
         self.default_latency_ms = 0
-        # (machine, what, epoch seconds) in the order it happened: calls that reached a machine, "down:<stage>",
-        # "boot"; the time lets an outside check set a call beside the API server's audit log (adopt's hold)
+        # (machine, what, epoch seconds) in the order it happened: calls that reached a machine (by method name:
+        # "Pull", "Upgrade", "Reboot", "EtcdForfeitLeadership", ...), "down:<stage>", "boot", and "etcd-leader" on
+        # the machine whose etcd member became the leader (bootstrap, a forfeit, an election when the leader's machine
+        # went down); the time lets an outside check set a call beside the API server's audit log (adopt's hold)
         self.timeline = collections.deque(maxlen=200000)
 
     def event(self, machine, what):
@@ -364,9 +369,25 @@ class Lab:
         c = self.clusters.get(cluster_id)
         if c is None:
             c = self.clusters[cluster_id] = st.Cluster(cluster_id, name)
+            c.member_runs = lambda member_id: self.member_runs(c, member_id)
+            c.on_leader = lambda member_id: self.event(c.etcd_members.get(member_id, "?"), "etcd-leader")
         elif name:
             c.name = name
         return c
+
+    def member_runs(self, c, member_id):
+        """Whether etcd member ``member_id`` of ``c`` runs: its machine up, running, not busy, still that member."""
+        name = c.etcd_members.get(member_id)
+        m = next((x for x in self.machines if x.name == name), None)
+        return (m is not None and m.up and m.busy is None and m.stage == "running" and m.mode == st.CONFIGURED
+                and m.cluster_id == c.id and m.etcd_member_id == member_id)
+
+    def elect(self, m):
+        """After ``m`` went down or came back: when its cluster's leader no longer runs, a running member leads (etcd
+        elects one within an election timeout; the lab at once). A member that comes back changes nobody's role."""
+        c = self.cluster_of(m)
+        if c is not None and c.bootstrapped:
+            c.elect()
 
     def add_machine(self, name, role, version, mode=st.CONFIGURED, address=None,
                     endpoint=None, kubernetes=None, install_image=None, extensions=None):
@@ -502,11 +523,15 @@ class Lab:
 
     # --- control API operations --------------------------------------------------------
     async def set_faults(self, name, faults):
+        """Besides those tests/lab/control.py describes: ``pull_seconds`` (ImageService.Pull waits that long before its
+        replies) and ``pull_error`` (it then fails as Talos fails a pull: true or a "not found" text NotFound, another
+        text Unknown; api._pull_failure). An unhealthy etcd member is ``etcd_errors`` (its EtcdStatus reports them)."""
         m = self.machine(name)
         allowed = {"unreachable", "latency_ms", "fail_call", "fail_code", "fail_message",
                    "fail_count", "new_address_on_reboot", "interrupt_reset", "apply_needs_reboot",
                    "installer_exit_code", "kubeprism_unhealthy", "lose_reply", "etcd_snapshot_file",
-                   "installer_seconds", "etcd_db_size", "etcd_no_leader", "etcd_errors"}
+                   "installer_seconds", "etcd_db_size", "etcd_no_leader", "etcd_errors", "pull_seconds",
+                   "pull_error"}
         unknown = set(faults) - allowed
         if unknown:
             raise ValueError("unknown faults: %s" % ", ".join(sorted(unknown)))

@@ -125,6 +125,34 @@ class Cluster:
         self.raft_term = 2
         self.leader = 0
         self.k8s_ca = None  # KeyPair, made on first kubeconfig request
+        # set by the lab: whether a member's machine runs (up, not busy, running), and who to tell of a new leader
+        self.member_runs = lambda member_id: True
+        self.on_leader = lambda member_id: None
+
+    def set_leader(self, member_id, term=True):
+        """``member_id`` leads from now on (a new raft term); the lab records it."""
+        if member_id == self.leader:
+            return
+        self.leader = member_id
+        if term:
+            self.raft_term += 1
+        if member_id:
+            self.on_leader(member_id)
+
+    def elect(self, fallback=False):
+        """etcd's election once the leader's machine no longer runs: the first member (in member id order, as etcd
+        lists them) whose machine runs leads. When none runs the leader stays (nothing could elect another), or with
+        ``fallback`` (the leader left etcd) the first member left leads. Returns whether the leader changed."""
+        if self.leader in self.etcd_members and self.member_runs(self.leader):
+            return False
+        before = self.leader
+        ids = sorted(self.etcd_members)
+        running = [mid for mid in ids if mid != self.leader and self.member_runs(mid)]
+        if running:
+            self.set_leader(running[0])
+        elif fallback or self.leader not in self.etcd_members:
+            self.set_leader(ids[0] if ids else 0)
+        return self.leader != before
 
     def add_member(self, machine):
         mid = new_member_id()
@@ -132,7 +160,7 @@ class Cluster:
         self.member_info[mid] = (machine.hostname, machine.address)
         machine.etcd_member_id = mid
         if not self.leader or self.leader not in self.etcd_members:
-            self.leader = mid
+            self.set_leader(mid, term=False)
         self.raft_term += 1
         self.raft_index += 10
         return mid
@@ -140,8 +168,7 @@ class Cluster:
     def remove_member(self, member_id):
         self.etcd_members.pop(member_id, None)
         if self.leader == member_id:
-            self.leader = next(iter(self.etcd_members), 0)
-            self.raft_term += 1
+            self.elect(fallback=True)
         self.raft_index += 5
 
 
