@@ -82,9 +82,13 @@ def _upgrade(inv, *extra, env=None):
     return proc
 
 
-def _changed_hosts(proc):
-    return [line.split("]")[0].split("[")[-1] for line in proc.stdout.splitlines()
-            if line.startswith("changed: [") and "localhost" not in line]
+# the calls that change a machine: none in check mode
+WRITES = {"ImagePull", "LifecycleUpgrade", "Reboot", "Upgrade", "ApplyConfiguration", "EtcdForfeitLeadership", "Reset"}
+
+
+def _reboots(lab):
+    """The machines that went down, in the order they did (the lab's timeline)."""
+    return [m for m, what in lab.control.timeline() if what.startswith("down:")]
 
 
 def test_talos_step_rolls_one_machine_at_a_time(talos_kube_lab, tmp_path):
@@ -103,16 +107,20 @@ def test_talos_step_rolls_one_machine_at_a_time(talos_kube_lab, tmp_path):
     assert "Talos             v1.12.7  %s  Behind" % release.TALOS in proc.stdout
     assert "then: config, kubernetes" in proc.stdout, proc.stdout  # the config step is shown, not hidden
     assert set(_versions(lab).values()) == {"v1.13.9", "v1.12.7"}
-    # the plan is one task that reads each machine once: the per-machine play has no hosts in check mode
-    assert "TASK [maesh.ichor.upgrade : Upgrade Talos on this machine]" not in proc.stdout, proc.stdout
+    # check mode reads (the plan, then the Talos step's preflight) and writes nothing: no pull, no install, no reboot
     served = lab.control.timeline()  # what each machine served (the first control plane also proxies the others)
-    # its version, its config, its Nodename and its system extensions (the installer that keeps them)
-    assert sorted(served) == sorted((m["name"], call) for m in lab.machines
-                                    for call in ("Version", "Get", "Get", "List")), served
+    assert not [c for c in served if c[1] in WRITES], served
+    for line in ("preflight: etcd healthy with a leader: ok: 1 of 1 members healthy, cp-1 leads",
+                 "preflight: Nodes Ready: ok: every Node Ready",
+                 "preflight: installer pulled: ok: would pull on 2 machines before any reboot",
+                 "order: control plane 1 of 1: cp-1", "order: worker batch 1 of 2: worker-1",
+                 "order: worker batch 2 of 2: worker-2"):
+        assert line in proc.stdout, proc.stdout
+    lab.control.reset_timeline()
     proc = _upgrade(inv)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert set(_versions(lab).values()) == {release.TALOS}
-    assert _changed_hosts(proc) == ["cp-1", "worker-1", "worker-2"]
+    assert _reboots(lab) == ["cp-1", "worker-1", "worker-2"]
     # the Talos step leaves the configs as they were (Talos does not upgrade Kubernetes); the next step is config
     assert dict((m["name"], m["machine_config"]) for m in lab.machines) == before
     proc = _upgrade(inv, "--check")
@@ -145,7 +153,8 @@ def test_check_mode_prints_the_plan_without_the_plan_callback_and_records_no_ste
         assert line in shown, shown
     assert "Record the Talos step (the version contract moves with it)" not in proc.stdout, proc.stdout
     assert "cluster record ichor-system/ichor-cluster: set" not in proc.stdout, proc.stdout
-    assert "changed=0" in proc.stdout and "changed=1" not in proc.stdout, proc.stdout
+    # the one task that reports a change is the Talos step's plan (it would change the machines): nothing else ran
+    assert "changed=1" in proc.stdout, proc.stdout
     assert lab.kube.mutating_requests(since=mark, user="lab-admin", namespace="ichor-system") == []
     kube = KubeClient(kubeconfig=lab.kube.kubeconfig)
     assert cluster_record.read(kube).resource_version == stored.resource_version
@@ -180,7 +189,9 @@ def test_a_machine_that_does_not_come_back_stops_the_run_and_the_rerun_continues
     lab.control.set_timing("worker-1", reboot_seconds=12, upgrade_seconds=12)
     proc = _upgrade(inv, "-e", "ichor_upgrade_wait_timeout=5")
     assert proc.returncode != 0
-    assert "worker-1 (%s) did not come back within 5s" % lab.address("worker-1") in proc.stdout, proc.stdout[-3000:]
+    assert "%s: gate version: waited 5s for it to answer with Talos %s" % (
+        lab.label("worker-1"), release.TALOS) in proc.stdout, proc.stdout[-3000:]
+    assert "the rollout stopped after worker batch 1 of 2; nothing beyond it was touched (worker-2)" in proc.stdout
     assert _versions(lab)["cp-1"] == release.TALOS
     assert _versions(lab)["worker-2"] == "v1.13.9"  # untouched
     # the failed machine's play gave the cluster lock back: the rerun need not wait for it to expire
@@ -244,9 +255,9 @@ def test_a_run_holds_the_cluster_lock_from_before_its_first_write_to_its_end(tal
     check_lock_history(lab.kube.audit_events(mark))  # never two holders at once, from the API server's audit log
 
 
-def _upgrade_rebooting_cp3_once(lab, inv, tmp_path, seen, what):
-    """Run the upgrade and, once the timeline shows ``seen`` (``what`` it means), reboot cp-3 unasked for 8 s; the run
-    must fail. Returns its output."""
+def _upgrade_rebooting_once(lab, inv, tmp_path, seen, what, victim):
+    """Run the upgrade and, once the timeline shows ``seen`` (``what`` it means), reboot ``victim`` unasked for 8 s;
+    the run must fail. Returns its output."""
     import subprocess
     import sys
     exe = sys.executable.rsplit("/", 1)[0] + "/ansible-playbook"
@@ -258,7 +269,7 @@ def _upgrade_rebooting_cp3_once(lab, inv, tmp_path, seen, what):
             while seen not in [tuple(e) for e in lab.control.timeline()]:
                 assert time.monotonic() < deadline and run.poll() is None, "the run never reached: " + what
                 time.sleep(0.02)
-            lab.control.reboot("cp-3", seconds=8)
+            lab.control.reboot(victim, seconds=8)
             assert run.wait(300) != 0
         finally:
             if run.poll() is None:
@@ -275,9 +286,14 @@ def test_a_control_plane_down_on_its_own_stops_the_rollout_before_the_next_one(t
     _record(lab, V113_K8S_135)
     inv = _inventory(lab, tmp_path)
     lab.control.reset_timeline()
-    out = _upgrade_rebooting_cp3_once(lab, inv, tmp_path, ("cp-1", "boot"), "cp-1 upgraded and back")
-    assert "cp-2 is a control plane and etcd is not healthy (only 1 of the 2 other etcd members are healthy: etcd " \
-           "would lose its quorum of 2 while %s is down); no upgrade was started" % lab.address("cp-2") in out, out[-3000:]
+    # cp-1 leads etcd, so the order is cp-2, cp-3, then cp-1: cp-3 goes down on its own once cp-2 is back (cp-1 is
+    # also the talosconfig's endpoint, which proxies every call)
+    out = _upgrade_rebooting_once(lab, inv, tmp_path, ("cp-2", "boot"), "cp-2 upgraded and back", "cp-3")
+    assert "order: control plane 3 of 3: cp-1" in out, out[-3000:]
+    assert "%s: etcd: etcd is not healthy (etcd on %s does not answer" % (lab.label("cp-3"), lab.address("cp-3")) \
+        in out, out[-3000:]
+    assert "no upgrade was started; the rollout stopped at control plane 2 of 3; nothing beyond it was touched " \
+           "(cp-1)" in out, out[-3000:]
     down = set()
     for machine, what in lab.control.timeline():  # never a control plane taken down while another is down
         if what.startswith("down:"):
@@ -285,9 +301,9 @@ def test_a_control_plane_down_on_its_own_stops_the_rollout_before_the_next_one(t
             down.add(machine)
         elif what == "boot":
             down.discard(machine)
-    assert ("cp-2", "Upgrade") not in [tuple(e) for e in lab.control.timeline()]
-    assert _versions(lab) == {"cp-1": release.TALOS, "cp-2": "v1.13.9", "cp-3": "v1.13.9"}
-    assert _lease(lab) is None  # the failed machine's play gave the lock back
+    assert ("cp-3", "Upgrade") not in [tuple(e) for e in lab.control.timeline()]
+    assert _versions(lab) == {"cp-1": "v1.13.9", "cp-2": release.TALOS, "cp-3": "v1.13.9"}
+    assert _lease(lab) is None  # the failed run gave the lock back
     lab.wait_for("cp-3", lambda m: m["up"], timeout=30)
     proc = _upgrade(inv)
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -303,18 +319,19 @@ def test_a_control_plane_is_not_rebooted_when_another_went_down_while_its_instal
     lab = talos_kube_lab(case=V113_K8S_135, controlplanes=3, workers=0, version="v1.13.9")
     _record(lab, V113_K8S_135)
     inv = _inventory(lab, tmp_path)
-    lab.control.set_faults("cp-2", installer_seconds=3)
+    # the order is cp-2, cp-3, then cp-1 (the leader): cp-2, back, goes down on its own while cp-3's installer runs
+    lab.control.set_faults("cp-3", installer_seconds=3)
     lab.control.reset_timeline()
-    out = _upgrade_rebooting_cp3_once(lab, inv, tmp_path, ("cp-2", "Upgrade"), "cp-2's installer")
-    assert "cp-2 is a control plane and etcd is no longer healthy (only 1 of the 2 other etcd members are healthy: " \
-           "etcd would lose its quorum of 2 while %s is down); Talos %s is installed but the machine was not rebooted " \
-           "and still runs Talos v1.13.9; rerun once etcd is healthy" % (lab.address("cp-2"), release.TALOS) in out, \
+    out = _upgrade_rebooting_once(lab, inv, tmp_path, ("cp-3", "Upgrade"), "cp-3's installer", "cp-2")
+    assert "%s: etcd: etcd is no longer healthy (only 1 of the 2 other etcd members are healthy: etcd would lose its " \
+           "quorum of 2 while %s is down); Talos %s is installed but the machine was not rebooted and still runs Talos " \
+           "v1.13.9; rerun once etcd is healthy" % (lab.label("cp-3"), lab.address("cp-3"), release.TALOS) in out, \
         out[-3000:]
     timeline = [tuple(e) for e in lab.control.timeline()]
-    assert ("cp-2", "Reboot") not in timeline and ("cp-2", "down:rebooting") not in timeline, timeline
-    assert _versions(lab) == {"cp-1": release.TALOS, "cp-2": "v1.13.9", "cp-3": "v1.13.9"}
-    lab.control.clear_faults("cp-2")
-    lab.wait_for("cp-3", lambda m: m["up"], timeout=30)
+    assert ("cp-3", "Reboot") not in timeline and ("cp-3", "down:rebooting") not in timeline, timeline
+    assert _versions(lab) == {"cp-1": "v1.13.9", "cp-2": release.TALOS, "cp-3": "v1.13.9"}
+    lab.control.clear_faults("cp-3")
+    lab.wait_for("cp-2", lambda m: m["up"], timeout=30)
     proc = _upgrade(inv)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert set(_versions(lab).values()) == {release.TALOS}
@@ -329,14 +346,15 @@ def test_talos_step_stops_at_a_failed_installer_without_a_reboot(talos_kube_lab,
     lab.control.reset_calls("worker-1")
     proc = _upgrade(inv)
     assert proc.returncode != 0
-    said = ("worker-1 (%s): the Talos installer (%s) exited with code 7 (installation "
-            "error), it said: " % (lab.address("worker-1"), versions.installer()))
+    said = ("%s: install: the Talos installer (%s) exited with code 7 (installation "
+            "error), it said: " % (lab.label("worker-1"), versions.installer()))
     assert said in proc.stdout, proc.stdout[-3000:]
     assert ("validating install disk / error: failed to install bootloader: write /boot/EFI: no space left on device"
             in proc.stdout.split(said, 1)[1].split("; the machine was not rebooted", 1)[0]), proc.stdout[-3000:]
     assert "the machine was not rebooted and still runs Talos v1.13.9; fix the cause and rerun" in proc.stdout
     calls = lab.control.calls("worker-1")
-    assert "Reboot" not in calls and calls.get("Pull") == 1 and calls.get("Upgrade") == 1, calls
+    # pulled by the preflight (every machine, before any reboot) and again by its batch (the name it installs from)
+    assert "Reboot" not in calls and calls.get("Pull") == 2 and calls.get("Upgrade") == 1, calls
     assert _versions(lab) == {"cp-1": release.TALOS, "worker-1": "v1.13.9", "worker-2": "v1.13.9"}
     assert lab.machine("worker-1")["up"] and lab.machine("worker-1")["stage"] == "running"
     # the cause fixed, the rerun continues from worker-1
@@ -459,10 +477,10 @@ def test_follow_runs_the_steps_in_order_in_one_run(talos_kube_lab, tmp_path):
     proc = _upgrade(inv, "-e", "ichor_upgrade_follow=true")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     tasks = [line for line in proc.stdout.splitlines() if line.startswith("TASK [")]
-    ran = [t for t in tasks if any(k in t for k in ("Upgrade Talos on this machine", "Move each machine's config",
+    ran = [t for t in tasks if any(k in t for k in ("Roll Talos over the machines", "Move each machine's config",
                                                     "Upgrade Kubernetes"))]
     assert [t.split(":", 1)[-1].split("]")[0].strip() for t in ran][-3:] == [
-        "Upgrade Talos on this machine", "Move each machine's config to the release set's contract form",
+        "Roll Talos over the machines (preflight, batches, gates)", "Move each machine's config to the release set's contract form",
         "Upgrade Kubernetes (control planes, kube-proxy, kubelets; no reboot)"], tasks
     _assert_at_the_set(lab, inv)
 

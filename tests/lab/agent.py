@@ -63,6 +63,7 @@ class LabAgent:
         self._reported = {}  # Node name -> the status last patched (without its times)
         self._kubelets = {}  # machine config text -> its kubelet version: parsed once, not every round
         self._machines = {}  # Node name -> the machine it mirrors (lab state), as of the last round
+        self.not_ready = set()  # Nodes a test holds NotReady while their machines run (a kubelet that fails)
         self._stop = threading.Event()
         self._thread = None
 
@@ -105,7 +106,7 @@ class LabAgent:
             if name not in wanted:
                 self.core.delete_node(name)
         for name, machine in wanted.items():
-            ready = bool(machine["up"]) and machine["stage"] == "running"
+            ready = bool(machine["up"]) and machine["stage"] == "running" and name not in self.not_ready
             if name not in existing:
                 try:
                     self.core.create_node(self._node_body(machine))
@@ -204,6 +205,11 @@ class LabAgent:
             except ApiException as exc:
                 if exc.status not in (404, 409):  # gone meanwhile, or another Pod of that name now
                     raise
+
+    def hold_not_ready(self, node, held=True):
+        """Report Node ``node`` NotReady from the next round on, whatever its machine does (a kubelet that does not
+        come back), or, with ``held`` false, as its machine is again."""
+        (self.not_ready.add if held else self.not_ready.discard)(node)
 
     def sync_once(self):
         self.sync_nodes()

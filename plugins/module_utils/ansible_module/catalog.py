@@ -36,7 +36,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.machine import secrets
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim import flow as reclaim_flow
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim import live as reclaim_live
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import check, config_step, kubernetes_step, record
-from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import batches, gates, talos_rollout, talos_step
 
 
 class Entry:
@@ -118,6 +118,14 @@ def _upgrade_options():
                 **specs.wait(900))
 
 
+def _talos_rollout_options():
+    timeouts = dict((gate, dict(type="float", default=float(seconds))) for gate, seconds in gates.DEFAULT_TIMEOUTS.items())
+    return dict(machines=specs.machines(), image=dict(type="str"), wait_timeout=dict(type="float", default=900.0),
+                worker_batch=dict(type="raw", default=1), max_failed=dict(type="int", default=0),
+                canary_soak=dict(type="float", default=0.0), drain_timeout=dict(type="float", default=300.0),
+                gate_timeouts=dict(type="dict", default={}, options=timeouts), lock_holder=dict(type="str", no_log=False))
+
+
 def _rollout(**extra):
     return lambda: dict(machines=specs.machines(), cluster=specs.cluster(), secrets=dict(type="path"), **extra)
 
@@ -168,5 +176,6 @@ MODULES = {
     "talos_reset": Entry(_reset_options, (reclaim_live, reclaim_flow), run=reclaim_live.reclaim, talos=True, kube=True),
     "talos_secrets": Entry(_secrets_options, bundle_file, talos=True,
                            required_if=[("source", "recover", ["node"])]),
+    "talos_rollout": Entry(_talos_rollout_options, (talos_rollout, batches, gates), talos=True, kube=True),
     "talos_upgrade": Entry(_upgrade_options, talos_step, talos=True, kube=True),
 }

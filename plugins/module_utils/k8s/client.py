@@ -159,11 +159,32 @@ class KubeClient:
                     return None
                 raise
 
-    def list(self, api_version, kind, namespace=None, label_selector=None):
-        """The objects of a kind as dicts: in one namespace or all of them, optionally matching a label selector."""
+    def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
+        """The objects of a kind as dicts: in one namespace or all of them, optionally matching a label selector and a
+        field selector (``spec.nodeName=<node>``: the Pods of one Node)."""
         res = self.resource(api_version, kind)
+        kwargs = {"field_selector": field_selector} if field_selector else {}
         with self._calling("list %s%s" % (kind, " in " + namespace if namespace else "")):
-            return res.get(namespace=namespace, label_selector=label_selector).to_dict().get("items") or []
+            return res.get(namespace=namespace, label_selector=label_selector, **kwargs).to_dict().get("items") or []
+
+    def evict(self, name, namespace, uid=None):
+        """Ask the Eviction API (policy/v1) to evict a Pod, so that its PodDisruptionBudgets are honoured: True when it
+        was evicted or is gone (404; 409 from ``uid``: the Pod of that name is another one now), False when a budget
+        does not allow it now (429: ask again later)."""
+        res = self.resource("v1", "Pod")
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+        if uid:
+            body["deleteOptions"] = {"preconditions": {"uid": uid}}
+        with self._calling("evict " + ref_text("v1", "Pod", name, namespace)):
+            try:
+                res.subresources["eviction"].create(body=body, name=name, namespace=namespace)
+            except DynamicApiException as exc:
+                if exc.status == 429:
+                    return False
+                if exc.status in (404, 409):
+                    return True
+                raise
+        return True
 
     def create(self, obj, dry_run=False):
         res = self.resource(obj["apiVersion"], obj["kind"])

@@ -105,6 +105,27 @@ def _said(output):
     return text
 
 
+def installer_failed(image, code, output, running):
+    """What an installer that did not exit 0 did: its exit code's meaning and its last lines (redacted)."""
+    what = "reported no exit code" if code is None else "exited with code %d%s" % (
+        code, " (%s)" % _EXIT_CODES[code] if code in _EXIT_CODES else "")
+    said = _said(output)
+    return "the Talos installer (%s) %s%s; the machine was not rebooted and still runs Talos %s; fix the cause and " \
+        "rerun" % (image, what, ", it said: \"%s\"" % said if said else " and said nothing", running)
+
+
+def pull_request(image):
+    """ImageService.Pull of ``image`` into the system namespace of the CRI containerd, as talosctl 1.14's upgrade."""
+    return tc.request_type("ImagePull")(containerd=_containerd(), image_ref=image)
+
+
+def upgrade_request(pulled):
+    """LifecycleService.Upgrade from the image the pull reported (its name pinned by digest)."""
+    req = tc.request_type("LifecycleUpgrade")(containerd=_containerd())
+    req.source.image_name = pulled
+    return req
+
+
 def start_upgrade(client, node, running, image, hostname=None, before_reboot=None):
     """Send the upgrade the machine's Talos version takes.
 
@@ -114,18 +135,11 @@ def start_upgrade(client, node, running, image, hostname=None, before_reboot=Non
     machine: a control plane's etcd is judged again there, at the last moment, and may stop the reboot).
     """
     if release.minor(running) >= (1, 13):
-        pulled = client.call("ImagePull", tc.request_type("ImagePull")(containerd=_containerd(), image_ref=image), node=node)
-        req = tc.request_type("LifecycleUpgrade")(containerd=_containerd())
-        req.source.image_name = pulled_name(pulled, image)
+        pulled = client.call("ImagePull", pull_request(image), node=node)
+        req = upgrade_request(pulled_name(pulled, image))
         code, output = installer_outcome(client.call("LifecycleUpgrade", req, node=node))
         if code != 0:
-            what = "reported no exit code" if code is None else "exited with code %d%s" % (
-                code, " (%s)" % _EXIT_CODES[code] if code in _EXIT_CODES else "")
-            said = _said(output)
-            raise UpgradeFailed("%s (%s): the Talos installer (%s) %s%s; the machine was not rebooted and still runs "
-                                "Talos %s; fix the cause and rerun" % (
-                                    hostname or node, node, image, what,
-                                    ", it said: \"%s\"" % said if said else " and said nothing", running),
+            raise UpgradeFailed("%s (%s): %s" % (hostname or node, node, installer_failed(image, code, output, running)),
                                 result=dict(plan=[], before=running, after=running))
         if before_reboot is not None:
             before_reboot()
