@@ -24,7 +24,8 @@ CONTROLPLANES, WORKERS = 3, 2
 RUNNING = ("cp-1", "worker-1")  # the cluster the first init made
 JOINING = ("cp-2", "cp-3", "worker-2")
 # what init never sends: it never resets, reboots, upgrades, or removes an etcd member
-NEVER = frozenset(("Reset", "Reboot", "Upgrade", "Shutdown", "EtcdLeaveCluster", "EtcdRemoveMemberByID"))
+NEVER = frozenset(("Reset", "Reboot", "Upgrade", "Shutdown", "EtcdLeaveCluster", "EtcdRemoveMemberByID",
+                   "EtcdForfeitLeadership"))
 # a joining machine installs and reboots for a moment (a real one takes minutes): the window a fault meets
 JOIN_TIMING = dict(install_seconds=1.5, reboot_seconds=2.0)
 WAIT_TIMEOUT = 120  # each wait of a run: a machine that never comes back fails the run, not the campaign's timeout

@@ -41,8 +41,10 @@ class Upgrade(Scenario):
         os.makedirs(os.path.join(self.work, "cilium"), exist_ok=True)
         CiliumLab(self.lab.kube, charts, os.path.join(self.work, "cilium")).older_collection_release(
             "1.19", CILIUM_VALUES, nodes=CONTROLPLANES + WORKERS)
+        # the workers roll as one batch of two behind a one-second canary soak
         self.lab.inventory = self.lab.write_inventory(ichor_upgrade_cilium_chart=charts[CILIUM_MINOR]["chart"],
-                                                      ichor_upgrade_helm=helm)
+                                                      ichor_upgrade_helm=helm, ichor_upgrade_worker_batch=WORKERS,
+                                                      ichor_upgrade_canary_soak=1)
         return self.lab
 
     def args(self, run):
@@ -67,7 +69,8 @@ class Upgrade(Scenario):
 
 
 def check_machines(lab, complete=False):
-    """Never a control plane taken down by a run while another is down (etcd keeps its quorum of 3); no machine
+    """Never a control plane taken down by a run while another is down (etcd keeps its quorum of 3), nor while its
+    member leads etcd (the leadership is moved first); no machine
     reset; none taken down twice by the runs; with ``complete`` (the calm rerun ended), each machine down exactly once:
     the Talos upgrade's one reboot. A reboot the fault caused ("down:unasked") is not the runs', but a run that takes
     a control plane down while it is down breaks quorum all the same. Returns how many times the runs took machines
@@ -78,9 +81,11 @@ def check_machines(lab, complete=False):
     # at etcd through the machine just before that write (no other write between), when it looked: a member gone
     # down between the look and the write is the fault's. A look followed by a pull and an install is no look at the
     # reboot's moment
-    asked_while, looked = {}, {}
+    asked_while, looked, leader = {}, {}, None
     for machine, what in lab.timeline():
-        if what == ETCD_LOOK:
+        if what == "etcd-leader":
+            leader = machine
+        elif what == ETCD_LOOK:
             looked[machine] = set(down)
         elif what in TALOS_WRITES:
             asked_while[machine] = looked.pop(machine, set(down))
@@ -88,6 +93,9 @@ def check_machines(lab, complete=False):
             if what == "down:unasked":
                 unasked.add(machine)
             elif machine in control_planes:
+                if machine == leader:  # the rollout moves etcd's leadership away before a control plane reboots
+                    raise Violation("%s went down (%s) while its etcd member led: its leadership was not moved first" % (
+                        machine, what[5:]))
                 # a control plane the run takes down while another is down: etcd keeps 1 of 3. One that went down on
                 # its own after the run's request (the request and its reboot are a moment apart) is the fault's
                 others = (asked_while.get(machine, set()) | (down - unasked)) & control_planes - {machine}

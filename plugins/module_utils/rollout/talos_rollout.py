@@ -310,7 +310,10 @@ class Rollout:
 
         for node, answer in self.client.fan_out(one, list(by_node)).items():
             if answer.error is not None:
-                self._fail(by_node[node], "reboot", str(answer.error))
+                r = by_node[node]
+                self._fail(r, "reboot", str(answer.error))
+                if r.get("cordoned"):
+                    drain.uncordon(self.kube, r["node_name"])
         return [r for r in ms if r["name"] not in self.failed]
 
     def _gates_of(self, r):
@@ -322,9 +325,17 @@ class Rollout:
         pending = dict((r["name"], {"r": r, "gates": self._gates_of(r), "deadline": now + self.params["wait_timeout"],
                                     "timeout": self.params["wait_timeout"]}) for r in ms)
         while pending:
+            # the machines still away are asked for their version at once (a batch may be hundreds of machines)
+            away = [state["r"]["node"] for state in pending.values() if state["gates"][0] == "version"]
+            running = self.client.fan_out(lambda node: machine.version(self.client, node), away)
             for name, state in list(pending.items()):
                 r, gate = state["r"], state["gates"][0]
-                passed, detail = gates.judge(gate, self.client, self.kube, r, self.target)
+                if gate == "version":
+                    answer = running[r["node"]]
+                    passed = answer.error is None and answer.message["tag"] == self.target
+                    detail = "it to answer with Talos %s" % self.target
+                else:
+                    passed, detail = gates.judge(gate, self.client, self.kube, r, self.target)
                 if passed:
                     state["gates"].pop(0)
                     self.audit.append("%s: gate %s passed" % (name, gate))
