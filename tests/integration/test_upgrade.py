@@ -668,3 +668,45 @@ def test_etcd_health_needs_a_quorum_of_members(talos_lab):
         lab.control.set_faults("cp-2", unreachable=True)
         lab.control.set_faults("cp-3", unreachable=True)
         assert etcd.health(client, cp1) == (False, "only 1 of 3 etcd members are healthy (no quorum)")
+
+
+def test_kubernetes_step_pulls_every_component_image_on_every_machine_before_its_first_apply(talos_kube_lab, tmp_path):
+    # issue 46: Talos at the set, Kubernetes behind; the images upgrade-k8s pre-pulls (pkg/cluster/kubernetes/
+    # talos_managed.go prePullImages): the control plane's three static pod images and every machine's kubelet
+    lab = talos_kube_lab(case=V114_K8S_136, controlplanes=1, workers=2, version=release.TALOS)
+    _record(lab, V114_K8S_136)
+    inv = _inventory(lab, tmp_path)
+    images = ["registry.k8s.io/%s:%s" % (c, release.KUBERNETES)
+              for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")]
+    kubelet = "ghcr.io/siderolabs/kubelet:" + release.KUBERNETES
+    lab.control.reset_timeline()
+    proc = _upgrade(inv, "--check")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "next step: kubernetes" in proc.stdout
+    assert "pull before anything is applied (ImageService.Pull): %s on 1 machine; %s (system namespace) on 3 machines" % (
+        ", ".join("%s (k8s.io namespace)" % i for i in images), kubelet) in proc.stdout, proc.stdout
+    assert not [c for c in lab.control.timeline() if c[1] in WRITES]  # check mode: nothing pulled, nothing applied
+
+    # a worker whose registry does not serve the image: the step fails naming it, nothing applied anywhere
+    lab.control.set_faults("worker-1", pull_error=True)
+    lab.control.reset_timeline()
+    proc = _upgrade(inv)
+    assert proc.returncode != 0
+    assert "the Kubernetes images could not be pulled on 1 machine (worker-1); nothing was applied: worker-1: " \
+           "%s" % kubelet in proc.stdout, proc.stdout
+    served = lab.control.timeline()
+    assert ("worker-1", "Pull") in served and not [c for c in served if c[1] == "ApplyConfiguration"], served
+    assert all("kubelet:v1.36.3" in m["machine_config"] for m in lab.machines)
+
+    lab.control.clear_faults("worker-1")
+    lab.control.reset_timeline()
+    proc = _upgrade(inv)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    served = lab.control.timeline()
+    calls = [c for c in served if c[1] in ("Pull", "ApplyConfiguration")]
+    first_apply = [c[1] for c in calls].index("ApplyConfiguration")
+    pulls = calls[:first_apply]
+    assert sorted(pulls) == sorted([("cp-1", "Pull")] * 4 + [("worker-1", "Pull"), ("worker-2", "Pull")]), served
+    assert ("Pull" not in [c[1] for c in calls[first_apply:]]), served
+    assert set(c[0] for c in calls[first_apply:]) == {"cp-1", "worker-1", "worker-2"}
+    _assert_at_the_set(lab, inv)
