@@ -774,7 +774,12 @@ def test_kubernetes_step_moves_control_planes_then_kube_proxy_then_kubelets(conn
     _proxy(world, "v1.36.3")
     check_mode = kubernetes_step.run(world.params(), conns(world), True, clock=world.clock)
     target = release.KUBERNETES
-    assert check_mode["plan"] == [
+    # the first line names the component images every machine pulls before anything is applied
+    assert check_mode["plan"][0] == (
+        "pull before anything is applied (ImageService.Pull): registry.k8s.io/kube-apiserver:{0} (k8s.io namespace), "
+        "registry.k8s.io/kube-controller-manager:{0} (k8s.io namespace), registry.k8s.io/kube-scheduler:{0} (k8s.io "
+        "namespace) on 1 machine; ghcr.io/siderolabs/kubelet:{0} (system namespace) on 3 machines".format(target))
+    assert check_mode["plan"][1:] == [
         "cp-1: control plane (kube-apiserver, kube-controller-manager, kube-scheduler) to %s (no reboot)" % target,
         "cp-1: kube-proxy to %s (no reboot)" % target, "cp-1 (Node talos-cp-1): kubelet to %s (no reboot)" % target,
         "worker-1 (Node talos-worker-1): kubelet to %s (no reboot)" % target,
@@ -785,8 +790,10 @@ def test_kubernetes_step_moves_control_planes_then_kube_proxy_then_kubelets(conn
 
     result = kubernetes_step.run(world.params(), conns(world), False, clock=world.clock)
     assert result["plan"] == check_mode["plan"] and result["changed"] is True
+    pulls = [w for w in world.writes if w[0] == "ImagePull"]
+    assert pulls and world.writes[:len(pulls)] == pulls  # every pull before the first apply
     # each apply: (machine, kube-apiserver, kube-proxy, kubelet) as the config names them after it (the case: v1.36.3)
-    assert world.writes == [
+    assert world.writes[len(pulls):] == [
         ("ApplyConfiguration", "cp-1", target, "v1.36.3", "v1.36.3"),
         ("ApplyConfiguration", "cp-1", target, target, "v1.36.3"),
         ("DaemonSet", "registry.k8s.io/kube-proxy:" + target),
@@ -831,7 +838,7 @@ def test_kubernetes_step_waits_for_each_kubelet(conns, monkeypatch):
         kubernetes_step.run(world.params(wait_timeout=30.0), conns(world), False, clock=world.clock)
     assert exc.value.message == ("the kubelet of cp-1 did not report %s and Ready on its Node talos-cp-1 within 30s; "
                                  "the remaining machines were not touched; rerun to continue" % release.KUBERNETES)
-    assert [w[1] for w in world.writes] == ["cp-1", "cp-1", "cp-1"]  # worker-1 untouched
+    assert [w[1] for w in world.writes if w[0] != "ImagePull"] == ["cp-1", "cp-1", "cp-1"]  # worker-1 untouched
 
 
 # --- cluster_record -------------------------------------------------------------------------------------------
