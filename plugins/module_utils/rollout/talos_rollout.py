@@ -68,7 +68,11 @@ class Rollout:
         self.done = []
         self.pulled = {}  # machine name -> the name its pull reported (pinned by digest)
         self.audit = []  # what each batch did and each gate found, in order
-        self.cilium = False
+        self.moves = []  # each move of etcd's leadership
+        self.cilium = False  # the Cilium gate applies (a Cilium the collection manages)
+        self.target = ""
+        self.baseline = []  # the Pods stuck in kube-system before the first batch
+        self.lines = []
 
     # --- reads --------------------------------------------------------------------------------------------------
     def _read(self, machines):
@@ -210,8 +214,6 @@ class Rollout:
             self.baseline = gates.stuck_pods(self.kube)
             self._check("kube-system Pods", True, "%d stuck Pending or CrashLooping now (the gate: no more after a "
                         "batch)" % len(self.baseline))
-        else:
-            self.baseline = []
         failed = [c for c in self.preflight if not c[1]]
         pulls = [r for r in todo if _modern(r["version"]) and "choice" in r]
         if not failed and pulls:
@@ -389,11 +391,11 @@ class Rollout:
 
     # --- the whole step -----------------------------------------------------------------------------------------
     def _result(self, lines, changed=False):
-        return dict(changed=changed, plan=lines, target=getattr(self, "target", ""),
+        return dict(changed=changed, plan=lines, target=self.target,
                     preflight=[{"check": c, "passed": p, "detail": d} for c, p, d in self.preflight],
                     done=sorted(self.done),
                     failed=[{"machine": name, "why": why} for name, why in sorted(self.failed.items())],
-                    leadership=list(getattr(self, "moves", [])), audit=list(self.audit))
+                    leadership=list(self.moves), audit=list(self.audit))
 
     def run(self):
         named = self.params.get("image")
@@ -436,7 +438,6 @@ class Rollout:
                           "after": "".join("%s: %s\n" % (r["name"], self.target) for r in todo)}
         if self.check_mode:
             return result
-        self.moves = []
         for index, batch in enumerate(order):
             self._run_batch(index, order, batch, budget)
         self._record()
