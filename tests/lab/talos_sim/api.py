@@ -1080,7 +1080,7 @@ def _check_type(rtype, namespace, caller):
 async def cosi_get(node, req, caller):
     cs = P.cosi_state()
     ns = _check_type(req.type, req.namespace, caller)
-    for r in R.build(node.lab, node.m):
+    for r in R.build(node.lab, node.m, req.type):
         if r.type == req.type and r.namespace == ns and r.id == req.id:
             return cs.GetResponse(resource=R.to_proto(node.m, r, _tracker(node.lab)))
     raise err(Status.NOT_FOUND, "resource %s(%s/%s@undefined) doesn't exist"
@@ -1096,7 +1096,7 @@ async def cosi_list(node, req, caller):
             req.options.id_query.regexp:
         rx = re.compile(req.options.id_query.regexp)
     out = []
-    for r in sorted(R.build(node.lab, node.m), key=lambda r: r.id):
+    for r in sorted(R.build(node.lab, node.m, req.type), key=lambda r: r.id):
         if r.type != req.type or r.namespace != ns:
             continue
         if rx is not None and not rx.search(r.id):

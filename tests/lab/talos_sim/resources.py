@@ -202,6 +202,10 @@ def _kubeprism_port(config):
         docs = [d for d in yaml.safe_load_all((config or b"").decode("utf-8", "replace")) if isinstance(d, dict)]
     except yaml.YAMLError:
         return None
+    return _kubeprism_port_of(docs)
+
+
+def _kubeprism_port_of(docs):
     for d in docs:
         if d.get("kind") == "KubePrismConfig":
             return int(d.get("port") or 7445)
@@ -223,6 +227,10 @@ def _discovery_enabled(config):
         docs = [d for d in yaml.safe_load_all((config or b"").decode("utf-8", "replace")) if isinstance(d, dict)]
     except yaml.YAMLError:
         return True
+    return _discovery_enabled_of(docs)
+
+
+def _discovery_enabled_of(docs):
     for d in docs:
         if "kind" not in d and isinstance(d.get("cluster"), dict) and isinstance(d["cluster"].get("discovery"), dict):
             return d["cluster"]["discovery"].get("enabled") is True
@@ -232,8 +240,49 @@ def _discovery_enabled(config):
     return True
 
 
-def build(lab, m):
-    """All resources of machine ``m`` (a fresh snapshot)."""
+def _config_docs(m):
+    """The documents of the machine's config as the lab parsed them when it was set (m.facts), or None when the
+    facts are not of that config (the readings above then parse it, cached per config text: a lab of a thousand
+    machines has a thousand configs, which would thrash their caches)."""
+    facts = m.facts
+    if facts is not None and m.config is not None and facts.raw == m.config:
+        return [d for d in facts.docs if isinstance(d, dict)]
+    return None
+
+
+def kubeprism_port(m):
+    docs = _config_docs(m)
+    return _kubeprism_port(m.config) if docs is None else _kubeprism_port_of(docs)
+
+
+def discovery_enabled(m):
+    docs = _config_docs(m)
+    return _discovery_enabled(m.config) if docs is None else _discovery_enabled_of(docs)
+
+
+@functools.lru_cache(maxsize=8192)
+def _member(node_id, address, hostname, role, version):
+    """The Members resource of one member (the same on every machine that lists it: built once, not once per machine
+    that lists it, a million times for a thousand machines listing a thousand members each)."""
+    cluster, enums = P.spec("cluster"), P.spec("enums")
+    mt = enums.TYPE_CONTROL_PLANE if role == "controlplane" else enums.TYPE_WORKER
+    os_name = "Talos (%s)" % version
+    spec = cluster.MemberSpec(node_id=node_id, addresses=[_netip(address)], hostname=hostname, machine_type=mt,
+                              operating_system=os_name)
+    y = {"nodeId": node_id, "addresses": [address], "hostname": hostname, "machineType": role,
+         "operatingSystem": os_name}
+    if role == "controlplane":
+        spec.control_plane.api_server_port = 6443
+        y["controlPlane"] = {"port": 6443}
+    return Resource("Members.cluster.talos.dev", node_id, "cluster.MemberController", spec.SerializeToString(),
+                    _yaml(y))
+
+
+def build(lab, m, rtype=None):
+    """All resources of machine ``m`` (a fresh snapshot), or with ``rtype`` those of that type only: a Get or List
+    builds what it reads, not every resource of the machine (a thousand Members on each machine of a thousand)."""
+    def want(kind):
+        return rtype is None or rtype == kind
     block = P.spec("block")
     cluster = P.spec("cluster")
     runtime = P.spec("runtime")
@@ -242,52 +291,44 @@ def build(lab, m):
     enums = P.spec("enums")
     rc = P.spec("config")
     configured = m.mode == st.CONFIGURED
-    out = [_definition(t, ns, sens) for t, (ns, sens) in TYPES.items()]
+    out = [_definition(t, ns, sens) for t, (ns, sens) in TYPES.items()] \
+        if want("ResourceDefinitions.meta.cosi.dev") else []
 
-    if configured and m.config is not None:
+    if configured and m.config is not None and want("MachineConfigs.config.talos.dev"):
         # Talos marshals this spec to YAML as one string: yaml_spec is a YAML string scalar
         out.append(Resource("MachineConfigs.config.talos.dev", "v1alpha1", "",
                             rc.MachineConfigSpec(yaml_marshalled=m.config).SerializeToString(),
                             _config_yaml(m.config)))
 
-    if configured and m.cluster_id:
+    if configured and m.cluster_id and want("Infos.cluster.talos.dev"):
         out.append(Resource("Infos.cluster.talos.dev", "current", "cluster.InfoController",
                             cluster.InfoSpec(cluster_id=m.cluster_id,
                                              cluster_name=m.cluster_name or ""
                                              ).SerializeToString(),
                             _yaml({"clusterId": m.cluster_id,
                                    "clusterName": m.cluster_name or ""})))
-        for x in (lab.cluster_machines(m) if _discovery_enabled(m.config) else []):
-            mt = enums.TYPE_CONTROL_PLANE if x.role == "controlplane" else enums.TYPE_WORKER
-            os_name = "Talos (%s)" % x.version
-            spec = cluster.MemberSpec(node_id=x.node_id, addresses=[_netip(x.address)],
-                                      hostname=x.hostname, machine_type=mt,
-                                      operating_system=os_name)
-            y = {"nodeId": x.node_id, "addresses": [x.address], "hostname": x.hostname,
-                 "machineType": x.role, "operatingSystem": os_name}
-            if x.role == "controlplane":
-                spec.control_plane.api_server_port = 6443
-                y["controlPlane"] = {"port": 6443}
-            out.append(Resource("Members.cluster.talos.dev", x.node_id,
-                                "cluster.MemberController", spec.SerializeToString(), _yaml(y)))
-    if configured:
+    if configured and m.cluster_id and want("Members.cluster.talos.dev") and discovery_enabled(m):
+        out.extend(_member(x.node_id, x.address, x.hostname, x.role, x.version) for x in lab.cluster_machines(m))
+    if configured and want("MachineTypes.config.talos.dev"):
         # the machine's own type (``talosctl get machinetype``), discovery or not
         machine_type = rc.CONTROL_PLANE if m.role == "controlplane" else rc.WORKER
         out.append(Resource("MachineTypes.config.talos.dev", "machine-type", "config.MachineTypeController",
                             rc.MachineTypeSpec(machine_type=machine_type).SerializeToString(),
                             yaml.safe_dump(m.role)))
-    if configured:
+    if configured and want("Identities.cluster.talos.dev"):
         out.append(Resource("Identities.cluster.talos.dev", "local",
                             "cluster.NodeIdentityController",
                             cluster.IdentitySpec(node_id=m.node_id).SerializeToString(),
                             _yaml({"nodeId": m.node_id})))
+    if configured and want("Nodenames.kubernetes.talos.dev"):
         # Talos's NodenameController: the kubelet registers its Node under the hostname, lowercased (the FQDN only
         # with machine.kubelet.registerWithFQDN, which the lab's configs do not set)
         nodename = m.hostname.lower()
         out.append(Resource("Nodenames.kubernetes.talos.dev", "nodename", "k8s.NodenameController",
                             P.spec("k8s").NodenameSpec(nodename=nodename, hostname_version="1").SerializeToString(),
                             _yaml({"nodename": nodename, "hostnameVersion": "1", "skipNodeRegistration": False})))
-        port = _kubeprism_port(m.config)
+    if configured and want("KubePrismStatuses.kubernetes.talos.dev"):
+        port = kubeprism_port(m)
         if port:  # Talos's KubePrism controller writes it only while the balancer runs
             host = "localhost:%d" % port
             healthy = not m.faults.get("kubeprism_unhealthy")
@@ -296,6 +337,44 @@ def build(lab, m):
                                 P.spec("k8s").KubePrismStatusesSpec(host=host, healthy=healthy).SerializeToString(),
                                 _yaml({"host": host, "healthy": healthy})))
 
+    if want("MachineStatuses.runtime.talos.dev"):
+        _machine_status(m, runtime, out)
+    if want("SystemInformations.hardware.talos.dev"):
+        _system_information(m, hardware, out)
+    if want("HostnameStatuses.net.talos.dev"):
+        out.append(Resource("HostnameStatuses.net.talos.dev", "hostname",
+                            "network.HostnameStatusController",
+                            network.HostnameStatusSpec(hostname=m.hostname).SerializeToString(),
+                            _yaml({"hostname": m.hostname, "domainname": ""})))
+    if want("Versions.runtime.talos.dev"):
+        out.append(Resource("Versions.runtime.talos.dev", "version", "runtime.VersionController",
+                            runtime.VersionSpec(version=m.version, name="Talos").SerializeToString(),
+                            _yaml({"version": m.version, "name": "Talos"})))
+    if want("ExtensionStatuses.runtime.talos.dev"):
+        out.extend(_extension_statuses(m))
+    if want("Disks.block.talos.dev"):
+        _disks(m, block, out)
+    if m.installed and want("SystemDisks.block.talos.dev"):
+        sd = next((d for d in m.disks if d["system_disk"]), None)
+        if sd is not None:
+            out.append(Resource("SystemDisks.block.talos.dev", "system-disk",
+                                "block.SystemDiskController",
+                                block.SystemDiskSpec(disk_id=sd["name"],
+                                                     dev_path=sd["dev_path"]).SerializeToString(),
+                                _yaml({"diskID": sd["name"], "devPath": sd["dev_path"]})))
+    if want("DiscoveredVolumes.block.talos.dev"):
+        for pid, d in _partitions(m):
+            spec = block.DiscoveredVolumeSpec(**dict(d.items()))
+            y = {k: d.get(k, "" if k not in _DV_INT else 0) for k in _DV_ORDER}
+            y = {k: v for k, v in y.items() if v or k not in _DV_OMITEMPTY}
+            out.append(Resource("DiscoveredVolumes.block.talos.dev", pid, "block.DiscoveryController",
+                                spec.SerializeToString(), _yaml(y)))
+    if configured and want("VolumeStatuses.block.talos.dev"):
+        _volume_statuses(m, block, enums, out)
+    return out
+
+
+def _machine_status(m, runtime, out):
     stage = m.stage if m.stage in _STAGES else "running"
     ready = stage in ("running", "maintenance")
     ms = runtime.MachineStatusSpec(stage=_STAGES[stage])
@@ -304,6 +383,9 @@ def build(lab, m):
                         "runtime.MachineStatusController", ms.SerializeToString(),
                         _yaml({"stage": stage, "status": {"ready": ready,
                                                           "unmetConditions": []}})))
+
+
+def _system_information(m, hardware, out):
     # a letter first: hex digits alone can read as a number in YAML (901641009E21 is a float to Go's yaml), and the
     # real client then finds the YAML spec and the proto spec disagreeing
     serial = "QM" + hashlib.sha1(m.uuid.encode()).hexdigest()[:10].upper()
@@ -317,15 +399,9 @@ def build(lab, m):
                                "productName": "Standard PC (Q35 + ICH9, 2009)",
                                "version": "pc-q35-9.2", "serialnumber": serial,
                                "uuid": m.uuid, "wakeUpType": "Power Switch"})))
-    out.append(Resource("HostnameStatuses.net.talos.dev", "hostname",
-                        "network.HostnameStatusController",
-                        network.HostnameStatusSpec(hostname=m.hostname).SerializeToString(),
-                        _yaml({"hostname": m.hostname, "domainname": ""})))
-    out.append(Resource("Versions.runtime.talos.dev", "version", "runtime.VersionController",
-                        runtime.VersionSpec(version=m.version, name="Talos").SerializeToString(),
-                        _yaml({"version": m.version, "name": "Talos"})))
-    out.extend(_extension_statuses(m))
 
+
+def _disks(m, block, out):
     for d in m.disks:
         spec = block.DiskSpec(size=d["size"], io_size=512, sector_size=512,
                               readonly=d["readonly"], model=d["model"], serial=d["serial"],
@@ -341,54 +417,41 @@ def build(lab, m):
              "symlinks": list(spec.symlinks)}
         out.append(Resource("Disks.block.talos.dev", d["name"], "block.DisksController",
                             spec.SerializeToString(), _yaml(y)))
-    if m.installed:
-        sd = next((d for d in m.disks if d["system_disk"]), None)
-        if sd is not None:
-            out.append(Resource("SystemDisks.block.talos.dev", "system-disk",
-                                "block.SystemDiskController",
-                                block.SystemDiskSpec(disk_id=sd["name"],
-                                                     dev_path=sd["dev_path"]).SerializeToString(),
-                                _yaml({"diskID": sd["name"], "devPath": sd["dev_path"]})))
-    for pid, d in _partitions(m):
-        spec = block.DiscoveredVolumeSpec(**dict(d.items()))
-        y = {k: d.get(k, "" if k not in _DV_INT else 0) for k in _DV_ORDER}
-        y = {k: v for k, v in y.items() if v or k not in _DV_OMITEMPTY}
-        out.append(Resource("DiscoveredVolumes.block.talos.dev", pid, "block.DiscoveryController",
-                            spec.SerializeToString(), _yaml(y)))
-    if configured:
-        fs_enum = {"xfs": enums.FILESYSTEM_TYPE_XFS, "none": enums.FILESYSTEM_TYPE_NONE,
-                   "vfat": enums.FILESYSTEM_TYPE_VFAT, "ext4": enums.FILESYSTEM_TYPE_EXT4}
-        for v in m.volumes:
-            mount_loc = ("/dev/mapper/luks2-" + v["id"]) if v["encrypted"] else v["partition"]
-            spec = block.VolumeStatusSpec(
-                phase=enums.VOLUME_PHASE_READY, location=v["partition"],
-                parent_location=v["disk"], uuid=_uuid(m.uuid, v["id"]),
-                partition_uuid=_uuid(m.uuid, "p-" + v["id"]),
-                partition_index=int(v["partition"][len(v["disk"]):] or 0),
-                size=v["size"], pretty_size=_pretty(v["size"]),
-                filesystem=fs_enum.get(v["filesystem"], 0), mount_location=mount_loc,
-                encryption_provider=(enums.ENCRYPTION_PROVIDER_LUKS2 if v["encrypted"]
-                                     else enums.ENCRYPTION_PROVIDER_NONE),
-                type=enums.VOLUME_TYPE_PARTITION)
-            if v["mount"]:
-                spec.mount_spec.target_path = v["mount"]
-            y = {"phase": "ready", "type": "partition", "location": v["partition"],
-                 "mountLocation": mount_loc,
-                 "partitionIndex": int(v["partition"][len(v["disk"]):] or 0),
-                 "parentLocation": v["disk"], "uuid": _uuid(m.uuid, v["id"]),
-                 "partitionUUID": _uuid(m.uuid, "p-" + v["id"]), "size": v["size"],
-                 "prettySize": _pretty(v["size"])}
-            if v["filesystem"] != "none":
-                y["filesystem"] = v["filesystem"]
-            if v["encrypted"]:
-                y["encryptionProvider"] = "luks2"
-            if v["mount"]:
-                y["mountSpec"] = {"targetPath": v["mount"], "selinuxLabel": "",
-                                  "projectQuotaSupport": False}
-            out.append(Resource("VolumeStatuses.block.talos.dev", v["id"],
-                                "block.VolumeManagerController", spec.SerializeToString(),
-                                _yaml(y)))
-    return out
+
+
+def _volume_statuses(m, block, enums, out):
+    fs_enum = {"xfs": enums.FILESYSTEM_TYPE_XFS, "none": enums.FILESYSTEM_TYPE_NONE,
+               "vfat": enums.FILESYSTEM_TYPE_VFAT, "ext4": enums.FILESYSTEM_TYPE_EXT4}
+    for v in m.volumes:
+        mount_loc = ("/dev/mapper/luks2-" + v["id"]) if v["encrypted"] else v["partition"]
+        spec = block.VolumeStatusSpec(
+            phase=enums.VOLUME_PHASE_READY, location=v["partition"],
+            parent_location=v["disk"], uuid=_uuid(m.uuid, v["id"]),
+            partition_uuid=_uuid(m.uuid, "p-" + v["id"]),
+            partition_index=int(v["partition"][len(v["disk"]):] or 0),
+            size=v["size"], pretty_size=_pretty(v["size"]),
+            filesystem=fs_enum.get(v["filesystem"], 0), mount_location=mount_loc,
+            encryption_provider=(enums.ENCRYPTION_PROVIDER_LUKS2 if v["encrypted"]
+                                 else enums.ENCRYPTION_PROVIDER_NONE),
+            type=enums.VOLUME_TYPE_PARTITION)
+        if v["mount"]:
+            spec.mount_spec.target_path = v["mount"]
+        y = {"phase": "ready", "type": "partition", "location": v["partition"],
+             "mountLocation": mount_loc,
+             "partitionIndex": int(v["partition"][len(v["disk"]):] or 0),
+             "parentLocation": v["disk"], "uuid": _uuid(m.uuid, v["id"]),
+             "partitionUUID": _uuid(m.uuid, "p-" + v["id"]), "size": v["size"],
+             "prettySize": _pretty(v["size"])}
+        if v["filesystem"] != "none":
+            y["filesystem"] = v["filesystem"]
+        if v["encrypted"]:
+            y["encryptionProvider"] = "luks2"
+        if v["mount"]:
+            y["mountSpec"] = {"targetPath": v["mount"], "selinuxLabel": "",
+                              "projectQuotaSupport": False}
+        out.append(Resource("VolumeStatuses.block.talos.dev", v["id"],
+                            "block.VolumeManagerController", spec.SerializeToString(),
+                            _yaml(y)))
 
 
 def _extension_statuses(m):
