@@ -18,7 +18,9 @@ import argparse
 import asyncio
 import logging
 import os
+import resource
 import sys
+import time
 
 if __package__ in (None, ""):  # pragma: no cover - run as a script
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
@@ -30,7 +32,7 @@ from tests import collection_path  # noqa: E402
 collection_path.ensure()
 
 from tests import versions  # noqa: E402
-from tests.lab.talos_sim import config as cfg, runner  # noqa: E402
+from tests.lab.talos_sim import config as cfg, lab as simlab, runner  # noqa: E402
 
 
 # Real Talos configs (machinery v1.14.1, Kubernetes 1.36.3) with their secrets bundle, so that every module
@@ -55,7 +57,8 @@ def _parser():
     up.add_argument("--latency-ms", type=int, default=0,
                     help="latency fault set on every machine at start")
     up.add_argument("--index", type=int, default=None,
-                    help="lab index: machines live on 127.(10+K//256).(K%%256).0/24")
+                    help="lab index: machines 1..254 live on 127.(10+K//256).(K%%256).0/24, more (indexes below "
+                    "736 only) on the index's own /24s in 127.210.0.0-127.255.255.255 (talos_sim/lab.py)")
     up.add_argument("--name", default="lab", help="cluster name and talosconfig context")
     up.add_argument("--mixed-versions", action="store_true",
                     help="first worker runs v1.12.11, second worker v1.13.9")
@@ -85,6 +88,36 @@ def _parser():
     return p
 
 
+def raise_fd_limit(machines):
+    """Each machine holds a listening socket (a control plane two) and each client connection one more: a lab of
+    hundreds of machines needs more descriptors than a soft limit of 1024. Raise the soft limit towards the hard one
+    (what an unprivileged process may) to 4 per machine and 1024 more; returns the soft limit then."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 4 * int(machines) + 1024
+    if soft != resource.RLIM_INFINITY and soft < want:
+        new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        if new > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            soft = new
+    return soft
+
+
+def rss_mib():
+    """This process's resident set now, MiB (Linux /proc; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * resource.getpagesize() / 2 ** 20
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def open_fds():
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return -1
+
+
 def main(argv=None):
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -98,6 +131,7 @@ def main(argv=None):
     if not plan:
         print("no machines requested", file=sys.stderr)
         return 2
+    started = time.monotonic()
     case = None
     if args.case and not args.generated:
         try:  # load once: a bad case fails before any port is taken
@@ -109,10 +143,20 @@ def main(argv=None):
         from tests.lab.talos_sim.lab import limit_streams
         limit_streams(args.max_streams)
     explicit = args.index is not None
+    if explicit and len(plan) > simlab.capacity(args.index):
+        print("refusing to start: lab index %d holds at most %d machines, not %d (indexes below %d hold up to %d)"
+              % (args.index, simlab.capacity(args.index), len(plan), simlab.EXTENDED_INDEXES, simlab.capacity(0)),
+              file=sys.stderr)
+        return 2
+    limit = raise_fd_limit(len(plan))
+    if limit != resource.RLIM_INFINITY and limit < len(plan) + 128:
+        print("refusing to start: %d machines need about %d file descriptors, the limit is %d (ulimit -Hn)"
+              % (len(plan), len(plan) + 128, limit), file=sys.stderr)
+        return 2
     attempts = 1 if explicit else 5
     last = None
     for _attempt in range(attempts):
-        index = args.index if explicit else runner.auto_index()
+        index = args.index if explicit else runner.auto_index(len(plan))
         lab = runner.build_lab(args.workdir, plan, index=index, ca=args.ca,
                                latency_ms=args.latency_ms, bootstrapped=not args.no_bootstrap,
                                reboot_seconds=args.reboot_seconds,
@@ -122,8 +166,11 @@ def main(argv=None):
 
         def ready(lab):
             print(lab.lab_json, flush=True)
-            logging.getLogger("talos_sim").info("lab %s ready on %s.0/24, control %s",
-                                                lab.name, lab.subnet, lab.control_url)
+            logging.getLogger("talos_sim").info(
+                "lab %s ready on %s, control %s: %d machines in %.1f s (CPU %.1f s), RSS %.0f MiB, %d fds", lab.name,
+                ", ".join(s + ".0/24" for s in simlab.subnets_for_index(lab.index, len(lab.machines))),
+                lab.control_url, len(lab.machines), time.monotonic() - started, time.process_time(), rss_mib(),
+                open_fds())
         try:
             asyncio.run(runner.serve(lab, ready))
             return 0

@@ -43,10 +43,19 @@ def kubelet_version(machine_config, default):
     legacy = [((d.get("machine") or {}).get("kubelet") or {}).get("image") for d in docs if "kind" not in d]
     typed = [d.get("image") for d in docs if d.get("kind") == "KubeletConfig"]
     for image in legacy + typed:
-        ref = (image or "").split("@", 1)[0]
-        if ":" in ref.rsplit("/", 1)[-1]:
-            return ref.rsplit(":", 1)[1]
+        tag = image_tag(image)
+        if tag:
+            return tag
     return default
+
+
+def image_tag(image):
+    """The tag of an image reference (``ghcr.io/siderolabs/kubelet:v1.36.3@sha256:...`` -> ``v1.36.3``), None
+    without one."""
+    ref = (image or "").split("@", 1)[0]
+    if ":" in ref.rsplit("/", 1)[-1]:
+        return ref.rsplit(":", 1)[1]
+    return None
 
 
 class LabAgent:
@@ -74,11 +83,18 @@ class LabAgent:
             labels["node-role.kubernetes.io/control-plane"] = ""
         return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": machine["hostname"], "labels": labels}}
 
-    def _node_status(self, machine, ready):
+    def _kubelet(self, machine):
+        """The machine's kubelet version: from the simulator's reading of its config (``kubelet_image``, the brief
+        state) or, from a whole state, its config parsed here (once per config text)."""
+        if "kubelet_image" in machine:
+            return image_tag(machine["kubelet_image"]) or self.default_kubelet
         config = machine.get("machine_config")
         if config not in self._kubelets:
             self._kubelets[config] = kubelet_version(config, self.default_kubelet)
-        version = self._kubelets[config]
+        return self._kubelets[config]
+
+    def _node_status(self, machine, ready):
+        version = self._kubelet(machine)
         return {"status": {
             "nodeInfo": {"kubeletVersion": version, "kubeProxyVersion": version, "osImage": "Talos (%s)" % machine["version"],
                          "operatingSystem": "linux", "architecture": "amd64", "containerRuntimeVersion": "containerd://2.1.0",
@@ -91,25 +107,48 @@ class LabAgent:
                             "message": "lab agent", "lastHeartbeatTime": None, "lastTransitionTime": None}],
         }}
 
+    def _lab_state(self):
+        try:  # the brief form: no configs, disks or files (a lab process; a thousand machines: 280 KB, not 3 MB)
+            return self.talos_lab.state(brief=True)
+        except TypeError:  # a lab object without it
+            return self.talos_lab.state()
+
+    def _node_names(self):
+        """{Node name: its labels} of every Node, read as JSON: the client's models for a thousand Nodes would cost
+        the round a second or more, and only names and labels are needed."""
+        resp = self.core.list_node(_preload_content=False)
+        try:
+            items = json.loads(resp.data)["items"]
+        finally:
+            resp.release_conn()
+        return dict((n["metadata"]["name"], n["metadata"].get("labels") or {}) for n in items)
+
     def sync_nodes(self):
+        """One round's Nodes; returns how many Nodes the API server then holds (None without a lab). Per round: the
+        lab's brief state, one list of the Nodes, and a write only for a Node to create, delete or (refresh false)
+        whose status changed, so its cost with refresh false grows by a few bytes per machine, not by calls."""
         if self.talos_lab is None:
-            return
-        state = self.talos_lab.state()
+            return None
+        state = self._lab_state()
         wanted = {}
         for machine in state["machines"]:
             if machine["mode"] != "configured":
                 continue
             wanted[machine["hostname"]] = machine
         self._machines = wanted
-        existing = dict((n.metadata.name, n) for n in self.core.list_node(label_selector="%s=%s" % (MANAGED, self.owner)).items)
-        for name, node in existing.items():
+        every = self._node_names()
+        existing = set(name for name, labels in every.items() if labels.get(MANAGED) == self.owner)
+        count = len(every)
+        for name in existing:
             if name not in wanted:
                 self.core.delete_node(name)
+                count -= 1
         for name, machine in wanted.items():
             ready = bool(machine["up"]) and machine["stage"] == "running" and name not in self.not_ready
             if name not in existing:
                 try:
                     self.core.create_node(self._node_body(machine))
+                    count += name not in every
                 except ApiException as exc:
                     if exc.status != 409:
                         raise
@@ -122,6 +161,7 @@ class LabAgent:
                 cond["lastHeartbeatTime"] = cond["lastTransitionTime"] = now
             self.core.patch_node_status(name, status)
             self._reported[name] = reported
+        return count
 
     # -- workloads -------------------------------------------------------------------------
     @staticmethod
@@ -132,8 +172,10 @@ class LabAgent:
         terms = (anti.required_during_scheduling_ignored_during_execution or []) if anti else []
         return any(t.topology_key == "kubernetes.io/hostname" for t in terms)
 
-    def sync_workloads(self):
-        nodes = len(self.core.list_node().items)
+    def sync_workloads(self, nodes=None):
+        """``nodes``: how many Nodes there are (sync_nodes's count; counted here when None)."""
+        if nodes is None:
+            nodes = len(self._node_names())
         for dep in self.apps.list_deployment_for_all_namespaces().items:
             if (dep.metadata.annotations or {}).get(NEVER_READY) == "true":
                 continue
@@ -212,8 +254,7 @@ class LabAgent:
         (self.not_ready.add if held else self.not_ready.discard)(node)
 
     def sync_once(self):
-        self.sync_nodes()
-        self.sync_workloads()
+        self.sync_workloads(self.sync_nodes())
         self.sync_pods()
 
     # -- background ------------------------------------------------------------------------
@@ -235,5 +276,6 @@ class LabAgent:
         if self._thread is not None:
             self._thread.join(5)
         if remove_nodes:
-            for node in self.core.list_node(label_selector="%s=%s" % (MANAGED, self.owner)).items:
-                self.core.delete_node(node.metadata.name)
+            for name, labels in self._node_names().items():
+                if labels.get(MANAGED) == self.owner:
+                    self.core.delete_node(name)

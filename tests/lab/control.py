@@ -27,11 +27,18 @@ class LabControl:
             detail = exc.read().decode(errors="replace")
             raise ControlError("%s %s -> %d: %s" % (method, path, exc.code, detail))
 
-    def state(self, full=False):
-        return self._call("GET", "/state?full=1" if full else "/state")
+    def state(self, full=False, brief=False):
+        """The lab JSON, live; ``brief``: each machine's name, address, role, mode, version, uuid, hostname, stage,
+        up and kubelet_image only (talos_sim Lab.state)."""
+        return self._call("GET", "/state?brief=1" if brief else "/state?full=1" if full else "/state")
 
     def machines(self):
         return self.state()["machines"]
+
+    def connections(self, reset=False):
+        """{"open", "peak", "total"}: established connections to the lab's machines now, the most at once and how
+        many were made since the start or the last reset; ``reset`` starts a new count (peak = open now)."""
+        return self._call("DELETE" if reset else "GET", "/connections")
 
     def machine(self, name):
         return self._call("GET", "/machines/%s" % name)

@@ -21,8 +21,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 _counter = itertools.count()
 
 
-def _next_index():
-    # distinct per process (pytest-xdist workers) and per lab; range 100..50099
+def _next_index(machines=0):
+    """Distinct per process (pytest-xdist workers) and per lab: 100..50099; a lab of more machines than one /24 holds
+    gets one of the indexes below 100 that may grow beyond it (talos_sim/lab.py, BIG_INDEXES)."""
+    from .talos_sim import lab as simlab
+    if machines > simlab.HOSTS:
+        big = simlab.BIG_INDEXES
+        return big[(os.getpid() * 13 + next(_counter) * 7) % len(big)]
     return 100 + (os.getpid() * 131 + next(_counter) * 7) % 50000
 
 
@@ -44,6 +49,7 @@ class LabProcess:
         self.stderr_path = os.path.join(self.workdir, "simulator.stderr")
         self.context = name
         self.index = index
+        self.size = controlplanes + workers + len(additions) + (2 if extra_maintenance else 0)
         self.proc = None
         self.control = None
         self._args = ["--controlplanes", str(controlplanes), "--workers", str(workers),
@@ -85,7 +91,7 @@ class LabProcess:
     def start(self, timeout=30.0, attempts=4):
         last = None
         for _attempt in range(attempts):
-            index = self.index if self.index is not None else _next_index()
+            index = self.index if self.index is not None else _next_index(self.size)
             try:
                 self._start_once(index, timeout)
                 self.index = index
@@ -122,8 +128,7 @@ class LabProcess:
                         data = json.load(fh)
                 except ValueError:
                     data = None
-                if data and all(_port_open(m["address"]) for m in data["machines"]
-                                if m["up"]):
+                if data and all(_port_open(m["address"]) for m in _probed(data["machines"])):
                     self.control = LabControl(data["control"])
                     return
             time.sleep(0.05)
@@ -149,8 +154,8 @@ class LabProcess:
             return ""
 
     # --- state -------------------------------------------------------------------------
-    def state(self, full=False):
-        return self.control.state(full=full)
+    def state(self, full=False, brief=False):
+        return self.control.state(full=full, brief=brief)
 
     @property
     def machines(self):
@@ -162,12 +167,18 @@ class LabProcess:
                 return m
         raise KeyError(name)
 
+    def _brief(self, name):
+        for m in self.state(brief=True)["machines"]:
+            if m["name"] == name:
+                return m
+        raise KeyError(name)
+
     def address(self, name):
-        return self.machine(name)["address"]
+        return self._brief(name)["address"]
 
     def node_name(self, name):
         """The Node the machine's kubelet registers (Talos's Nodename: its hostname, lowercased), not the lab's name."""
-        return self.machine(name)["hostname"].lower()
+        return self._brief(name)["hostname"].lower()
 
     def label(self, name):
         """How a plan names the machine: its name, its address and the Node Talos reports for it."""
@@ -191,6 +202,16 @@ class LabProcess:
 
     def wait_for(self, name, predicate, timeout=30.0):
         return self.control.wait_for(name, predicate, timeout=timeout)
+
+
+def _probed(machines, most=64):
+    """The machines whose port the start checks: every machine up, or of a lab of more, ``most`` of them evenly spread
+    from the first to the last. The simulator writes lab.json once every machine listens; each probe costs it a TLS
+    connection it accepts and drops (asyncio gives each a 256 KiB buffer: a thousand, 250 MiB of peak RSS)."""
+    up = [m for m in machines if m["up"]]
+    if len(up) <= most:
+        return up
+    return [up[i] for i in sorted(set(round(k * (len(up) - 1) / (most - 1)) for k in range(most)))]
 
 
 def _port_open(address, port=50000):

@@ -1,7 +1,12 @@
 """Control API of a running lab: a small HTTP/JSON server on 127.0.0.1 (ephemeral port).
 
-GET  /state                       the lab JSON (live); ``/state?full=1`` adds faults/timing/...
+GET  /state                       the lab JSON (live); ``/state?full=1`` adds faults/timing/...;
+                                  ``/state?brief=1``: per machine only name, address, role, mode, version, uuid,
+                                  hostname, stage, up and kubelet_image (the lab agent's round)
 GET  /machines/<name>             one machine (full form)
+GET  /connections                 {"open", "peak", "total"}: established connections to the machines (TLS done)
+                                  open now, the most open at once and how many were made since the lab started or
+                                  the last DELETE (which sets peak to open now and total to 0)
 GET  /machines/<name>/calls       {"Reset": 1, "Version": 3, ...}: calls that reached the machine
                                   (dialled, or proxied to it), and "etcd-peer-port": connections
                                   to its etcd peer port; DELETE clears them
@@ -99,7 +104,12 @@ class ControlServer:
                 return 400, {"error": "body must be a JSON object"}
             if parts == ["state"] and method == "GET":
                 full = query.get("full", ["0"])[0] not in ("0", "false", "")
-                return 200, self.lab.state(full=full)
+                brief = query.get("brief", ["0"])[0] not in ("0", "false", "")
+                return 200, self.lab.state(full=full, brief=brief)
+            if parts == ["connections"] and method in ("GET", "DELETE"):
+                if method == "DELETE":
+                    self.lab.connections.reset()
+                return 200, self.lab.connections.to_json()
             if parts == ["timeline"] and method in ("GET", "DELETE"):
                 if method == "DELETE":
                     self.lab.timeline.clear()

@@ -26,12 +26,56 @@ PORT = 50000
 ETCD_PEER_PORT = 2380
 
 
-def subnet_for_index(index):
-    """Loopback /24 of lab ``index``: 127.(10 + index // 256).(index % 256).0."""
-    index = int(index)
-    if not 0 <= index < 256 * 200:
+# Lab addresses. Lab ``index`` (0 <= index < INDEXES) owns the loopback /24 127.(10 + index // 256).(index % 256)
+# (second octets 10..209): its machines 1..254 are .1 .. .254 there, as they have always been. A lab of more machines
+# continues in further /24s of its own in the part of 127/8 no first /24 uses, 127.210.0.0 - 127.255.255.255
+# (46 * 256 = 11776 /24s): EXTRA_BLOCKS of them for each index below EXTENDED_INDEXES, lab index K's extra /24
+# number j (1 .. EXTRA_BLOCKS) being number e = K * EXTRA_BLOCKS + j - 1 of that part, 127.(210 + e // 256).(e % 256).
+# No /24 belongs to two indexes (first /24s and extra /24s never overlap, and e is unique per (K, j)), so labs of
+# different indexes never share an address. Only indexes below EXTENDED_INDEXES may hold more than HOSTS machines;
+# the automatic choices (process._next_index, runner.auto_index) pick BIG_INDEXES for those.
+HOSTS = 254                    # .1 .. .254 of each /24
+INDEXES = 200 * 256            # first /24s: second octets 10 .. 209
+EXTRA_FIRST = 210              # extra /24s: second octets 210 .. 255
+EXTRA_BLOCKS = 16              # extra /24s per index: a lab holds up to HOSTS * (1 + EXTRA_BLOCKS) = 4318 machines
+EXTENDED_INDEXES = (256 - EXTRA_FIRST) * 256 // EXTRA_BLOCKS  # 736: indexes 0 .. 735 may grow beyond one /24
+BIG_INDEXES = range(1, 100)    # what a big lab's automatic index is drawn from (small labs' start at 100 / 1000)
+
+
+def capacity(index):
+    """How many machines lab ``index`` numbers: HOSTS, or HOSTS * (1 + EXTRA_BLOCKS) for an index that may grow."""
+    return HOSTS * (1 + EXTRA_BLOCKS) if 0 <= int(index) < EXTENDED_INDEXES else HOSTS
+
+
+def subnet_for_index(index, block=0):
+    """Loopback /24 number ``block`` of lab ``index`` (as "127.a.b"): block 0 is 127.(10 + index // 256).(index % 256),
+    blocks 1 .. EXTRA_BLOCKS (indexes below EXTENDED_INDEXES only) are in 127.210.0.0 - 127.255.255.255 (see above)."""
+    index, block = int(index), int(block)
+    if not 0 <= index < INDEXES:
         raise ValueError("lab index out of range: %d" % index)
-    return "127.%d.%d" % (10 + index // 256, index % 256)
+    if block == 0:
+        return "127.%d.%d" % (10 + index // 256, index % 256)
+    if not 1 <= block <= EXTRA_BLOCKS or index >= EXTENDED_INDEXES:
+        raise ValueError("lab index %d holds at most %d machines%s" % (
+            index, capacity(index), "" if index < EXTENDED_INDEXES
+            else " (an index below %d holds up to %d)" % (EXTENDED_INDEXES, HOSTS * (1 + EXTRA_BLOCKS))))
+    extra = index * EXTRA_BLOCKS + block - 1
+    return "127.%d.%d" % (EXTRA_FIRST + extra // 256, extra % 256)
+
+
+def address_for_index(index, n):
+    """Address of machine number ``n`` (1, 2, ...) of lab ``index``: .1 .. .254 of its first /24, then of its
+    extra /24s in order (machine 255 is .1 of extra /24 1)."""
+    n = int(n)
+    if n < 1:
+        raise ValueError("machine numbers start at 1: %d" % n)
+    block, host = divmod(n - 1, HOSTS)
+    return "%s.%d" % (subnet_for_index(index, block), host + 1)
+
+
+def subnets_for_index(index, machines):
+    """The /24s (as "127.a.b") that machines 1 .. ``machines`` of lab ``index`` live on."""
+    return [subnet_for_index(index, b) for b in range(max(1, (int(machines) + HOSTS - 1) // HOSTS))]
 
 
 def limit_streams(limit):
@@ -53,15 +97,64 @@ def limit_streams(limit):
     protocol.H2Connection = Limited
 
 
-class _TrackingServer(Server):
-    """A grpclib Server that can drop its established connections (a machine going down)."""
+class Connections:
+    """The lab's established connections to its machines' gRPC servers (TLS done): how many are open now, the most
+    open at once since the last reset, and how many were made (control API GET /connections). A client that bounds
+    its fan-out should never hold more than its bound, however many machines it reaches; a proxied call is one
+    connection, to its endpoint."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self):
+        self.open = 0
+        self.peak = 0
+        self.total = 0
+
+    def made(self):
+        self.open += 1
+        self.total += 1
+        self.peak = max(self.peak, self.open)
+
+    def lost(self):
+        self.open = max(0, self.open - 1)
+
+    def reset(self):
+        self.peak = self.open
+        self.total = 0
+
+    def to_json(self):
+        return {"open": self.open, "peak": self.peak, "total": self.total}
+
+
+class _TrackingServer(Server):
+    """A grpclib Server that can drop its established connections (a machine going down), and counts them in
+    ``connections`` (a Connections)."""
+
+    def __init__(self, *args, connections=None, **kwargs):
         super().__init__(*args, **kwargs)
         self._protocols = []
+        self._connections = connections
+
+    def _counted(self, proto):
+        gauge = self._connections
+        made, lost = proto.connection_made, proto.connection_lost
+        state = {"open": False}
+
+        def connection_made(transport):
+            state["open"] = True
+            gauge.made()
+            made(transport)
+
+        def connection_lost(exc):
+            if state["open"]:
+                state["open"] = False
+                gauge.lost()
+            lost(exc)
+        proto.connection_made, proto.connection_lost = connection_made, connection_lost
+        return proto
 
     def _protocol_factory(self):
         proto = super()._protocol_factory()
+        if self._connections is not None:
+            proto = self._counted(proto)
         alive = []
         for p in self._protocols:
             try:
@@ -139,7 +232,7 @@ class Node:
             return
         from . import api
         ctx = self._ssl_context()
-        server = _TrackingServer([api.Handlers(self)])
+        server = _TrackingServer([api.Handlers(self)], connections=self.lab.connections)
         try:
             await server.start(self.m.address, PORT, ssl=ctx, reuse_address=True)
         except OSError as exc:
@@ -302,6 +395,11 @@ class Lab:
         self.talosconfig = os.path.join(self.workdir, "talosconfig")
         self.lab_json = os.path.join(self.workdir, "lab.json")
         self._used = set()
+        self._index = None  # see _lookup
+        self.connections = Connections()
+        self._written = 0.0  # lab.json: when it was last written (monotonic), what that cost, a write to come
+        self._write_cost = 0.0
+        self._write_pending = None
         self.default_timing = {}
         self.default_latency_ms = 0
         # (machine, what, epoch seconds) in the order it happened: calls that reached a machine (by method name:
@@ -338,31 +436,40 @@ class Lab:
 
     # --- addresses ---------------------------------------------------------------------
     def address(self, n):
-        return "%s.%d" % (self.subnet, n)
+        """Machine number ``n``'s address (see ``address_for_index``)."""
+        return address_for_index(self.index, n)
 
     def allocate_address(self):
-        for n in range(101, 255):
+        """A free address of the lab for a machine that moves: from .101 of its first /24 on, then its extra /24s."""
+        for n in range(101, capacity(self.index) + 1):
             a = self.address(n)
             if a not in self._used:
                 return a
-        raise RuntimeError("no free address in %s.0/24" % self.subnet)
+        raise RuntimeError("no free address left in lab %d's %d addresses" % (self.index, capacity(self.index)))
 
     def move(self, machine, new_addr):
         self._used.discard(machine.address)
         machine.address = new_addr
         self._used.add(new_addr)
+        self._index = None
+
+    def _lookup(self):
+        """{name: machine}, {address: machine} (the first machine of an address, as a scan in order finds it): built
+        once after each addition or move, so that a call proxied to one of a thousand machines does not scan them."""
+        if self._index is None:
+            by_name, by_address = {}, {}
+            for m in self.machines:
+                by_name.setdefault(m.name, m)
+                by_address.setdefault(m.address, m)
+            self._index = (by_name, by_address)
+        return self._index
 
     def machine(self, name):
-        for m in self.machines:
-            if m.name == name:
-                return m
-        raise KeyError(name)
+        return self._lookup()[0][name]
 
     def node_at(self, address):
-        for m in self.machines:
-            if m.address == address:
-                return self.nodes[m.name]
-        return None
+        m = self._lookup()[1].get(address)
+        return None if m is None else self.nodes[m.name]
 
     # --- building ----------------------------------------------------------------------
     def cluster(self, cluster_id, name):
@@ -402,12 +509,12 @@ class Lab:
             m.faults["latency_ms"] = self.default_latency_ms
         if mode == st.CONFIGURED and self.case is not None:
             # the case file's bytes as they are; the config names the Kubernetes version
-            self.set_machine_config(m, self.case.config(role))
+            self.set_machine_config(m, self.case.config(role), fast=True)
         elif mode == st.CONFIGURED:
             data = cfg.generate_machine_config(self.secrets, role, name, endpoint or address,
                                                version=version,
                                                kubernetes_version=versions.bare(kubernetes or versions.KUBERNETES))
-            self.set_machine_config(m, data)
+            self.set_machine_config(m, data, fast=True)
         if install_image is not None:
             if m.config is not None:
                 self.set_machine_config(m, cfg.with_install_image(m.config, None if install_image == "none"
@@ -417,10 +524,12 @@ class Lab:
             m.extensions = simext.named(extensions) + m.extensions
         self.machines.append(m)
         self.nodes[name] = Node(self, m)
+        self._index = None
         return m
 
-    def set_machine_config(self, m, data):
-        facts = cfg.ConfigFacts(data)
+    def set_machine_config(self, m, data, fast=False):
+        """``fast``: ``data`` is a config the lab made or a fixture case's (cfg.parse_documents)."""
+        facts = cfg.ConfigFacts(data, fast=fast)
         pair = facts.ca_pair()
         if pair is not None:
             self.remember_ca(pair)
@@ -464,6 +573,7 @@ class Lab:
         self.changed()
 
     async def stop(self):
+        self.flush()
         for n in self.nodes.values():
             if n.task is not None:
                 n.task.cancel()
@@ -490,9 +600,19 @@ class Lab:
         with os.fdopen(fd, "wb") as fh:
             fh.write(self.ca.key_pem)
 
-    def state(self, full=False):
+    BRIEF = ("name", "address", "role", "mode", "version", "uuid", "hostname", "stage", "up")
+
+    def state(self, full=False, brief=False):
+        """The lab JSON; ``brief``: each machine's BRIEF keys and ``kubelet_image`` (its config's kubelet image, ""
+        without one) only, no configs, disks or files: what the lab agent reads every round, 280 bytes a machine
+        where the whole form is 3 KB."""
         machines = []
         for m in self.machines:
+            if brief:
+                j = dict((k, getattr(m, k)) for k in self.BRIEF)
+                j["kubelet_image"] = (m.facts.kubelet_image if m.facts is not None else "") or ""
+                machines.append(j)
+                continue
             j = m.to_json()
             j["cni_files"] = sorted(simfiles.cni_files(self, m)) if m.mode == st.CONFIGURED else []
             if not full:
@@ -512,14 +632,41 @@ class Lab:
         return out
 
     def changed(self):
-        """Rewrite lab.json (atomically)."""
+        """Rewrite lab.json (atomically). At once unless it was written less than 20 times its last write's cost ago
+        (about 10 ms for 5 machines, 1.5 s for 1000, whose lab.json is 3 MB); then once that time is up, with every
+        change made meanwhile: writing lab.json takes at most a twentieth of the loop, however often machines change.
+        The control API's GET /state is always live."""
         if not self.control_url:
             return
+        wait = self._written + 20 * self._write_cost - time.monotonic()
+        if wait > 0:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+            if loop is not None:
+                if self._write_pending is None:
+                    self._write_pending = loop.call_later(wait, self._write_lab_json)
+                return
+        self._write_lab_json()
+
+    def flush(self):
+        """Write lab.json now if a write is due (before the lab stops)."""
+        if self._write_pending is not None:
+            self._write_lab_json()
+
+    def _write_lab_json(self):
+        if self._write_pending is not None:
+            self._write_pending.cancel()
+            self._write_pending = None
+        started = time.monotonic()
         fd, tmp = tempfile.mkstemp(dir=self.workdir, prefix=".lab.json.")
         os.fchmod(fd, 0o644)
         with os.fdopen(fd, "w") as fh:
             json.dump(self.state(), fh, indent=1)
         os.replace(tmp, self.lab_json)
+        self._written = time.monotonic()
+        self._write_cost = self._written - started
 
     # --- control API operations --------------------------------------------------------
     async def set_faults(self, name, faults):

@@ -9,6 +9,7 @@ import signal
 from .. import pki
 from . import state as st
 from .control import ControlServer
+from . import lab as simlab
 from .lab import Lab
 
 log = logging.getLogger("talos_sim")
@@ -83,6 +84,9 @@ def build_lab(workdir, plan, index=0, ca=pki.ED25519, latency_ms=0, bootstrapped
               reboot_seconds=None, upgrade_seconds=None, install_seconds=None, name="lab",
               kubeconfig_server=None, case=None):
     """``case``: a fixture case directory; configured machines start from its configs (see Lab)."""
+    if len(plan) > simlab.capacity(index):
+        raise ValueError("lab index %d holds at most %d machines, not %d (indexes below %d hold up to %d)" % (
+            index, simlab.capacity(index), len(plan), simlab.EXTENDED_INDEXES, simlab.capacity(0)))
     lab = Lab(workdir, index=index, name=name, ca_algorithm=ca, case=case)
     if reboot_seconds is not None:
         lab.default_timing["reboot_seconds"] = float(reboot_seconds)
@@ -133,5 +137,9 @@ async def serve(lab, ready_cb=None, stop_event=None):
     await control.stop()
 
 
-def auto_index():
+def auto_index(machines=0):
+    """A lab index for a lab of ``machines`` machines: 1000 .. 30999 for one /24's worth, else one of
+    lab.BIG_INDEXES (the indexes that may grow beyond one /24; see lab.subnet_for_index)."""
+    if machines > simlab.HOSTS:
+        return random.choice(simlab.BIG_INDEXES)
     return 1000 + (os.getpid() * 7 + random.randrange(1000)) % 30000
