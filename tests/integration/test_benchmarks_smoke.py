@@ -18,8 +18,8 @@ BENCHMARKS = sorted(name[:-3] for name in os.listdir(os.path.join(collection_pat
 
 
 def test_every_benchmark_is_smoke_run():
-    assert BENCHMARKS == ["adopt_plan", "cilium_takeover", "config_engine", "installer_prune", "rollout", "status",
-                          "talos_fanout", "talos_roll", "task_overhead"]
+    assert BENCHMARKS == ["adopt_plan", "cilium_takeover", "config_engine", "installer_prune", "rollout", "scale",
+                          "status", "talos_fanout", "talos_roll", "task_overhead"]
 
 
 @pytest.mark.parametrize("name", BENCHMARKS)
