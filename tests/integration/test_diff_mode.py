@@ -111,6 +111,8 @@ def _tasks(lab, tmp_path, namespace):
         ("init_record", {"secrets": CASE + "/secrets.yaml", "cluster": dict(cluster, cni={"preset": "cilium"}),
                          "machines": [{"name": "cp-1", "node": cp, "role": "controlplane",
                                        "uuid": lab.machines[0].get("uuid") or "x"}]}),
+        # last, so that the tasks above keep their register names (r6 is installer_apply's)
+        ("talos_rollout", {"machines": machines, "wait_timeout": 60}),
     ]
 
 

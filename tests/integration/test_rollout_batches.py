@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from ansible_collections.maesh.ichor.plugins.module_utils.common import release
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record
+from ansible_collections.maesh.ichor.plugins.module_utils.k8s import cluster_record, drain
 from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
 
 from tests.integration.ansible_env import ansible_playbook, write_inventory
@@ -220,3 +220,22 @@ def test_a_failure_at_each_gate_stops_the_rollout_at_its_machine_and_the_rerun_f
     proc = _upgrade(inv)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert set(_versions(lab).values()) == {release.TALOS}
+
+
+def test_a_cordon_a_stopped_run_left_is_lifted_by_the_next_and_an_operators_is_kept(kube_lab):
+    """The real API server's field managers say whose cordon a Node carries: a run killed between its cordon and its
+    uncordon leaves the collection's, which the next run's rollout lifts after the reboot; kubectl's is kept."""
+    kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
+    name = "cordon-%d" % int(time.time() * 1000)
+    kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+    try:
+        assert drain.cordon(kube, name) is True
+        assert drain.cordon(kube, name) is True  # the next run finds its own cordon (the first run stopped here)
+        drain.uncordon(kube, name)
+        node = kube.get("v1", "Node", name)
+        assert not node["spec"].get("unschedulable")
+        node["spec"]["unschedulable"] = True  # kubectl cordon: an update by another manager
+        kube.replace(node)
+        assert drain.cordon(kube, name) is False  # the operator's: kept after the drain
+    finally:
+        kube.delete("v1", "Node", name)

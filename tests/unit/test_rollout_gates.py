@@ -73,7 +73,10 @@ class FakeKube:
         return self.nodes.get(name)
 
     def apply(self, obj, field_manager, dry_run=False, force=True):
-        self.nodes.setdefault(obj["metadata"]["name"], {"spec": {}})["spec"].update(obj["spec"])
+        node = self.nodes.setdefault(obj["metadata"]["name"], {"spec": {}})
+        node["spec"].update(obj["spec"])
+        node["metadata"] = {"managedFields": [{"manager": field_manager,
+                                               "fieldsV1": {"f:spec": {"f:unschedulable": {}}}}]}
 
 
 @pytest.mark.parametrize("seed", range(1, 61))
@@ -137,5 +140,12 @@ def test_cordon_leaves_a_node_the_operator_cordoned():
     kube.nodes["n2"] = {"spec": {"unschedulable": True}}
     assert drain.cordon(kube, "n1") is True and kube.nodes["n1"]["spec"]["unschedulable"] is True
     assert drain.cordon(kube, "n2") is False
+    # a run that stopped between its cordon and its uncordon: the next run finds the cordon its own and lifts it
+    assert drain.cordon(kube, "n1") is True
     drain.uncordon(kube, "n1")
     assert kube.nodes["n1"]["spec"]["unschedulable"] is False
+    # the operator cordons it later (kubectl cordon moves the field to its manager): theirs, kept
+    kube.nodes["n1"] = {"spec": {"unschedulable": True}, "metadata": {"managedFields": [
+        {"manager": drain.FIELD_MANAGER, "fieldsV1": {"f:metadata": {}}},
+        {"manager": "kubectl-cordon", "fieldsV1": {"f:spec": {"f:unschedulable": {}}}}]}}
+    assert drain.cordon(kube, "n1") is False

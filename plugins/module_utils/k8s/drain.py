@@ -6,7 +6,8 @@ go-kubernetes ``nodedrain``: IgnoreAllDaemonSets, DeleteEmptyDirData, Force): ev
 the Eviction API, so PodDisruptionBudgets are honoured, except DaemonSet Pods and mirror (static) Pods, which are
 left where they run; a Pod a budget does not let go yet is asked again until the timeout.
 
-A Node the operator had cordoned before is left cordoned afterwards: ``cordon`` says whether it cordoned it.
+A Node the operator had cordoned before is left cordoned afterwards: ``cordon`` says whether it cordoned it (or an
+earlier run that stopped before its uncordon did: the field's manager says which).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,14 +23,25 @@ def _node_patch(name, unschedulable):
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {"unschedulable": unschedulable}}
 
 
+def _ours(node):
+    """Whether the collection's field manager set the Node's spec.unschedulable (a run stopped between its cordon and
+    its uncordon left it so): a cordon by anyone else moves the field to their manager."""
+    for entry in (node.get("metadata") or {}).get("managedFields") or []:
+        spec = ((entry.get("fieldsV1") or {}).get("f:spec") or {})
+        if entry.get("manager") == FIELD_MANAGER and "f:unschedulable" in spec:
+            return True
+    return False
+
+
 def cordon(kube, name):
-    """Mark the Node unschedulable; False when it already was (the operator's cordon, kept after the drain), True
-    when this cordoned it. None when the cluster has no such Node."""
+    """Mark the Node unschedulable; False when it already was by someone else's hand (the operator's cordon, kept
+    after the drain), True when this cordoned it (or an earlier run of the collection did and stopped before its
+    uncordon). None when the cluster has no such Node."""
     node = kube.get("v1", "Node", name)
     if node is None:
         return None
     if (node.get("spec") or {}).get("unschedulable"):
-        return False
+        return _ours(node)
     kube.apply(_node_patch(name, True), FIELD_MANAGER)
     return True
 

@@ -431,7 +431,7 @@ class Rollout:
         self.done = [r["name"] for r in rows if r["version"] == self.target]
         if not todo:
             lines.append("every machine runs Talos %s" % self.target)
-            return self._result(lines)
+            return dict(self._result(lines), diff={"before": "", "after": ""})
         self.lines = lines
         result = self._result(lines, changed=True)
         result["diff"] = {"before": "".join("%s: %s\n" % (r["name"], r["version"]) for r in todo),
