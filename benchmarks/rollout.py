@@ -18,6 +18,7 @@ Run by hand (the batched part takes about five minutes):
 The last line is one JSON object: {"benchmark", "figures", "ratio", "goal"}.
 """
 
+import json
 import math
 import os
 import sys
@@ -94,7 +95,8 @@ def main():
     report.write(result)
     for name, values in figures.items():
         for key, value in values.items():
-            print("%-10s %-24s %s" % (name, key, value))
+            print("%-12s %-30s %s" % (name, key, value), file=sys.stderr)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":
