@@ -57,6 +57,10 @@ class Upgrade(Scenario):
         return figures
 
     def converged(self):
+        cordoned = sorted(n["metadata"]["name"] for n in self.lab.client.list("v1", "Node")
+                          if (n.get("spec") or {}).get("unschedulable"))
+        if cordoned:  # a run killed between its cordon and its uncordon: the next run's rollout lifts it
+            raise Violation("Nodes left cordoned after the rollout: %s" % ", ".join(cordoned))
         versions = set(m["version"] for m in self.lab.talos.machines)
         stored = record(self.lab)
         deployed = [chart for _revision, status, chart in check_cilium(self.lab) if status == "deployed"]
