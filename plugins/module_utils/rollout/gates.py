@@ -15,7 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.maesh.ichor.plugins.module_utils.k8s import nodes
+from ansible_collections.maesh.ichor.plugins.module_utils.rollout import talos_step
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, etcd, machine
 
 ORDER = ("version", "node_ready", "etcd", "cilium")
@@ -45,9 +45,7 @@ def version(client, node, target):
 
 
 def node_ready(kube, node_name, target):
-    found = nodes.get(kube, node_name)
-    ok = nodes.ready(found) and target in (nodes.info(found).get("osImage") or "")
-    return ok, "its Node %s to be Ready on Talos %s" % (node_name, target)
+    return talos_step.node_ready(kube, node_name, target), "its Node %s to be Ready on Talos %s" % (node_name, target)
 
 
 def etcd_member(client, node):
