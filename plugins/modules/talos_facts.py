@@ -14,7 +14,7 @@ version_added: 0.1.0
 description:
   - Reads what adopt needs to know of Talos machines over the Talos API, read-only.
   - "Per machine (O(node)): the machine's version, UUID (over the authenticated API), hostname, role (from its
-    own discovery member), stage, cluster and the cluster's discovery members; from its live machine config
+    own machine type, as C(talosctl get machinetype) reads it), stage, cluster and the cluster's discovery members; from its live machine config
     (either form: the legacy v1alpha1 fields or the typed documents) KubePrism, kube-proxy on the Talos side,
     the CNI selection (C(cluster.network.cni), the flannel document, the custom CNI's manifests), the other
     external manifests, inline manifests, install, registry mirrors and cert SANs; and the CNI configs present
@@ -22,8 +22,9 @@ description:
     C(talos) fact."
   - "Cluster-wide (O(machines)): one task, run once, reads every machine concurrently inside the module (at most
     16 at a time over the client's one connection per endpoint), so a plan over a hundred machines does not pay
-    Ansible's per-host start a hundred times. It returns one entry per machine (the per-machine facts plus
-    C(name)) in RV(machines) and the version verdict in RV(versions): any machine below Talos v1.12.0, or newer
+    Ansible's per-host start a hundred times. It returns one entry per machine (the per-machine facts but the
+    membership, plus C(name)) in RV(machines), the discovery membership once in RV(members) (every machine sees
+    the whole of it, so it is listed on the first machine read, not on each), and the version verdict in RV(versions): any machine below Talos v1.12.0, or newer
     than the release set's Talos, refuses the cluster and the module fails with that one line (a mixed cluster
     names its machines below v1.12); so does a machine that cannot be read. Nothing is written either way."
   - The machine config is readable with the C(os:admin) role only; with a talosconfig of another role the
@@ -69,8 +70,8 @@ options:
         required: true
       role:
         description:
-          - The machine's role as the inventory says it. The role reported is the discovery membership's; a
-            different one here is a warning.
+          - The machine's role as the inventory says it. The role reported is the machine type its config
+            states; a different one here is a warning.
         type: str
         choices: [controlplane, worker]
 """
@@ -133,7 +134,7 @@ ansible_facts:
           type: str
           sample: cp-1
         role:
-          description: C(controlplane) or C(worker), from the machine's own discovery member.
+          description: C(controlplane) or C(worker), from the machine's own type (C(talosctl get machinetype)).
           type: str
           sample: controlplane
         stage:
@@ -228,7 +229,8 @@ ansible_facts:
 machines:
   description:
     - Cluster-wide mode; one entry per machine of O(machines) that was read, in their order, each with every key of
-      the C(talos) fact (C(config), C(members), C(stage), ... as RV(ansible_facts.talos) documents them) and C(name).
+      the C(talos) fact but C(members) (C(config), C(stage), ... as RV(ansible_facts.talos) documents them) and
+      C(name).
   returned: when O(machines) is given
   type: list
   elements: dict
@@ -243,7 +245,7 @@ machines:
       description: The Talos version it runs.
       type: str
     role:
-      description: C(controlplane) or C(worker), from its discovery member.
+      description: C(controlplane) or C(worker), from its machine type.
       type: str
     uuid:
       description: Its SMBIOS UUID.
@@ -252,6 +254,27 @@ machines:
       description: The CNI config files under C(/etc/cni/net.d).
       type: list
       elements: str
+members:
+  description:
+    - Cluster-wide mode; the cluster's discovery members as the first machine read sees them (each entry as in
+      RV(ansible_facts.talos.members)); null when no machine was read or the listing failed (a plan line says why).
+  returned: when O(machines) is given
+  type: list
+  elements: dict
+  contains:
+    id:
+      description: Node identity.
+      type: str
+    hostname:
+      description: Member hostname.
+      type: str
+    addresses:
+      description: Member addresses.
+      type: list
+      elements: str
+    machine_type:
+      description: C(controlplane), C(init) or C(worker).
+      type: str
 versions:
   description: Cluster-wide mode; the version verdict.
   returned: when O(machines) is given

@@ -133,6 +133,26 @@ def test_audit_log_separates_dry_run(kube_lab, kube_namespace):
     assert kube_lab.mutating_requests(since=mark) == []
 
 
+def test_a_cached_list_is_served_from_the_watch_cache_and_holds_the_same(kube_lab, kube_namespace):
+    """KubeClient.list(cached=True) asks with resourceVersion=0 (the API server's watch cache, no wait for it to
+    catch up with etcd): the rollout's polled Pod gate reads so; a default list is a consistent read."""
+    from ansible_collections.maesh.ichor.plugins.module_utils.k8s.client import KubeClient
+    core = client.CoreV1Api(kube_lab.api)
+    core.create_namespaced_config_map(kube_namespace, _configmap("listed"))
+    kube = KubeClient(kubeconfig=kube_lab.kubeconfig)
+    mark = kube_lab.audit_mark()
+    consistent = kube.list("v1", "ConfigMap", kube_namespace)
+    deadline = time.monotonic() + 10  # the cache follows etcd within moments
+    cached = kube.list("v1", "ConfigMap", kube_namespace, cached=True)
+    while "listed" not in [c["metadata"]["name"] for c in cached] and time.monotonic() < deadline:
+        time.sleep(0.1)
+        cached = kube.list("v1", "ConfigMap", kube_namespace, cached=True)
+    assert sorted(c["metadata"]["name"] for c in cached) == sorted(c["metadata"]["name"] for c in consistent)
+    lists = [e["requestURI"] for e in kube_lab.audit_events(since=mark)
+             if e.get("verb") == "list" and (e.get("objectRef") or {}).get("namespace") == kube_namespace]
+    assert "resourceVersion=0" not in lists[0] and all("resourceVersion=0" in uri for uri in lists[1:]), lists
+
+
 def test_audit_since_time(kube_lab, kube_namespace):
     start = time.time()
     time.sleep(0.01)

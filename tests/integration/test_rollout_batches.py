@@ -7,7 +7,9 @@ lab's timeline (the audit of calls):
   canary's soak before the second batch; each gate evaluated;
 * a failure injected at each gate stops the rollout at the right machine with nothing beyond it installed or rebooted:
   an installer image one machine cannot pull (the preflight: nothing rebooted), an etcd member unhealthy after its
-  reboot, a Node not Ready, a Pod stuck Pending in kube-system; the rerun finishes.
+  reboot, a Node not Ready, a Pod stuck Pending in kube-system; the rerun finishes;
+* with a Cilium the collection manages, the Cilium agent on each machine's Node awaited after its reboot: one that is
+  never Ready stops the rollout at its machine.
 """
 
 import threading
@@ -200,9 +202,7 @@ def test_a_failure_at_each_gate_stops_the_rollout_at_its_machine_and_the_rerun_f
     # 4. a Pod stuck Pending in kube-system while the third batch of workers reboots (this rerun's first: the other
     # workers are done) stops the rollout after that batch
     lab.control.reset_timeline()
-    if kube.get("v1", "ServiceAccount", "default", "kube-system") is None:  # the lab runs no controller that makes it
-        kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
-                     "metadata": {"name": "default", "namespace": "kube-system"}})
+    _default_service_account(kube)
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stuck", "namespace": "kube-system"},
            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
                     "automountServiceAccountToken": False,
@@ -217,6 +217,66 @@ def test_a_failure_at_each_gate_stops_the_rollout_at_its_machine_and_the_rerun_f
     kube.delete("v1", "Pod", "stuck", "kube-system")
 
     # the rerun finishes
+    proc = _upgrade(inv)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert set(_versions(lab).values()) == {release.TALOS}
+
+
+def _default_service_account(kube):
+    """The Pods' ServiceAccount in kube-system (the lab runs no controller that makes it)."""
+    if kube.get("v1", "ServiceAccount", "default", "kube-system") is None:
+        kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                     "metadata": {"name": "default", "namespace": "kube-system"}})
+
+
+def _cilium_agents(kube, lab, never_ready):
+    """A Cilium DaemonSet at the release set's Cilium and its agent Pod on every Node, as the DaemonSet controller
+    would make them (the lab runs none); the agent reports them Running and Ready, but ``never_ready``'s."""
+    _default_service_account(kube)
+    labels = {"k8s-app": "cilium"}
+    spec = {"containers": [{"name": "cilium-agent", "image": "quay.io/cilium/cilium:%s" % release.CILIUM}],
+            "automountServiceAccountToken": False}
+    ds = kube.create({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "cilium", "namespace":
+                      "kube-system", "labels": labels}, "spec": {"selector": {"matchLabels": labels}, "template": {
+                          "metadata": {"labels": labels}, "spec": spec}}})
+    owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "cilium", "uid": ds["metadata"]["uid"],
+             "controller": True}
+    for m in lab.machines:
+        node = lab.node_name(m["name"])
+        kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": "cilium-%s" % node, "namespace": "kube-system", "labels": labels, "ownerReferences": [owner],
+            "annotations": {"lab.maesh.dev/never-ready": "true"} if m["name"] == never_ready else {}},
+            "spec": dict(spec, nodeName=node)})
+
+
+def test_the_cilium_gate_holds_each_machine_to_its_agent(talos_kube_lab, tmp_path):
+    """A Cilium the collection manages (the record's preset): after its reboot each machine waits for the Cilium agent
+    on its Node to be Ready; worker-2's never is, so the rollout stops there, worker-3 untouched; once it is, the rerun
+    finishes."""
+    lab = talos_kube_lab(case=V113_K8S_135, controlplanes=1, workers=3, version="v1.13.9")
+    _record(lab, V113_K8S_135)
+    kube = KubeClient(kubeconfig=lab.kube.kubeconfig)
+    cluster_record.update(kube, lambda data: data.update(cluster={"cni": {"preset": "cilium"}}))
+    _cilium_agents(kube, lab, never_ready="worker-2")
+    inv = write_inventory(lab.state(), str(tmp_path / "inventory.yml"))
+    data = yaml.safe_load(open(inv))
+    data["all"]["vars"].update(ichor_kubeconfig=lab.kube.kubeconfig, ichor_upgrade_wait_timeout=60,
+                               ichor_upgrade_gate_timeouts={"cilium": 3})
+    with open(inv, "w") as handle:
+        yaml.safe_dump(data, handle)
+    lab.control.reset_timeline()
+    proc = _upgrade(inv)
+    assert proc.returncode != 0
+    hostname = lab.node_name("worker-2")
+    assert "%s: gate cilium: waited 3s for the Cilium agent Pod on Node %s to be Ready" % (
+        lab.label("worker-2"), hostname) in proc.stdout, proc.stdout[-3000:]
+    assert "the rollout stopped after worker batch 2 of 3" in proc.stdout, proc.stdout[-3000:]
+    for m in ("cp-1", "worker-1"):
+        assert '"%s: gate cilium passed"' % m in proc.stdout, proc.stdout[-3000:]
+    assert _changed(lab.control.timeline(at=True), ["worker-3"]) == []
+    pod = kube.get("v1", "Pod", "cilium-%s" % hostname, "kube-system")
+    pod["metadata"]["annotations"] = {}
+    kube.replace(pod)  # the agent now reports it Ready
     proc = _upgrade(inv)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert set(_versions(lab).values()) == {release.TALOS}

@@ -71,6 +71,24 @@ def test_cluster_read_of_real_configs_kitchen_sink(talos_lab):
     _only_reads(lab)
 
 
+def test_a_cluster_read_lists_the_membership_once(talos_lab):
+    """Every machine sees the whole discovery membership, so listing it on each of N machines parses N x N
+    members (adopt --check at 1003 machines took 100 s of it): the cluster read lists it on one machine, and
+    each machine's role is its own machine type, discovery or not."""
+    lab = talos_lab(controlplanes=2, workers=3)
+    for m in lab.machines:
+        lab.control.reset_requests(m["name"])
+    with _client(lab) as client:
+        result = cluster_read.cluster_facts_result(client, _machines(lab))
+    listed = [m["name"] for m in lab.machines if "/cosi.resource.State/List" in lab.control.requests(m["name"])]
+    assert listed == [lab.machines[0]["name"]]
+    assert sorted(x["hostname"] for x in result["members"]) == sorted(m["name"] for m in lab.machines)
+    assert all("members" not in facts for facts in result["machines"])
+    assert [f["role"] for f in result["machines"]] == [m["role"] for m in lab.machines]
+    assert "discovery membership (read on %s): 5 members" % lab.machines[0]["name"] in result["plan"]
+    _only_reads(lab)
+
+
 def test_legacy_flannel_cluster_and_two_cnis_on_one_machine(talos_lab):
     lab = talos_lab(controlplanes=1, workers=2, case="v1.12/v1.12.7/basic", version="v1.12.11")
     w1 = [m for m in lab.machines if m["role"] == "worker"][0]

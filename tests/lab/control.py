@@ -52,7 +52,8 @@ class LabControl:
 
     def timeline(self, at=False):
         """[(machine, what), ...] in the order they happened across the lab: each call that reached a machine
-        (``ApplyConfiguration``, ...), ``down:<stage>`` when it went down (``down:rebooting``), ``boot``; with
+        (``ApplyConfiguration``, ...), ``down:<stage>`` when it went down (``down:rebooting``), ``boot``,
+        ``installer-done`` when an upgrade's installer finished, ``etcd-leader`` when a member took the lead; with
         ``at``, (machine, what, epoch seconds)."""
         return [tuple(e) for e in self._call("GET", "/timeline?at=1" if at else "/timeline")]
 

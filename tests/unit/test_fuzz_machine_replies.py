@@ -74,8 +74,10 @@ SPECS = {
     res.MACHINE_STATUS.type: {"stage": "running", "status": {"ready": True, "unmetConditions": []}},
     res.IDENTITY.type: {"nodeId": "n1"},
     res.CLUSTER_INFO.type: {"clusterId": "c1", "clusterName": "prod"},
+    res.MACHINE_TYPE.type: "controlplane",  # the bare type, as Talos's YAML form of MachineTypeSpec
 }
-REFS = [res.SYSTEM_INFORMATION, res.HOSTNAME_STATUS, res.MACHINE_STATUS, res.IDENTITY, res.CLUSTER_INFO]
+REFS = [res.SYSTEM_INFORMATION, res.HOSTNAME_STATUS, res.MACHINE_STATUS, res.IDENTITY, res.CLUSTER_INFO,
+        res.MACHINE_TYPE]
 MEMBERS = [{"hostname": "cp-1", "addresses": ["10.0.0.11"], "machineType": "controlplane", "operatingSystem": "Talos"},
            {"hostname": "w-1", "addresses": ["10.0.0.21", "fd00::21"], "machineType": "worker"}]
 

@@ -47,7 +47,7 @@ class FakeKube:
         self.evicted = []
         self.nodes = {}
 
-    def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
+    def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None, cached=False):
         assert kind == "Pod"
         items = list(self.pods.values())
         if namespace:

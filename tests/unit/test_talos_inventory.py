@@ -4,6 +4,7 @@ pending machines turned into machines; the plugin's runs are tests/integration/t
 import pytest
 
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import inventory
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 
 
 @pytest.mark.parametrize("text, version", [
@@ -22,7 +23,15 @@ def test_os_version(text, version):
     ("worker", "worker"), ("unknown", None), (None, None),
 ])
 def test_role_of(machine_type, role):
-    assert inventory.role_of(machine_type) == role
+    assert res.role_of(machine_type) == role
+
+
+@pytest.mark.parametrize("item, role", [
+    ({"spec": "controlplane"}, "controlplane"), ({"spec": "init"}, "controlplane"),
+    ({"spec": {"machineType": "worker"}}, "worker"), ({"spec": None}, None), (None, None), ({"spec": 3}, None),
+])
+def test_machine_role_of_a_machine_type_resource(item, role):
+    assert res.machine_role(item) == role
 
 
 def test_from_members():

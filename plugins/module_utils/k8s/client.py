@@ -159,11 +159,18 @@ class KubeClient:
                     return None
                 raise
 
-    def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
+    def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None, cached=False):
         """The objects of a kind as dicts: in one namespace or all of them, optionally matching a label selector and a
-        field selector (``spec.nodeName=<node>``: the Pods of one Node)."""
+        field selector (``spec.nodeName=<node>``: the Pods of one Node).
+
+        ``cached``: as the API server's watch cache holds them now (resourceVersion "0"), for a reading polled over
+        and over. A consistent list (the default) waits until that cache has caught up with etcd's latest revision,
+        which, while other kinds are written (every kubelet's heartbeat), takes tens of milliseconds each time.
+        """
         res = self.resource(api_version, kind)
         kwargs = {"field_selector": field_selector} if field_selector else {}
+        if cached:
+            kwargs["resource_version"] = "0"
         with self._calling("list %s%s" % (kind, " in " + namespace if namespace else "")):
             return res.get(namespace=namespace, label_selector=label_selector, **kwargs).to_dict().get("items") or []
 

@@ -11,7 +11,8 @@ __metaclass__ = type
 from ansible_collections.maesh.ichor.plugins.module_utils.common import fanout, release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.machine import facts as machine_facts
-from ansible_collections.maesh.ichor.plugins.module_utils.talos import version_gate
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, machine, version_gate
+from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources as res
 
 
 def _cluster_plan_line(name, facts):
@@ -37,11 +38,13 @@ class ClusterRead:
         self.unread = []  # "name: why"
         self.plan = []
         self.warnings = []
+        self.members = None  # the discovery membership as the first machine read sees it (None: none read)
 
 
 def read_cluster(client, machines, with_config_text=False, concurrency=fanout.CONCURRENCY):
     """machine_facts (or machine_read, with_config_text) of every machine ([{name, node, role}]) concurrently,
-    bounded; a machine given twice is one line of error."""
+    bounded, and the discovery membership once, from the first machine read (each machine sees the whole of it);
+    a machine given twice is one line of error."""
     names = [m["name"] for m in machines]
     nodes = [m["node"] for m in machines]
     for what, values in (("name", names), ("node", nodes)):
@@ -50,7 +53,7 @@ def read_cluster(client, machines, with_config_text=False, concurrency=fanout.CO
             raise IchorError("machines: each %s once; given more than once: %s" % (what, ", ".join(twice)),
                              result=dict(plan=[]))
     read = machine_facts.machine_read if with_config_text else machine_facts.machine_facts
-    results = client.fan_out(lambda node: read(client, node), nodes, concurrency)
+    results = client.fan_out(lambda node: read(client, node, with_members=False), nodes, concurrency)
     out = ClusterRead()
     for m in machines:
         result = results[m["node"]]
@@ -62,12 +65,26 @@ def read_cluster(client, machines, with_config_text=False, concurrency=fanout.CO
         if with_config_text:
             message, out.texts[m["name"]] = message
         facts = dict(message, name=m["name"])
+        del facts["members"]
         out.read.append((m, facts))
         out.plan.append(_cluster_plan_line(m["name"], facts))
         if m.get("role") and facts["role"] and m["role"] != facts["role"]:
-            out.warnings.append("%s is a %s in the inventory and a %s in the cluster's discovery membership" % (
+            out.warnings.append("%s is a %s in the inventory and a %s as its machine config states it" % (
                 m["name"], m["role"], facts["role"]))
+    if out.read:
+        _read_members(client, out)
     return out
+
+
+def _read_members(client, out):
+    first = out.read[0][1]
+    try:
+        items = client.run(machine.list_resources(client, res.MEMBERS, first["node"]))
+    except errors.TalosError as exc:
+        out.plan.append("discovery membership not read (on %s): %s" % (first["name"], exc))
+        return
+    out.members = machine_facts.member_entries(items)
+    out.plan.append("discovery membership (read on %s): %d members" % (first["name"], len(out.members)))
 
 
 def versions_line(verdict):
@@ -89,7 +106,7 @@ def cluster_facts_result(client, machines, concurrency=fanout.CONCURRENCY):
     read = [facts for unused_m, facts in found.read]
     verdict = version_gate.judge([(facts["name"], facts["version"]) for facts in read])
     plan = found.plan + [versions_line(verdict)]
-    result = dict(changed=False, machines=read, versions=verdict, plan=plan)
+    result = dict(changed=False, machines=read, members=found.members, versions=verdict, plan=plan)
     if found.warnings:
         result["warnings"] = found.warnings
     problems = [verdict["message"]] if verdict["refused"] else []

@@ -31,54 +31,62 @@ async def _config(client, node):
         return None, "its config cannot be read: %s" % exc, None
 
 
-async def machine_facts(client, node=None):
+async def machine_facts(client, node=None, with_members=True):
     """The facts ``talos_facts`` reports for one machine, read concurrently."""
-    facts, unused_text = await machine_read(client, node)
+    facts, unused_text = await machine_read(client, node, with_members)
     return facts
 
 
-async def machine_read(client, node=None):
+def member_entries(items):
+    """The discovery members (``Members.cluster.talos.dev`` resources) as the facts report them."""
+    out = []
+    for item in items:
+        addresses = res.spec_of(item).get("addresses")
+        out.append({
+            "id": item["id"],
+            "hostname": res.spec_text(item, "hostname"),
+            "addresses": [a for a in addresses if isinstance(a, str)] if isinstance(addresses, list) else [],
+            "machine_type": res.spec_text(item, "machineType"),
+        })
+    return out
+
+
+async def _members(client, node, with_members):
+    return await machine.list_resources(client, res.MEMBERS, node) if with_members else None
+
+
+async def machine_read(client, node=None, with_members=True):
     """(machine_facts, the live config's text or None): the text holds the cluster's secrets, so it is never part
-    of the facts; adopt's inspection hands it to the config engine."""
-    ver, sysinfo, host, status, identity, info, members, config, cni_files = await machine.gather(
+    of the facts; adopt's inspection hands it to the config engine.
+
+    ``with_members``: list the discovery membership too (every machine sees the whole of it, so a read of every
+    machine asks one of them: a read of N machines listing it on each would parse N x N members); else
+    ``members`` is None.
+    """
+    ver, sysinfo, host, status, identity, info, kind, members, config, cni_files = await machine.gather(
         machine.version(client, node),
         machine.get_resource(client, res.SYSTEM_INFORMATION, node),
         machine.get_resource(client, res.HOSTNAME_STATUS, node),
         machine.get_resource(client, res.MACHINE_STATUS, node),
         machine.get_resource(client, res.IDENTITY, node),
         machine.get_resource(client, res.CLUSTER_INFO, node),
-        machine.list_resources(client, res.MEMBERS, node),
+        machine.get_resource(client, res.MACHINE_TYPE, node),
+        _members(client, node, with_members),
         _config(client, node),
         machine.cni_configs(client, node),
     )
-    node_id = res.spec_text(identity, "nodeId")
-    member_list = []
-    role = None
-    for item in members:
-        addresses = res.spec_of(item).get("addresses")
-        member = {
-            "id": item["id"],
-            "hostname": res.spec_text(item, "hostname"),
-            "addresses": [a for a in addresses if isinstance(a, str)] if isinstance(addresses, list) else [],
-            "machine_type": res.spec_text(item, "machineType"),
-        }
-        member_list.append(member)
-        if node_id and item["id"] == node_id:
-            role = member["machine_type"]
-    if role == "init":  # the legacy first control plane is a control plane like the others
-        role = "controlplane"
     machine_status = res.spec_of(status).get("status")
     return {
         "node": node,
         "version": ver["tag"],
         "uuid": res.spec_text(sysinfo, "uuid"),
         "hostname": res.spec_text(host, "hostname"),
-        "role": role or "",
+        "role": res.machine_role(kind) or "",
         "stage": res.spec_text(status, "stage"),
         "ready": isinstance(machine_status, dict) and machine_status.get("ready") is True,
-        "node_id": node_id,
+        "node_id": res.spec_text(identity, "nodeId"),
         "cluster": {"name": res.spec_text(info, "clusterName"), "id": res.spec_text(info, "clusterId")},
-        "members": member_list,
+        "members": None if members is None else member_entries(members),
         "config": config[0],
         "config_unread": config[1],
         "cni_configs": cni_files,
@@ -87,9 +95,11 @@ async def machine_read(client, node=None):
 
 def plan_line(facts, where):
     """A machine's plan line, from its facts."""
-    return "%s (%s): Talos %s, %s, %s, cluster %s (%d members)" % (
+    line = "%s (%s): Talos %s, %s, %s, cluster %s" % (
         facts["hostname"] or "?", where, facts["version"], facts["role"] or "unknown role",
-        facts["stage"] or "unknown stage", facts["cluster"]["name"] or "?", len(facts["members"]))
+        facts["stage"] or "unknown stage", facts["cluster"]["name"] or "?")
+    members = facts.get("members")  # a read of every machine lists the membership once, not per machine
+    return line if members is None else "%s (%d members)" % (line, len(members))
 
 
 def facts_result(client, node=None):

@@ -86,13 +86,19 @@ def stuck(pod):
 
 
 def stuck_pods(kube):
-    """'kube-system/<name>' of every stuck Pod in kube-system (one list)."""
-    return sorted("kube-system/%s" % p["metadata"]["name"] for p in kube.list("v1", "Pod", "kube-system") if stuck(p))
+    """'kube-system/<name>' of every stuck Pod in kube-system (one list, from the API server's cache: a gate polled
+    between batches, whose Pod statuses are the kubelets' reports of seconds ago anyway)."""
+    return sorted("kube-system/%s" % p["metadata"]["name"] for p in kube.list("v1", "Pod", "kube-system", cached=True)
+                  if stuck(p))
 
 
 def no_more_stuck(kube, before):
     """The batch gate: no more stuck Pods in kube-system than ``before`` (the list read before the batch)."""
-    now = stuck_pods(kube)
+    return as_many_stuck(before, stuck_pods(kube))
+
+
+def as_many_stuck(before, now):
+    """The batch gate on two reads of ``stuck_pods``: before the batch and ``now``."""
     new = [name for name in now if name not in before]
     if len(now) <= len(before):
         return True, "%d Pods stuck in kube-system, as before" % len(now)

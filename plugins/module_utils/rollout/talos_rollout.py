@@ -24,7 +24,7 @@ __metaclass__ = type
 
 import time
 
-from ansible_collections.maesh.ichor.plugins.module_utils.common import images, poll, release
+from ansible_collections.maesh.ichor.plugins.module_utils.common import fanout, images, poll, release
 from ansible_collections.maesh.ichor.plugins.module_utils.common.errors import IchorError
 from ansible_collections.maesh.ichor.plugins.module_utils.config import yamlio
 from ansible_collections.maesh.ichor.plugins.module_utils.config.errors import ConfigError
@@ -34,8 +34,9 @@ from ansible_collections.maesh.ichor.plugins.module_utils.rollout.errors import 
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import client as tc
 from ansible_collections.maesh.ichor.plugins.module_utils.talos import errors, etcd, machine
 
-# how often a batch's gates are read while it comes back (a Version call per machine away, then cheap reads)
-POLL = 0.1
+# how often a batch's gates are read while it comes back (a Version call per machine away, then cheap reads): every
+# POLL seconds per round of the fan-out, so a batch of hundreds does not ask each machine twenty times a second
+POLL = 0.05
 # how often a canary's gates are read again while it soaks
 SOAK_POLL = 1.0
 
@@ -72,6 +73,7 @@ class Rollout:
         self.cilium = False  # the Cilium gate applies (a Cilium the collection manages)
         self.target = ""
         self.baseline = []  # the Pods stuck in kube-system before the first batch
+        self.stuck_now = []  # ... before the next batch: the baseline, then what the last batch's gate read
         self.lines = []
 
     # --- reads --------------------------------------------------------------------------------------------------
@@ -211,7 +213,7 @@ class Rollout:
         todo = [r for r in rows if r["version"] != target]
         self._installers(todo, target)
         if self.kube is not None:
-            self.baseline = gates.stuck_pods(self.kube)
+            self.baseline = self.stuck_now = gates.stuck_pods(self.kube)
             self._check("kube-system Pods", True, "%d stuck Pending or CrashLooping now (the gate: no more after a "
                         "batch)" % len(self.baseline))
         failed = [c for c in self.preflight if not c[1]]
@@ -331,34 +333,49 @@ class Rollout:
             away = [state["r"]["node"] for state in pending.values() if state["gates"][0] == "version"]
             running = self.client.fan_out(lambda node: machine.version(self.client, node), away)
             for name, state in list(pending.items()):
-                r, gate = state["r"], state["gates"][0]
-                if gate == "version":
-                    answer = running[r["node"]]
-                    passed = answer.error is None and answer.message["tag"] == self.target
-                    detail = "it to answer with Talos %s" % self.target
-                else:
-                    passed, detail = gates.judge(gate, self.client, self.kube, r, self.target)
-                if passed:
-                    state["gates"].pop(0)
-                    self.audit.append("%s: gate %s passed" % (name, gate))
-                    if gate == "node_ready" and r.get("cordoned"):
-                        drain.uncordon(self.kube, r["node_name"])
-                    if not state["gates"]:
-                        del pending[name]
-                        continue
-                    state["timeout"] = self.timeouts[state["gates"][0]]
-                    state["deadline"] = self.clock.time() + state["timeout"]
-                elif self.clock.time() >= state["deadline"]:
-                    self._fail(r, "gate " + gate, "waited %ss for %s" % (int(state["timeout"]), detail))
+                if self._advance(state, running):
                     del pending[name]
             if pending:
-                self.clock.sleep(POLL)
+                self.clock.sleep(POLL * max(1, -(-len(pending) // fanout.CONCURRENCY)))
+
+    def _advance(self, state, running):
+        """Judge one machine's gates in order from its current one, as far as they pass (the next is judged at once:
+        a machine back and Ready moves on without another poll); True when it is done, passed or failed."""
+        r = state["r"]
+        while state["gates"]:
+            gate = state["gates"][0]
+            if gate == "version":
+                answer = running[r["node"]]
+                passed = answer.error is None and answer.message["tag"] == self.target
+                detail = "it to answer with Talos %s" % self.target
+            else:
+                passed, detail = gates.judge(gate, self.client, self.kube, r, self.target)
+            if not passed:
+                if self.clock.time() < state["deadline"]:
+                    return False
+                self._fail(r, "gate " + gate, "waited %ss for %s" % (int(state["timeout"]), detail))
+                return True
+            state["gates"].pop(0)
+            self.audit.append("%s: gate %s passed" % (r["name"], gate))
+            if gate == "node_ready" and r.get("cordoned"):
+                drain.uncordon(self.kube, r["node_name"])
+            if state["gates"]:
+                state["timeout"] = self.timeouts[state["gates"][0]]
+                state["deadline"] = self.clock.time() + state["timeout"]
+        return True
 
     def _batch_gate(self, before):
         if self.kube is None:
             return None
-        done, detail = poll.until(lambda: gates.no_more_stuck(self.kube, before), self.timeouts["pods"], 1.0,
-                                  self.clock)
+        read = {}
+
+        def check():
+            read["now"] = gates.stuck_pods(self.kube)
+            return gates.as_many_stuck(before, read["now"])
+
+        done, detail = poll.until(check, self.timeouts["pods"], 1.0, self.clock)
+        if done:  # what the next batch starts from: read a moment before it, so not read again
+            self.stuck_now = read["now"]
         return None if done else "gate pods: waited %ss for %s" % (int(self.timeouts["pods"]), detail)
 
     def _soak(self, batch):
@@ -451,7 +468,7 @@ class Rollout:
 
     def _run_batch(self, index, order, batch, budget):
         self._keep_lock()
-        before = gates.stuck_pods(self.kube) if self.kube is not None else []
+        before = self.stuck_now
         ms = batch.machines
         failed_before = set(self.failed)
         if batch.kind == "controlplane":

@@ -26,7 +26,6 @@ from ansible_collections.maesh.ichor.plugins.module_utils.talos import resources
 
 DISCOVERY, KUBERNETES, TALOSCONFIG = "discovery", "kubernetes", "talosconfig"
 SOURCES = (DISCOVERY, KUBERNETES, TALOSCONFIG)
-MACHINE_TYPE = res.Ref("MachineTypes.config.talos.dev", "config", "machine-type")
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 _OS_IMAGE = re.compile(r"\bTalos \(([^)]*)\)")
 
@@ -36,17 +35,6 @@ def os_version(text):
     match = _OS_IMAGE.search(text or "")
     stated = versions.read(match.group(1)) if match else None
     return match.group(1).strip() if stated and stated.v and stated.patch_written else None
-
-
-def role_of(machine_type):
-    """controlplane | worker from a machine type as Talos writes it (init is the legacy first control plane);
-    None for another or none."""
-    text = str(machine_type or "").lower().replace("_", "").replace("-", "")
-    if text in ("controlplane", "init"):
-        return "controlplane"
-    if text == "worker":
-        return "worker"
-    return None
 
 
 def _first_address(addresses):
@@ -64,7 +52,7 @@ def from_members(members):
         address = _first_address(spec.get("addresses"))
         hostname = spec.get("hostname") if isinstance(spec.get("hostname"), str) else ""
         out.append({"name": hostname or address or item.get("id"), "address": address,
-                    "role": role_of(spec.get("machineType")), "version": os_version(spec.get("operatingSystem")),
+                    "role": res.role_of(spec.get("machineType")), "version": os_version(spec.get("operatingSystem")),
                     "node_id": item.get("id")})
     return sorted(out, key=lambda m: m["name"] or "")
 
@@ -84,12 +72,10 @@ def from_nodes(nodes):
 
 async def _one_machine(client, node):
     ver, kind, host = await machine.gather(machine.version(client, node),
-                                           machine.get_resource(client, MACHINE_TYPE, node),
+                                           machine.get_resource(client, res.MACHINE_TYPE, node),
                                            machine.get_resource(client, res.HOSTNAME_STATUS, node))
-    spec = (kind or {}).get("spec")
-    machine_type = spec.get("machineType") if isinstance(spec, dict) else spec
     hostname = ((host or {}).get("spec") or {}).get("hostname") if isinstance((host or {}).get("spec"), dict) else ""
-    return {"name": hostname or node, "address": node, "role": role_of(machine_type), "version": ver["tag"]}
+    return {"name": hostname or node, "address": node, "role": res.machine_role(kind), "version": ver["tag"]}
 
 
 def members(client):

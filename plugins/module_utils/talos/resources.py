@@ -23,6 +23,8 @@ class Ref:
 
 MACHINE_CONFIG = Ref("MachineConfigs.config.talos.dev", "config", "v1alpha1", sensitive=True)
 MEMBERS = Ref("Members.cluster.talos.dev", "cluster")
+# the machine's own type as its config states it (``talosctl get machinetype``), discovery or not
+MACHINE_TYPE = Ref("MachineTypes.config.talos.dev", "config", "machine-type")
 CLUSTER_INFO = Ref("Infos.cluster.talos.dev", "cluster", "current")
 IDENTITY = Ref("Identities.cluster.talos.dev", "cluster", "local")
 MACHINE_STATUS = Ref("MachineStatuses.runtime.talos.dev", "runtime", "machine")
@@ -53,3 +55,21 @@ def spec_text(item, key):
     """A text field of a resource's spec ("" when it is missing or not text)."""
     value = spec_of(item).get(key)
     return value if isinstance(value, str) else ""
+
+
+def role_of(machine_type):
+    """controlplane | worker from a machine type as Talos writes it (init is the legacy first control plane);
+    None for another or none."""
+    text = str(machine_type or "").lower().replace("_", "").replace("-", "")
+    if text in ("controlplane", "init"):
+        return "controlplane"
+    if text == "worker":
+        return "worker"
+    return None
+
+
+def machine_role(item):
+    """controlplane | worker from a MachineType resource (its spec is the bare type; a mapping holding
+    ``machineType`` is read too); None for a missing resource or another type."""
+    spec = (item or {}).get("spec")
+    return role_of(spec.get("machineType") if isinstance(spec, dict) else spec)

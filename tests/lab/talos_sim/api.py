@@ -1006,6 +1006,7 @@ async def lifecycle_upgrade(node, req, caller):
             # it was (Talos reads machine.install.image only when it installs)
             m.pending_extensions = simext.carried(image)
         node.lab.changed()
+        node.lab.event(m.name, "installer-done")  # GET /timeline: how long the machine's own install took
         # a failed installer is an exit code, not an error status ("Server SHOULD NOT respond with error")
         yield lc.LifecycleServiceUpgradeResponse(
             progress=lc.LifecycleServiceInstallProgress(exit_code=exit_code))
