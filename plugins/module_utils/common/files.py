@@ -43,15 +43,25 @@ def private_directory(path):
 
 def write_private(path, chunks):
     """Write ``chunks`` (bytes, or an iterable of bytes) to ``path`` as a new 0600 file; returns the bytes written."""
+    def fill(handle):
+        written = 0
+        for chunk in ([chunks] if isinstance(chunks, bytes) else chunks):
+            handle.write(chunk)
+            written += len(chunk)
+        return written
+
+    return write_private_with(path, fill)
+
+
+def write_private_with(path, fill):
+    """``fill(handle)`` writes ``path``'s new content into a new 0600 file (binary), renamed over ``path`` once
+    ``fill`` returned (its result is returned); removed, and ``path`` left as it was, when ``fill`` raises."""
     path = os.path.abspath(os.path.expanduser(path))
     directory = private_directory(path)
     fd, temp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=directory)
-    written = 0
     try:
         with os.fdopen(fd, "wb") as handle:
-            for chunk in ([chunks] if isinstance(chunks, bytes) else chunks):
-                handle.write(chunk)
-                written += len(chunk)
+            out = fill(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(temp, 0o600)
@@ -60,7 +70,7 @@ def write_private(path, chunks):
         if os.path.exists(temp):
             os.unlink(temp)
         raise
-    return written
+    return out
 
 
 def load_cert_chain(ctx, crt_pem, key_pem):
