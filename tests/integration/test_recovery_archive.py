@@ -59,8 +59,8 @@ def test_the_age_tool_alone_opens_an_archive_the_collection_wrote(age_tools, key
 def test_the_collection_reads_what_the_age_tool_encrypted(age_tools, keyfile, tmp_path):
     path, recipient = keyfile
     data = b"snapshot bytes"
-    manifest = {"format": archive.FORMAT, "parts": {"etcd.snapshot": {"size": len(data),
-                                                                       "sha256": hashlib.sha256(data).hexdigest()}}}
+    part = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    manifest = {"format": archive.FORMAT, "parts": {"etcd.snapshot": part}}
     plain = io.BytesIO()
     with tarfile.open(fileobj=plain, mode="w") as tar:
         for name, body in (("etcd.snapshot", data), (archive.MANIFEST, json.dumps(manifest).encode())):

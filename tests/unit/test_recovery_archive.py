@@ -121,8 +121,8 @@ def _encrypted_tar(path, key, members):
 
 def test_a_manifest_that_disagrees_with_the_parts_is_refused(tmp_path, key):
     path = str(tmp_path / "a.tar.age")
-    manifest = {"format": archive.FORMAT, "parts": {"etcd.snapshot": {"size": 3, "sha256": "0" * 64},
-                                                     "record.json": {"size": 2, "sha256": "1" * 64}}}
+    parts = {"etcd.snapshot": {"size": 3, "sha256": "0" * 64}, "record.json": {"size": 2, "sha256": "1" * 64}}
+    manifest = {"format": archive.FORMAT, "parts": parts}
     _encrypted_tar(path, key, [("etcd.snapshot", b"abc"), ("extra.txt", b"x"),
                                (archive.MANIFEST, json.dumps(manifest).encode())])
     with pytest.raises(archive.ArchiveError) as exc:
@@ -180,7 +180,7 @@ def test_a_large_part_is_streamed_not_held(tmp_path, key):
     source = str(tmp_path / "big")
     with open(source, "wb") as handle:
         block = os.urandom(1 << 20)
-        for _ in range(size >> 20):
+        for unused in range(size >> 20):
             handle.write(block)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     path, out = _write(tmp_path, key, [archive.Part.of_file("etcd.snapshot", source)])

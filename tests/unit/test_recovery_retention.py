@@ -15,7 +15,7 @@ START = datetime.datetime(2026, 1, 1, tzinfo=UTC)
 
 def _archives(rng):
     """Archives of one cluster at random times over ~10 weeks (some on the same day), and a name that is not one."""
-    times = set(START + datetime.timedelta(seconds=rng.randrange(70 * 86400)) for _ in range(rng.randrange(0, 40)))
+    times = set(START + datetime.timedelta(seconds=rng.randrange(70 * 86400)) for unused in range(rng.randrange(0, 40)))
     return [retention.archive_name("prod", t) for t in times] + ["notes.txt"]
 
 
