@@ -35,6 +35,7 @@ from ansible_collections.maesh.ichor.plugins.module_utils.machine import kubecon
 from ansible_collections.maesh.ichor.plugins.module_utils.machine import secrets as bundle_file
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim import flow as reclaim_flow
 from ansible_collections.maesh.ichor.plugins.module_utils.reclaim import live as reclaim_live
+from ansible_collections.maesh.ichor.plugins.module_utils.recovery import archive, backup, retention
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import check, config_step, kubernetes_step, record
 from ansible_collections.maesh.ichor.plugins.module_utils.rollout import batches, gates, talos_rollout, talos_step
 
@@ -126,6 +127,14 @@ def _talos_rollout_options():
                 gate_timeouts=dict(type="dict", default={}, options=timeouts), lock_holder=dict(type="str", no_log=False))
 
 
+def _backup_options():
+    keep = dict((key, dict(type="int")) for key in retention.POLICY_KEYS)
+    return dict(machines=specs.machines(), node=dict(type="str"), recipients=dict(type="list", elements="str",
+                                                                                  required=True, no_log=False),
+                directory=dict(type="path", required=True), etcdutl=dict(type="str", default="etcdutl"),
+                retention=dict(type="dict", default=dict(keep_last=7), options=keep))
+
+
 def _rollout(**extra):
     return lambda: dict(machines=specs.machines(), cluster=specs.cluster(), secrets=dict(type="path"), **extra)
 
@@ -143,6 +152,7 @@ MODULES = {
     "cilium_takeover": Entry(lambda: dict(cilium_takeover.options(), machines=dict(specs.machines(), required=False),
                                           **specs.wait(600)), (cilium_takeover, cilium_pipeline),
                              talos=True, kube=True),
+    "cluster_backup": Entry(_backup_options, (backup, archive, retention), talos=True, kube=True),
     "cluster_facts": Entry(dict, cluster_facts, run=lambda params, conn, check_mode: cluster_facts.run(conn),
                            kube=True),
     "cluster_lock": Entry(cluster_lock.options, cluster_lock, kube=True,

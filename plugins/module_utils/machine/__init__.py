@@ -8,4 +8,4 @@ machine of a cluster read at once (``cluster_read``), one machine's config rende
 (``kubeconfig``, ``talos_kubeconfig``) and the etcd snapshot (``etcd_snapshot``)."""
 
 # what another feature package may import from this one (module_utils/__init__.py)
-INTERFACE = ("facts", "cluster_read", "machine_config")
+INTERFACE = ("facts", "cluster_read", "machine_config", "etcd_snapshot")
