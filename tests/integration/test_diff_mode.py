@@ -113,6 +113,9 @@ def _tasks(lab, tmp_path, namespace):
                                        "uuid": lab.machines[0].get("uuid") or "x"}]}),
         # last, so that the tasks above keep their register names (r6 is installer_apply's)
         ("talos_rollout", {"machines": machines, "wait_timeout": 60}),
+        # a recipient of no one's key: the lab's cluster has no bundle Secret here, so the real run refuses
+        ("cluster_backup", {"machines": machines, "directory": str(tmp_path / "backups"),
+                            "recipients": ["age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"]}),
     ]
 
 
