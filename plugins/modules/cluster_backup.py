@@ -24,7 +24,8 @@ description:
   - The etcd member is the one of O(node), else the first control plane of O(machines) that answers healthy with a
     quorum; a learner, or a member etcd reports errors on, is never snapshotted.
   - Nothing unencrypted reaches O(directory) - the archive is written to a new 0600 file renamed over its name once
-    whole - nor any place but a 0700 scratch directory, removed at the end, where the snapshot is read by etcdutl.
+    whole - nor any file with a name; the snapshot is streamed into a file without one (removed by the kernel when
+    the run ends, killed or not), which etcdutl reads.
   - Then the older archives of the cluster that the O(retention) policy lets go are deleted (with a drill result
     beside them); the newest archive a restore drill verified is always kept.
   - Check mode reads etcd, the record and the directory, and plans the snapshot's member, the archive and each archive

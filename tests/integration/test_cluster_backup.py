@@ -6,9 +6,11 @@ the configs' keys) reaches the run's output; retention prunes what the policy le
 archive."""
 
 import datetime
+import glob
 import json
 import os
 import subprocess
+import tempfile
 
 import pyrage
 import pytest
@@ -54,6 +56,13 @@ def _drop_bundle(kube):
         kube.delete("v1", "Secret", bundle_secret.BUNDLE_SECRET, cluster_record.NAMESPACE)
 
 
+def _link(fd):
+    try:
+        return os.readlink("/proc/self/fd/" + fd)
+    except OSError:  # the listing's own descriptor, closed since
+        return ""
+
+
 def _params(lab, identity, directory, **extra):
     machines = [{"name": m["name"], "node": m["address"], "role": m["role"]} for m in lab.machines]
     return dict(dict(talosconfig=lab.talosconfig, kubeconfig=lab.kube.kubeconfig, machines=machines, node=None,
@@ -82,10 +91,21 @@ def test_check_mode_plans_and_writes_nothing(managed, tmp_path):
     assert "EtcdSnapshot" not in [w for m, w in lab.control.timeline()]
 
 
-def test_a_backup_is_one_archive_the_identity_opens_and_etcd_reads(managed, tmp_path):
+def test_a_backup_is_one_archive_the_identity_opens_and_etcd_reads(managed, tmp_path, monkeypatch):
     lab, kube, bundle, identity = managed
     directory = str(tmp_path / "backups")
+    named = []
+    write = archive.write
+
+    def watched(*args):  # while the archive is written, the plaintext snapshot has no name anywhere
+        named.extend(glob.glob(os.path.join(tempfile.gettempdir(), "ichor-backup-*")))
+        unnamed = [_link(fd) for fd in os.listdir("/proc/self/fd")]
+        named.extend(link for link in unnamed if "ichor-backup-" in link and not link.endswith("(deleted)"))
+        assert any("ichor-backup-" in link for link in unnamed)  # open, unnamed
+        return write(*args)
+    monkeypatch.setattr(archive, "write", watched)
     result = _run(_params(lab, identity, directory))
+    assert named == []
     name = os.path.basename(result["archive"])
     assert os.listdir(directory) == [name] and os.stat(result["archive"]).st_mode & 0o777 == 0o600
     assert retention.parse_name(name)[0] == "prod"

@@ -32,19 +32,25 @@ def run(params, conn, check_mode):
     if check_mode:
         result["plan"].append("etcd snapshot of %s would be written to %s (0600)" % (node, path))
         return result
-    digest = hashlib.sha256()
-
-    def chunks():  # written to the new file as they arrive: a snapshot of gigabytes is never held whole
-        size = 0
-        for reply in client.stream("EtcdSnapshot", node=node, max_bytes=MAX_SNAPSHOT):
-            digest.update(reply.bytes)
-            size += len(reply.bytes)
-            yield reply.bytes
-        if not size:  # raised before the new file replaces the old one, and the new one is removed
-            raise IchorError("the etcd snapshot of %s is empty; nothing written" % node, result=dict(result, changed=False))
-
-    size = files.write_private(path, chunks())
-    result.update(size=size, sha256=digest.hexdigest())
-    result["plan"].append("etcd snapshot of %s written to %s (0600, %d bytes, sha256 %s)" % (
-        node, path, size, digest.hexdigest()))
+    try:
+        size, digest = files.write_private_with(path, lambda handle: stream_into(client, node, handle))
+    except IchorError as exc:  # the new file is removed; whatever was at path stays
+        exc.result = dict(result, changed=False)
+        raise
+    result.update(size=size, sha256=digest)
+    result["plan"].append("etcd snapshot of %s written to %s (0600, %d bytes, sha256 %s)" % (node, path, size, digest))
     return result
+
+
+def stream_into(client, node, handle):
+    """Stream ``node``'s etcd snapshot into the binary writer ``handle`` as it arrives (a snapshot of gigabytes is
+    never held whole); (bytes written, sha256). IchorError for an empty snapshot."""
+    digest = hashlib.sha256()
+    size = 0
+    for reply in client.stream("EtcdSnapshot", node=node, max_bytes=MAX_SNAPSHOT):
+        digest.update(reply.bytes)
+        size += len(reply.bytes)
+        handle.write(reply.bytes)
+    if not size:
+        raise IchorError("the etcd snapshot of %s is empty; nothing written" % node)
+    return size, digest.hexdigest()

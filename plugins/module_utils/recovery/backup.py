@@ -8,10 +8,10 @@ directory, then the older archives its retention policy lets go pruned.
    choose the control plane whose etcd member is snapshotted: the one named, else the first that answers healthy as
    a voting member (never a learner, never one etcd reports errors on).
 2. Plan: the member, the archive's name, each archive the policy would prune (check mode stops here).
-3. Stream the snapshot into a 0700 scratch directory (removed at the end, whatever happens), read its revision, hash
-   and key count with ``etcdutl snapshot status``, read every machine's live config, and write the archive: the
-   snapshot, the bundle, the record and the configs, and the manifest, encrypted to the recipients; nothing
-   unencrypted reaches the destination.
+3. Stream the snapshot into a file without a name (gone with the process, even a killed one), read its revision,
+   hash and key count with ``etcdutl snapshot status``, read every machine's live config, and write the archive:
+   the snapshot, the bundle, the record and the configs, and the manifest, encrypted to the recipients; nothing
+   unencrypted reaches the destination or any file with a name.
 4. Prune what the policy lets go (the newest archive a drill verified is always kept).
 """
 
@@ -19,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import datetime
 import json
 import os
@@ -83,16 +84,18 @@ def _verified(directory, names):
     return out
 
 
-def snapshot_status(etcdutl, path):
-    """``etcdutl snapshot status`` of ``path`` as {hash, revision, total_key, total_size}; BackupError naming what to
-    install when etcdutl is missing, or what it said when it cannot read the snapshot."""
+def snapshot_status(etcdutl, snapshot):
+    """``etcdutl snapshot status`` of the open file ``snapshot`` (handed to etcdutl as /dev/fd/N: it has no name) as
+    {hash, revision, total_key, total_size}; BackupError naming what to install when etcdutl is missing, or what it
+    said when it cannot read the snapshot."""
     binary = shutil.which(etcdutl) if etcdutl else None
     if binary is None:
         raise BackupError("etcdutl was not found (%s): the manifest records the snapshot's revision, hash and key "
                           "count as etcd reads them; install etcdutl (the execution environment carries it) or give "
                           "its path as etcdutl" % (etcdutl or "not given"))
-    proc = subprocess.run([binary, "snapshot", "status", path, "-w", "json"], capture_output=True, text=True,
-                          check=False, timeout=600)
+    fd = snapshot.fileno()
+    proc = subprocess.run([binary, "snapshot", "status", "/dev/fd/%d" % fd, "-w", "json"], capture_output=True,
+                          text=True, check=False, timeout=600, pass_fds=(fd,))
     try:
         status = json.loads(proc.stdout) if proc.returncode == 0 else None
     except ValueError:
@@ -102,6 +105,28 @@ def snapshot_status(etcdutl, path):
         raise BackupError("etcdutl cannot read the etcd snapshot: %s" % (said[-1] if said else "no output"))
     return {"hash": status.get("hash"), "revision": status.get("revision"), "total_key": status.get("totalKey"),
             "total_size": status.get("totalSize")}
+
+
+def _from_start(handle):
+    """A reader of the open file ``handle`` from its first byte (its own descriptor: closing it leaves ``handle``)."""
+    reader = os.fdopen(os.dup(handle.fileno()), "rb")
+    reader.seek(0)
+    return reader
+
+
+@contextlib.contextmanager
+def _unnamed_file():
+    """A new 0600 file with no name: made in a 0700 directory, then its name and the directory removed at once, before
+    anything is written. The plaintext snapshot lives in it; the kernel frees it when the file is closed or the
+    process ends, killed included, so it never outlives the task."""
+    scratch = tempfile.mkdtemp(prefix="ichor-backup-")
+    try:
+        fd, path = tempfile.mkstemp(dir=scratch)
+        os.unlink(path)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    with os.fdopen(fd, "w+b") as handle:
+        yield handle
 
 
 def _configs(client, machines):
@@ -175,22 +200,20 @@ def _run(params, conn, check_mode, now, result):
     if check_mode:
         result["changed"] = True
         return result
-    scratch = tempfile.mkdtemp(prefix="ichor-backup-")  # 0700; the plaintext snapshot lives here only
-    try:
-        snapshot = os.path.join(scratch, SNAPSHOT)
-        taken = etcd_snapshot.run(dict(node=source["node"], path=snapshot), _Just(client), False)
+    with _unnamed_file() as snapshot:
+        size, digest = etcd_snapshot.stream_into(client, source["node"], snapshot)
+        snapshot.flush()
         status = snapshot_status(params.get("etcdutl"), snapshot)
         configs = _configs(client, machines)
-        parts = [archive.Part.of_file(SNAPSHOT, snapshot), archive.Part.of_bytes(BUNDLE, bundle.to_yaml().encode("utf-8")),
+        parts = [archive.Part(SNAPSHOT, size, lambda: _from_start(snapshot)),
+                 archive.Part.of_bytes(BUNDLE, bundle.to_yaml().encode("utf-8")),
                  archive.Part.of_bytes(RECORD, json.dumps(record.data, indent=2, sort_keys=True).encode("utf-8"))]
         parts += [archive.Part.of_bytes("machines/%s.yaml" % n, configs[n].encode("utf-8")) for n in sorted(configs)]
         facts = {"cluster": cluster, "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                 "etcd": dict(status, member=source["name"], node=source["node"], sha256=taken["sha256"]),
+                 "etcd": dict(status, member=source["name"], node=source["node"], sha256=digest),
                  "talos": record.get("talos"), "kubernetes": record.get("kubernetes"),
                  "contract": record.get("contract"), "machines": sorted(configs)}
         written = archive.write(os.path.join(directory, name), keys, parts, facts)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     result.update(changed=True, size=written["size"], sha256=written["sha256"], manifest=dict(
         facts, parts=dict((n, {"sha256": digest}) for n, digest in written["parts"].items())))
     plan.append("written %s (%d bytes, sha256 %s); etcd revision %s, %s keys" % (
@@ -201,13 +224,3 @@ def _run(params, conn, check_mode, now, result):
                 os.unlink(path)
         plan.append("pruned %s" % old)
     return result
-
-
-class _Just:
-    """The connections etcd_snapshot.run asks for: this run's Talos client."""
-
-    def __init__(self, client):
-        self.client = client
-
-    def talos(self):
-        return self.client
