@@ -155,10 +155,11 @@ def test_refusals_are_one_line(managed, tmp_path):
     with pytest.raises(IchorError) as exc:
         _run(_params(lab, identity, directory, recipients=["AGE-SECRET-KEY-1NOTHING"]))
     assert str(exc.value) == ("recipients: number 1 is not an age recipient (age1..., as age-keygen -y prints it)")
-    with pytest.raises(IchorError) as exc:
-        _run(_params(lab, identity, directory, etcdutl="/nonexistent/etcdutl"))
-    assert str(exc.value).startswith("etcdutl was not found (/nonexistent/etcdutl)")
-    assert os.listdir(directory) == []
+    for check_mode in (True, False):  # refused before anything is read or made, the plan included
+        with pytest.raises(IchorError) as exc:
+            _run(_params(lab, identity, directory, etcdutl="/nonexistent/etcdutl"), check_mode=check_mode)
+        assert str(exc.value).startswith("etcdutl was not found (/nonexistent/etcdutl)")
+    assert not os.path.exists(directory)
     _drop_bundle(kube)
     with pytest.raises(IchorError) as exc:
         _run(_params(lab, identity, directory))

@@ -84,15 +84,20 @@ def _verified(directory, names):
     return out
 
 
-def snapshot_status(etcdutl, snapshot):
-    """``etcdutl snapshot status`` of the open file ``snapshot`` (handed to etcdutl as /dev/fd/N: it has no name) as
-    {hash, revision, total_key, total_size}; BackupError naming what to install when etcdutl is missing, or what it
-    said when it cannot read the snapshot."""
+def etcdutl_binary(etcdutl):
+    """The etcdutl binary's path; BackupError naming what to install when it is missing (checked before anything is
+    taken, in check mode too)."""
     binary = shutil.which(etcdutl) if etcdutl else None
     if binary is None:
         raise BackupError("etcdutl was not found (%s): the manifest records the snapshot's revision, hash and key "
                           "count as etcd reads them; install etcdutl (the execution environment carries it) or give "
                           "its path as etcdutl" % (etcdutl or "not given"))
+    return binary
+
+
+def snapshot_status(binary, snapshot):
+    """``etcdutl snapshot status`` (``binary``) of the open file ``snapshot`` (handed to etcdutl as /dev/fd/N: it has
+    no name) as {hash, revision, total_key, total_size}; BackupError with what etcdutl said when it cannot read it."""
     fd = snapshot.fileno()
     proc = subprocess.run([binary, "snapshot", "status", "/dev/fd/%d" % fd, "-w", "json"], capture_output=True,
                           text=True, check=False, timeout=600, pass_fds=(fd,))
@@ -172,6 +177,7 @@ def _run(params, conn, check_mode, now, result):
     plan = result["plan"]
     keys = archive.recipients(params["recipients"])
     rules = retention.policy(params["retention"])
+    etcdutl = etcdutl_binary(params.get("etcdutl"))
     directory = os.path.abspath(os.path.expanduser(params["directory"]))
     files.private_directory(os.path.join(directory, "archive"))  # made 0700 when missing; refused when others write
     kube = conn.kube()
@@ -190,7 +196,7 @@ def _run(params, conn, check_mode, now, result):
     at = now or datetime.datetime.now(datetime.timezone.utc)
     name = retention.archive_name(cluster["name"], at)
     existing = sorted(n for n in os.listdir(directory) if (retention.parse_name(n) or ("",))[0] == cluster["name"])
-    kept, prune = retention.select(existing + [name], rules, _verified(directory, existing))
+    unused_kept, prune = retention.select(existing + [name], rules, _verified(directory, existing))
     plan.append("etcd snapshot of %s (%s; %s)" % (source["name"], source["node"], detail))
     plan.append("archive %s in %s: the snapshot, the secrets bundle, the cluster record and the live config of %d "
                 "machines, encrypted to %d age recipient(s)" % (name, directory, len(machines), len(keys)))
@@ -203,7 +209,7 @@ def _run(params, conn, check_mode, now, result):
     with _unnamed_file() as snapshot:
         size, digest = etcd_snapshot.stream_into(client, source["node"], snapshot)
         snapshot.flush()
-        status = snapshot_status(params.get("etcdutl"), snapshot)
+        status = snapshot_status(etcdutl, snapshot)
         configs = _configs(client, machines)
         parts = [archive.Part(SNAPSHOT, size, lambda: _from_start(snapshot)),
                  archive.Part.of_bytes(BUNDLE, bundle.to_yaml().encode("utf-8")),
@@ -215,7 +221,7 @@ def _run(params, conn, check_mode, now, result):
                  "contract": record.get("contract"), "machines": sorted(configs)}
         written = archive.write(os.path.join(directory, name), keys, parts, facts)
     result.update(changed=True, size=written["size"], sha256=written["sha256"], manifest=dict(
-        facts, parts=dict((n, {"sha256": digest}) for n, digest in written["parts"].items())))
+        facts, parts=dict((n, {"sha256": sha}) for n, sha in written["parts"].items())))
     plan.append("written %s (%d bytes, sha256 %s); etcd revision %s, %s keys" % (
         name, written["size"], written["sha256"], status["revision"], status["total_key"]))
     for old in prune:
