@@ -115,8 +115,7 @@ def acquire(client, holder, duration=DURATION, check=False, now=None, process=No
     meta = lease["metadata"]
     if current == holder:
         if not check:
-            _write(client.replace, _lease(holder, duration, now, lease["spec"].get("acquireTime"), _kept(meta),
-                                          process=process))
+            _renew(client, holder, now, lease, duration, process)
         return ["cluster lock %s: renewed by %s for %ds" % (where, holder, duration)]
     holder_process = (meta.get("annotations") or {}).get(PROCESS)
     if break_holder and current and break_holder == current:
@@ -179,22 +178,29 @@ def keep(client, holder, now=None):
     keeps it before each stage holds it for as long as it goes on writing. A lock of this run's that expired while no
     other run took it is still this run's: a run that writes takes the lock first, so nobody wrote meanwhile."""
     now = time.time() if now is None else now
-    for attempt in range(KEEP_ATTEMPTS):
-        lease = client.get(API_VERSION, "Lease", NAME, NAMESPACE)
+    _renew(client, holder, now)
+
+
+def _renew(client, holder, now, lease=None, duration=None, process=None):
+    """Renew ``holder``'s lock (``lease``: as just read; ``duration``, ``process``: new ones, else the Lease's). A
+    conflict is this run's heartbeat renewing between the read and the write: read again, and renew (another run that
+    took the lock meanwhile is refused)."""
+    for unused in range(KEEP_ATTEMPTS):
+        if lease is None:
+            lease = client.get(API_VERSION, "Lease", NAME, NAMESPACE)
         current = state(lease, now)[0]
         if current != holder:
             raise LockError("this run (%s) does not hold the cluster lock %s/%s (%s): take it first (maesh.ichor.cluster_lock)"
                             % (holder, NAMESPACE, NAME, "held by %s" % current if current else "free"))
         spec = lease["spec"]
-        duration = spec.get("leaseDurationSeconds") if isinstance(spec.get("leaseDurationSeconds"), int) else DURATION
-        try:
-            client.replace(_lease(holder, duration, now, spec.get("acquireTime"), _kept(lease["metadata"])))
+        kept = spec.get("leaseDurationSeconds") if isinstance(spec.get("leaseDurationSeconds"), int) else DURATION
+        try:  # _kept carries the Lease's annotations: its process unless a new one is given
+            client.replace(_lease(holder, duration or kept, now, spec.get("acquireTime"), _kept(lease["metadata"]),
+                                  process=process))
             return
         except Conflict:
-            # this run's heartbeat renewed the Lease between the read and the write: read it again (another run that
-            # took it is refused above)
-            if attempt == KEEP_ATTEMPTS - 1:
-                raise LockError("the cluster lock %s/%s kept changing while this run renewed it; run again" % (NAMESPACE, NAME))
+            lease = None
+    raise LockError("the cluster lock %s/%s kept changing while this run renewed it; run again" % (NAMESPACE, NAME))
 
 
 # reads and writes a renewal may take while the run's own heartbeat renews the same Lease
